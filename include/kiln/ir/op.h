@@ -1,0 +1,109 @@
+/// \file op.h
+/// \brief Building expressions: constants, operators with type matching and constant folding,
+/// and math intrinsics.
+///
+/// Integer `/` and `%` on Exprs use FLOOR semantics (like Python and index arithmetic);
+/// `truncdiv`/`truncmod` give C semantics. Immediates adopt the other operand's type
+/// (`x + 1` with x:int64 makes an int64 one); scalars broadcast to the other side's lanes;
+/// int with float promotes to float; two different ints promote to the wider. Anything else is
+/// an error naming both types.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/expr.h"
+#include "kiln/ir/stmt.h"
+
+namespace kiln::ir {
+
+Expr make_const(DataType t, int64_t value);
+Expr make_const(DataType t, double value);
+Expr make_zero(DataType t);
+Expr make_one(DataType t);
+Expr const_true(int lanes = 1);
+Expr const_false(int lanes = 1);
+/// The value of an integer (or bool) immediate, or of a Broadcast of one.
+std::optional<int64_t> as_const_int(const Expr& e);
+std::optional<double> as_const_float(const Expr& e);
+bool is_const_int(const Expr& e, int64_t value);
+inline bool is_zero(const Expr& e) { return is_const_int(e, 0); }
+inline bool is_one(const Expr& e) { return is_const_int(e, 1); }
+/// An IntImm, FloatImm, or Broadcast of one.
+bool is_const(const Expr& e);
+/// Largest / smallest value of a type, as an immediate.
+Expr max_value(DataType t);
+Expr min_value(DataType t);
+
+/// Cast with constant folding; a no-op when the type already matches.
+Expr cast(DataType t, Expr value);
+/// Repeats a scalar into `lanes` lanes (no-op for lanes == 1).
+Expr broadcast(Expr value, int lanes);
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+/// Float division, or FLOOR division for integers.
+Expr operator/(Expr a, Expr b);
+/// FLOOR modulo for integers.
+Expr operator%(Expr a, Expr b);
+Expr operator-(Expr a);
+Expr operator==(Expr a, Expr b);
+Expr operator!=(Expr a, Expr b);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator>(Expr a, Expr b);
+Expr operator>=(Expr a, Expr b);
+Expr operator&&(Expr a, Expr b);
+Expr operator||(Expr a, Expr b);
+Expr operator!(Expr a);
+Expr floordiv(Expr a, Expr b);
+Expr floormod(Expr a, Expr b);
+Expr truncdiv(Expr a, Expr b);
+Expr truncmod(Expr a, Expr b);
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr select(Expr cond, Expr t, Expr f);
+/// (a + b - 1) / b for non-negative ints.
+Expr ceildiv(Expr a, Expr b);
+
+// Math intrinsics (pure calls, lowered by code generators).
+Expr exp(Expr x);
+Expr log(Expr x);
+Expr sqrt(Expr x);
+Expr rsqrt(Expr x);
+Expr tanh(Expr x);
+Expr sigmoid(Expr x);
+Expr erf(Expr x);
+Expr abs(Expr x);
+Expr floor(Expr x);
+Expr ceil(Expr x);
+Expr round(Expr x);
+Expr pow(Expr x, Expr y);
+Expr fma(Expr a, Expr b, Expr c);
+/// A hint that `cond` is usually true (loop partitioning looks for it).
+Expr likely(Expr cond);
+/// Evaluates only the chosen branch (unlike select); used for guarded loads.
+Expr if_then_else(Expr cond, Expr t, Expr f);
+
+/// Names of builtin calls shared by passes and code generators.
+namespace builtin {
+constexpr const char* kLikely = "likely";
+constexpr const char* kIfThenElse = "if_then_else";
+/// kiln.array_get(arr_handle, field, [dim]) reads a KilnArray field (see tir packed API).
+constexpr const char* kArrayGet = "kiln.array_get";
+constexpr const char* kArgValue = "kiln.arg_value";
+constexpr const char* kArgTypeCode = "kiln.arg_type_code";
+constexpr const char* kSetError = "kiln.set_error";
+}  // namespace builtin
+
+/// Replaces variables by expressions (by identity).
+Expr substitute(const Expr& e, const VarMap<Expr>& map);
+Stmt substitute(const Stmt& s, const VarMap<Expr>& map);
+
+/// True if `e` reads any variable in `vars` (or, with no set, any variable satisfying `pred`).
+bool uses_var(const Expr& e, const std::function<bool(const Variable*)>& pred);
+bool uses_var(const Stmt& s, const std::function<bool(const Variable*)>& pred);
+
+}  // namespace kiln::ir

@@ -1,0 +1,92 @@
+/// \file c_runtime_api.h
+/// \brief The C ABI between generated code and the runtime. Plain C, stable.
+///
+/// Every generated entry point has the packed signature
+///   int32_t f(const KilnValue* args, const int32_t* type_codes, int32_t num_args);
+/// It returns 0 on success. On failure it calls kiln_set_last_error() with a message and
+/// returns non-zero; the caller reads the message with kiln_get_last_error().
+/// Tensors are passed as `KilnArray*` with type code kKilnArrayHandle.
+#ifndef KILN_RUNTIME_C_RUNTIME_API_H_
+#define KILN_RUNTIME_C_RUNTIME_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_DLL __attribute__((visibility("default")))
+
+/// Type codes of packed arguments.
+typedef enum {
+  kKilnInt = 0,
+  kKilnUInt = 1,
+  kKilnFloat = 2,
+  kKilnOpaqueHandle = 3,
+  kKilnNull = 4,
+  kKilnArrayHandle = 7,
+  kKilnStr = 11,
+} KilnTypeCode;
+
+/// Device kinds (DLPack numbering).
+typedef enum { kKilnCPU = 1, kKilnCUDA = 2, kKilnOpenCL = 4 } KilnDeviceType;
+
+typedef struct {
+  int32_t device_type;  ///< a KilnDeviceType
+  int32_t device_id;
+} KilnDevice;
+
+typedef struct {
+  uint8_t code;  ///< kiln::DataType::Code
+  uint8_t bits;
+  uint16_t lanes;
+} KilnDataType;
+
+/// A tensor view (DLPack's DLTensor layout). strides == NULL means compact row-major.
+typedef struct {
+  void* data;
+  KilnDevice device;
+  int32_t ndim;
+  KilnDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} KilnArray;
+
+/// One packed argument.
+typedef union {
+  int64_t v_int64;
+  double v_float64;
+  void* v_handle;
+  const char* v_str;
+} KilnValue;
+
+/// The packed calling convention of every generated function.
+typedef int32_t (*KilnPackedCFunc)(const KilnValue* args, const int32_t* type_codes,
+                                   int32_t num_args);
+
+/// Sets the calling thread's last error message (copied).
+KILN_DLL void kiln_set_last_error(const char* msg);
+/// The calling thread's last error message ("" if none).
+KILN_DLL const char* kiln_get_last_error(void);
+
+/// Body of a parallel loop: runs iterations [begin, end) of the loop; returns 0 on success.
+typedef int32_t (*KilnParallelLambda)(int64_t begin, int64_t end, void* closure);
+/// Runs fn over [0, extent) split into contiguous chunks on the runtime's thread pool and
+/// waits for all of them. Nested calls (from inside a running chunk) run inline. Returns 0, or
+/// the first non-zero code a chunk returned.
+KILN_DLL int32_t kiln_parallel_for(int64_t extent, KilnParallelLambda fn, void* closure);
+/// Number of threads the pool uses (KILN_NUM_THREADS, default: the number of cores).
+KILN_DLL int32_t kiln_get_num_threads(void);
+/// Sets the pool's thread count (>= 1).
+KILN_DLL void kiln_set_num_threads(int32_t n);
+
+/// Scratch memory for generated code: 64-byte aligned; NULL on failure.
+KILN_DLL void* kiln_workspace_alloc(uint64_t nbytes);
+KILN_DLL void kiln_workspace_free(void* ptr);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // KILN_RUNTIME_C_RUNTIME_API_H_

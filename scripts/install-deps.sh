@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what Kiln needs to build, test and benchmark, from Debian's packages only.
+# Idempotent: does nothing when every package is already installed.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  llvm-16-dev libzstd-dev zlib1g-dev libedit-dev libxml2-dev libffi-dev libncurses-dev  # LLVM codegen + ORC JIT
+  libgtest-dev libgmock-dev libbenchmark-dev                         # tests and benchmarks
+  libopenblas-dev                                                    # GEMM baseline in bench/
+  nlohmann-json3-dev                                                 # JSON (records, graph)
+  clang-format
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

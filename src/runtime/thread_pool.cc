@@ -1,0 +1,317 @@
+// The process-wide thread pool behind kiln_parallel_for. A dispatcher (the calling thread,
+// holding the pool mutex) publishes one job (fn, closure, extent, chunk count), then bumps the
+// private futex word of each worker that has a chunk; worker i runs chunk i and the caller runs
+// chunk 0 itself. The caller then waits for a shared countdown of pending chunks; the worker
+// that brings it to zero wakes the caller. Every wait (worker for work, caller for completion)
+// spins for a few microseconds and then sleeps in futex(FUTEX_WAIT); a sleeper announces itself
+// with a flag set before it re-checks the word (Dekker-style, all seq_cst), so the waker makes a
+// futex(FUTEX_WAKE) system call only when someone actually sleeps. A chunk error records the
+// first non-zero code and that chunk thread's last-error message, which the caller adopts.
+// Nested calls (from inside a chunk) run inline. The pool object is never freed, so a late call
+// during static destruction is safe; an exit-time hook stops and joins the workers, after which
+// calls run serially. pthread_atfork re-creates the workers in a child process.
+#include "kiln/runtime/thread_pool.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/support/error.h"
+
+namespace kiln::runtime {
+namespace {
+
+/// How long a waiting thread spins before it sleeps in the kernel.
+constexpr auto kSpinTime = std::chrono::microseconds(10);
+/// Upper bound on the thread count (guards against KILN_NUM_THREADS=1000000).
+constexpr int32_t kMaxThreads = 1024;
+
+thread_local bool tl_in_parallel = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
+          nullptr, 0);
+}
+
+inline void futex_wake(std::atomic<uint32_t>* word, int count) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr,
+          nullptr, 0);
+}
+
+/// Waits until `word` differs from `old` and returns its new value: spin first, then sleep.
+/// `sleeping` tells the waker that a futex wake is needed.
+uint32_t wait_while_equal(std::atomic<uint32_t>& word, uint32_t old,
+                          std::atomic<uint32_t>& sleeping) {
+  uint32_t v = word.load(std::memory_order_acquire);
+  if (v != old) return v;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    cpu_relax();
+    v = word.load(std::memory_order_acquire);
+    if (v != old) return v;
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > kSpinTime) break;
+  }
+  for (;;) {
+    sleeping.store(1, std::memory_order_seq_cst);
+    v = word.load(std::memory_order_seq_cst);
+    if (v == old) futex_wait(&word, old);
+    sleeping.store(0, std::memory_order_relaxed);
+    v = word.load(std::memory_order_acquire);
+    if (v != old) return v;
+  }
+}
+
+/// Bumps `word` and wakes its sleeper, if any.
+void signal(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping.load(std::memory_order_seq_cst)) futex_wake(&word, INT_MAX);
+}
+
+/// The thread count from KILN_NUM_THREADS, else the number of usable cores.
+int32_t default_num_threads() {
+  if (const char* env = std::getenv("KILN_NUM_THREADS"); env && *env) {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);  // NOLINT(runtime/int)
+    if (*end == '\0' && n >= 1) return static_cast<int32_t>(std::min<long>(n, kMaxThreads));
+    std::fprintf(stderr,
+                 "kiln: ignoring KILN_NUM_THREADS='%s' (expected a positive integer); using the "
+                 "number of cores\n",
+                 env);
+  }
+  int32_t n = static_cast<int32_t>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int32_t allowed = CPU_COUNT(&set);
+    if (allowed > 0 && (n <= 0 || allowed < n)) n = allowed;
+  }
+  return std::clamp(n, 1, kMaxThreads);
+}
+
+/// One worker's private wake-up word, on its own cache line.
+struct alignas(64) WorkerSlot {
+  std::atomic<uint32_t> gen{0};
+  std::atomic<uint32_t> sleeping{0};
+};
+
+class ThreadPool {
+ public:
+  ThreadPool() : requested_(default_num_threads()) {}
+
+  /// The pool; created on first use and never freed.
+  static ThreadPool& global() {
+    static ThreadPool* pool = [] {
+      auto* p = new ThreadPool();
+      pthread_atfork([] { global().before_fork(); }, [] { global().after_fork_parent(); },
+                     [] { global().after_fork_child(); });
+      std::atexit([] { global().shutdown(); });
+      return p;
+    }();
+    return *pool;
+  }
+
+  int32_t num_threads() const { return requested_.load(std::memory_order_relaxed); }
+  void set_num_threads(int32_t n) {
+    requested_.store(std::clamp(n, 1, kMaxThreads), std::memory_order_relaxed);
+  }
+
+  int32_t run(int64_t extent, KilnParallelLambda fn, void* closure) {
+    if (extent <= 0) return 0;
+    if (tl_in_parallel) return fn(0, extent, closure);
+    std::lock_guard<std::mutex> lock(mu_);
+    int32_t threads = shut_down_ ? 1 : ensure_workers();
+    int64_t nchunks = std::min<int64_t>(threads, extent);
+    if (nchunks <= 1) return run_inline(0, extent, fn, closure);
+
+    fn_ = fn;
+    closure_ = closure;
+    extent_ = extent;
+    nchunks_ = nchunks;
+    first_error_.store(0, std::memory_order_relaxed);
+    error_from_worker_ = false;
+    pending_.store(static_cast<uint32_t>(nchunks - 1), std::memory_order_relaxed);
+    for (int64_t i = 1; i < nchunks; ++i) signal(slots_[i - 1].gen, slots_[i - 1].sleeping);
+
+    Range r0 = chunk_range(extent, nchunks, 0);
+    int32_t rc0 = 0;
+    try {
+      rc0 = run_inline(r0.begin, r0.end, fn, closure);
+    } catch (...) {
+      // A C++ body threw on the caller: the workers still use the closure, so wait for them.
+      tl_in_parallel = false;
+      wait_for_workers();
+      throw;
+    }
+    if (rc0 != 0) record_error(rc0, /*from_worker=*/false);
+    wait_for_workers();
+    int32_t rc = first_error_.load(std::memory_order_acquire);
+    if (rc != 0 && error_from_worker_) kiln_set_last_error(error_message_.c_str());
+    return rc;
+  }
+
+ private:
+  static int32_t run_inline(int64_t begin, int64_t end, KilnParallelLambda fn, void* closure) {
+    tl_in_parallel = true;
+    int32_t rc = fn(begin, end, closure);
+    tl_in_parallel = false;
+    return rc;
+  }
+
+  void wait_for_workers() {
+    for (uint32_t p = pending_.load(std::memory_order_acquire); p != 0;) {
+      p = wait_while_equal(pending_, p, caller_sleeping_);
+    }
+  }
+
+  void record_error(int32_t rc, bool from_worker) {
+    int32_t expected = 0;
+    if (first_error_.compare_exchange_strong(expected, rc, std::memory_order_acq_rel)) {
+      if (from_worker) {
+        error_message_ = kiln_get_last_error();
+        error_from_worker_ = true;
+      }
+    }
+  }
+
+  /// Makes the worker count match the requested thread count; returns the threads usable now.
+  /// Requires mu_.
+  int32_t ensure_workers() {
+    int32_t want = requested_.load(std::memory_order_relaxed) - 1;
+    if (want == static_cast<int32_t>(workers_.size())) return want + 1;
+    stop_workers();
+    slots_ = std::make_unique<WorkerSlot[]>(want);
+    stop_ = false;
+    for (int32_t i = 0; i < want; ++i) {
+      try {
+        workers_.emplace_back([this, i] { worker_loop(i); });
+      } catch (const std::system_error&) {
+        break;  // Out of threads: run with those we have.
+      }
+    }
+    return static_cast<int32_t>(workers_.size()) + 1;
+  }
+
+  /// Stops and joins all workers. Requires mu_.
+  void stop_workers() {
+    stop_ = true;
+    for (size_t i = 0; i < workers_.size(); ++i) signal(slots_[i].gen, slots_[i].sleeping);
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  void worker_loop(int32_t id) {
+    tl_in_parallel = true;
+    WorkerSlot& slot = slots_[id];
+    uint32_t seen = slot.gen.load(std::memory_order_acquire);
+    for (;;) {
+      seen = wait_while_equal(slot.gen, seen, slot.sleeping);
+      if (stop_) return;
+      int64_t chunk = id + 1;
+      Range r = chunk_range(extent_, nchunks_, chunk);
+      int32_t rc = fn_(r.begin, r.end, closure_);
+      if (rc != 0) record_error(rc, /*from_worker=*/true);
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          caller_sleeping_.load(std::memory_order_seq_cst)) {
+        futex_wake(&pending_, 1);
+      }
+    }
+  }
+
+  /// At exit: stop the workers unless a loop is running (then the process exit ends them; the
+  /// pool's memory stays valid because it is never freed).
+  void shutdown() {
+    if (tl_in_parallel) return;
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    stop_workers();
+    shut_down_ = true;
+  }
+
+  void before_fork() {
+    locked_for_fork_ = !tl_in_parallel;
+    if (locked_for_fork_) mu_.lock();
+  }
+  void after_fork_parent() {
+    if (locked_for_fork_) mu_.unlock();
+  }
+  /// The child has no workers: forget the parent's (without joining) and start afresh lazily.
+  void after_fork_child() {
+    new std::vector<std::thread>(std::move(workers_));  // Leaked on purpose: cannot be joined.
+    workers_.clear();
+    slots_.release();  // The parent's workers' slots; never touched again.
+    caller_sleeping_.store(0);
+    if (locked_for_fork_) mu_.unlock();
+  }
+
+  std::atomic<int32_t> requested_;
+  std::mutex mu_;
+  bool shut_down_ = false;  // after exit-time shutdown: run serially
+  bool locked_for_fork_ = false;
+  std::vector<std::thread> workers_;
+  std::unique_ptr<WorkerSlot[]> slots_;
+  std::atomic<bool> stop_{false};
+
+  // The current job; written by the dispatcher before it signals the workers.
+  KilnParallelLambda fn_ = nullptr;
+  void* closure_ = nullptr;
+  int64_t extent_ = 0;
+  int64_t nchunks_ = 0;
+  alignas(64) std::atomic<uint32_t> pending_{0};
+  std::atomic<uint32_t> caller_sleeping_{0};
+  alignas(64) std::atomic<int32_t> first_error_{0};
+  bool error_from_worker_ = false;
+  std::string error_message_;
+};
+
+}  // namespace
+
+Range chunk_range(int64_t extent, int64_t num_chunks, int64_t i) {
+  KILN_ICHECK(num_chunks > 0 && i >= 0 && i < num_chunks)
+      << "chunk " << i << " of " << num_chunks;
+  int64_t base = extent / num_chunks, rem = extent % num_chunks;
+  int64_t begin = i * base + std::min(i, rem);
+  return {begin, begin + base + (i < rem ? 1 : 0)};
+}
+
+int32_t num_threads() { return ThreadPool::global().num_threads(); }
+void set_num_threads(int32_t n) { ThreadPool::global().set_num_threads(n); }
+int32_t parallel_for(int64_t extent, KilnParallelLambda fn, void* closure) {
+  return ThreadPool::global().run(extent, fn, closure);
+}
+bool in_parallel_region() { return tl_in_parallel; }
+
+}  // namespace kiln::runtime
+
+extern "C" {
+
+KILN_DLL int32_t kiln_parallel_for(int64_t extent, KilnParallelLambda fn, void* closure) {
+  if (fn == nullptr) {
+    kiln_set_last_error("kiln_parallel_for: the loop body is NULL");
+    return -1;
+  }
+  return kiln::runtime::parallel_for(extent, fn, closure);
+}
+KILN_DLL int32_t kiln_get_num_threads(void) { return kiln::runtime::num_threads(); }
+KILN_DLL void kiln_set_num_threads(int32_t n) { kiln::runtime::set_num_threads(n); }
+
+}  // extern "C"
