@@ -4,12 +4,14 @@
 ///
 /// Integer `/` and `%` on Exprs use FLOOR semantics (like Python and index arithmetic);
 /// `truncdiv`/`truncmod` give C semantics. Immediates adopt the other operand's type
-/// (`x + 1` with x:int64 makes an int64 one); scalars broadcast to the other side's lanes;
+/// (`x + 1` with x:int64 makes an int64 one; but a float immediate never becomes an int:
+/// `i + 0.5f` casts i to float32); scalars broadcast to the other side's lanes;
 /// int with float promotes to float; two different ints promote to the wider. Anything else is
 /// an error naming both types.
 #pragma once
 
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,12 @@ namespace kiln::ir {
 
 Expr make_const(DataType t, int64_t value);
 Expr make_const(DataType t, double value);
+/// Any other integer type (int, size_t, …) goes through the int64_t form.
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+Expr make_const(DataType t, T value) {
+  return make_const(t, static_cast<int64_t>(value));
+}
+inline Expr make_const(DataType t, float value) { return make_const(t, static_cast<double>(value)); }
 Expr make_zero(DataType t);
 Expr make_one(DataType t);
 Expr const_true(int lanes = 1);
@@ -91,11 +99,21 @@ Expr if_then_else(Expr cond, Expr t, Expr f);
 namespace builtin {
 constexpr const char* kLikely = "likely";
 constexpr const char* kIfThenElse = "if_then_else";
+/// address_of(Load) is the address of the loaded element (a handle); used to pass tensors to
+/// extern functions.
+constexpr const char* kAddressOf = "address_of";
+/// tuple(a, b, …): a pack of values, used as an AttrStmt value (e.g. storage_align's
+/// (dim, factor, offset)).
+constexpr const char* kTuple = "tuple";
 /// kiln.array_get(arr_handle, field, [dim]) reads a KilnArray field (see tir packed API).
 constexpr const char* kArrayGet = "kiln.array_get";
 constexpr const char* kArgValue = "kiln.arg_value";
 constexpr const char* kArgTypeCode = "kiln.arg_type_code";
 constexpr const char* kSetError = "kiln.set_error";
+/// kiln.arg_check(cond, prefix, got_kind, got) as an Evaluate statement: when cond is false,
+/// sets the last error to prefix + got formatted by got_kind and makes the function return -1;
+/// got is evaluated only then (see tir/packed_api.h).
+constexpr const char* kArgCheck = "kiln.arg_check";
 }  // namespace builtin
 
 /// Replaces variables by expressions (by identity).
