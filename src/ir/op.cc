@@ -107,9 +107,15 @@ void match_types(Expr& a, Expr& b, const char* op) {
     tb = b.dtype();
     if (ta == tb) return;
   }
-  if (is_imm(b) || (b.as<Broadcast>() && is_imm(b.as<Broadcast>()->value))) {
+  // An immediate adopts the other side's type, except that a float immediate never becomes an
+  // int (i + 0.5 promotes i to float rather than truncating 0.5).
+  auto adopts = [](const Expr& imm, DataType other) {
+    const Expr& v = imm.as<Broadcast>() ? imm.as<Broadcast>()->value : imm;
+    return is_imm(v) && (other.is_float() || !v.dtype().is_float());
+  };
+  if (adopts(b, ta)) {
     b = cast(ta, b);
-  } else if (is_imm(a) || (a.as<Broadcast>() && is_imm(a.as<Broadcast>()->value))) {
+  } else if (adopts(a, tb)) {
     a = cast(tb, a);
   } else if (ta.is_float() && !tb.is_float()) {
     b = cast(ta, b);

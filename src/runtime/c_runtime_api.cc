@@ -3,10 +3,10 @@
 // another) and the workspace allocator for generated code (64-byte aligned blocks from
 // posix_memalign; the size is rounded up to a multiple of 64 so vector loops may read a whole
 // last line). The thread-pool entry points live in thread_pool.cc.
+#include "kiln/runtime/c_runtime_api.h"
+
 #include <cstdlib>
 #include <string>
-
-#include "kiln/runtime/c_runtime_api.h"
 
 namespace {
 
@@ -35,8 +35,8 @@ KILN_DLL void* kiln_workspace_alloc(uint64_t nbytes) {
   if (size == 0) size = kWorkspaceAlignment;
   void* ptr = nullptr;
   if (posix_memalign(&ptr, kWorkspaceAlignment, size) != 0) {
-    last_error() = "kiln_workspace_alloc: out of memory allocating " + std::to_string(nbytes) +
-                   " bytes";
+    last_error() =
+        "kiln_workspace_alloc: out of memory allocating " + std::to_string(nbytes) + " bytes";
     return nullptr;
   }
   return ptr;

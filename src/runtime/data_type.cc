@@ -16,11 +16,21 @@ std::string DataType::str() const {
     s = "handle";
   } else {
     switch (code()) {
-      case kInt: s = "int"; break;
-      case kUInt: s = "uint"; break;
-      case kFloat: s = "float"; break;
-      case kBFloat: s = "bfloat"; break;
-      default: s = "unknown"; break;
+      case kInt:
+        s = "int";
+        break;
+      case kUInt:
+        s = "uint";
+        break;
+      case kFloat:
+        s = "float";
+        break;
+      case kBFloat:
+        s = "bfloat";
+        break;
+      default:
+        s = "unknown";
+        break;
     }
     s += std::to_string(bits());
   }

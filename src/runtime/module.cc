@@ -25,7 +25,8 @@ constexpr const char* kFuncNamesSymbol = "__kiln_func_names";
 /// A library produced by the compiler, opened with dlopen.
 class SharedLibraryModuleNode : public ModuleNode {
  public:
-  SharedLibraryModuleNode(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {
+  SharedLibraryModuleNode(void* handle, std::string path)
+      : handle_(handle), path_(std::move(path)) {
     if (auto* names = static_cast<const char*>(dlsym(handle_, kFuncNamesSymbol))) {
       has_names_ = true;
       for (const char* p = names; *p; p += names_.back().size() + 1) names_.emplace_back(p);

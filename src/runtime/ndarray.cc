@@ -19,10 +19,18 @@ namespace kiln::runtime {
 std::string Device::str() const {
   std::string name;
   switch (type) {
-    case kKilnCPU: name = "cpu"; break;
-    case kKilnCUDA: name = "cuda"; break;
-    case kKilnOpenCL: name = "opencl"; break;
-    default: name = "device_type(" + std::to_string(type) + ")"; break;
+    case kKilnCPU:
+      name = "cpu";
+      break;
+    case kKilnCUDA:
+      name = "cuda";
+      break;
+    case kKilnOpenCL:
+      name = "opencl";
+      break;
+    default:
+      name = "device_type(" + std::to_string(type) + ")";
+      break;
   }
   return name + ":" + std::to_string(id);
 }
@@ -55,9 +63,8 @@ NDArrayNode::NDArrayNode(std::vector<int64_t> shape_in, DataType dtype_in, Devic
 NDArrayNode::~NDArrayNode() { std::free(data); }
 
 NDArray NDArray::empty(std::vector<int64_t> shape, DataType dtype, Device dev) {
-  KILN_USER_CHECK(dev.type == kKilnCPU)
-      << "NDArray::empty: cannot allocate on device " << dev.str()
-      << ": this runtime allocates only cpu memory";
+  KILN_USER_CHECK(dev.type == kKilnCPU) << "NDArray::empty: cannot allocate on device " << dev.str()
+                                        << ": this runtime allocates only cpu memory";
   KILN_USER_CHECK(!dtype.is_void() && dtype.bits() > 0 && dtype.lanes() > 0)
       << "NDArray::empty: dtype " << dtype << " has no size";
   KILN_USER_CHECK(shape.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
@@ -121,8 +128,8 @@ void NDArray::copy_from(const void* src, size_t nbytes) const {
 void NDArray::copy_to(void* dst, size_t nbytes) const {
   const NDArrayNode& n = get("copy_to");
   KILN_USER_CHECK(nbytes == n.nbytes)
-      << "NDArray::copy_to: the destination has " << nbytes << " bytes but the array ("
-      << n.dtype << ", shape " << shape_str(n.shape) << ") holds " << n.nbytes << " bytes";
+      << "NDArray::copy_to: the destination has " << nbytes << " bytes but the array (" << n.dtype
+      << ", shape " << shape_str(n.shape) << ") holds " << n.nbytes << " bytes";
   KILN_USER_CHECK(dst != nullptr || nbytes == 0) << "NDArray::copy_to: the destination is NULL";
   if (nbytes) std::memcpy(dst, n.data, nbytes);
 }

@@ -55,8 +55,8 @@ inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
 }
 
 inline void futex_wake(std::atomic<uint32_t>* word, int count) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr,
+          0);
 }
 
 /// Waits until `word` differs from `old` and returns its new value: spin first, then sleep.
@@ -222,7 +222,7 @@ class ThreadPool {
   void worker_loop(int32_t id) {
     tl_in_parallel = true;
     WorkerSlot& slot = slots_[id];
-    uint32_t seen = slot.gen.load(std::memory_order_acquire);
+    uint32_t seen = 0;  // slots are fresh for each set of workers: a job may already be posted
     for (;;) {
       seen = wait_while_equal(slot.gen, seen, slot.sleeping);
       if (stop_) return;
@@ -286,8 +286,7 @@ class ThreadPool {
 }  // namespace
 
 Range chunk_range(int64_t extent, int64_t num_chunks, int64_t i) {
-  KILN_ICHECK(num_chunks > 0 && i >= 0 && i < num_chunks)
-      << "chunk " << i << " of " << num_chunks;
+  KILN_ICHECK(num_chunks > 0 && i >= 0 && i < num_chunks) << "chunk " << i << " of " << num_chunks;
   int64_t base = extent / num_chunks, rem = extent % num_chunks;
   int64_t begin = i * base + std::min(i, rem);
   return {begin, begin + base + (i < rem ? 1 : 0)};

@@ -12,12 +12,12 @@ namespace kiln {
 namespace {
 
 TEST(DataType, StrParseRoundTrip) {
-  const DataType types[] = {DataType::Int(8),       DataType::Int(32),     DataType::Int(64),
-                            DataType::UInt(8),      DataType::UInt(16),    DataType::Float(16),
-                            DataType::Float(32),    DataType::Float(64),   DataType::Float(32, 16),
-                            DataType::Int(8, 64),   DataType::UInt(8, 4),  DataType::Bool(),
-                            DataType::Bool(8),      DataType::BFloat16(),  DataType::BFloat16(32),
-                            DataType::Handle(),     DataType::Void(),      DataType::Int(1, 2)};
+  const DataType types[] = {DataType::Int(8),     DataType::Int(32),    DataType::Int(64),
+                            DataType::UInt(8),    DataType::UInt(16),   DataType::Float(16),
+                            DataType::Float(32),  DataType::Float(64),  DataType::Float(32, 16),
+                            DataType::Int(8, 64), DataType::UInt(8, 4), DataType::Bool(),
+                            DataType::Bool(8),    DataType::BFloat16(), DataType::BFloat16(32),
+                            DataType::Handle(),   DataType::Void(),     DataType::Int(1, 2)};
   for (DataType t : types) {
     SCOPED_TRACE(t.str());
     EXPECT_EQ(DataType::parse(t.str()), t);
@@ -52,7 +52,7 @@ void expect_parse_error(const std::string& s, const std::string& detail) {
 
 TEST(DataType, BadStrings) {
   expect_parse_error("", "unknown type name");
-  expect_parse_error("floaty", "lanes");
+  expect_parse_error("floaty", "bits");
   expect_parse_error("float", "bits");
   expect_parse_error("int8a", "bits");
   expect_parse_error("int0", "bits");

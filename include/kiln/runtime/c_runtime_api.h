@@ -85,6 +85,19 @@ KILN_DLL void kiln_set_num_threads(int32_t n);
 KILN_DLL void* kiln_workspace_alloc(uint64_t nbytes);
 KILN_DLL void kiln_workspace_free(void* ptr);
 
+/// How kiln_set_arg_error formats its `got` value.
+typedef enum {
+  kKilnGotInt = 0,       ///< a decimal integer: "512"
+  kKilnGotDType = 1,     ///< a dtype packed as code | bits << 8 | lanes << 16: "float32"
+  kKilnGotTypeCode = 2,  ///< a KilnTypeCode: "int", "float", "array", ...
+  kKilnGotDevice = 3,    ///< a KilnDeviceType: "cpu", "cuda", ...
+  kKilnGotAddress = 4,   ///< a pointer value in hexadecimal: "0x7f0000000004"
+} KilnGotKind;
+/// Sets the last error to `prefix` followed by `got` formatted as `kind` says (used by the
+/// argument checks of generated code, e.g. prefix "f: argument 0 (A): dtype expected float32,
+/// got " and a dtype).
+KILN_DLL void kiln_set_arg_error(const char* prefix, int32_t kind, int64_t got);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -50,8 +50,7 @@ class PackedFunc {
   PackedFunc() = default;
   /// Wraps `fn`; `keep_alive` (usually the module) lives as long as this PackedFunc; `name`
   /// is used in error messages.
-  explicit PackedFunc(KilnPackedCFunc fn, Ref<Object> keep_alive = nullptr,
-                      std::string name = "")
+  explicit PackedFunc(KilnPackedCFunc fn, Ref<Object> keep_alive = nullptr, std::string name = "")
       : fn_(fn), keep_alive_(std::move(keep_alive)), name_(std::move(name)) {}
 
   /// True when this refers to a function.

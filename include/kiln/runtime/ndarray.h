@@ -41,8 +41,7 @@ constexpr size_t kArrayAlignment = 64;
 /// last handle goes away.
 class NDArrayNode : public Object {
  public:
-  NDArrayNode(std::vector<int64_t> shape, DataType dtype, Device device, void* data,
-              size_t nbytes);
+  NDArrayNode(std::vector<int64_t> shape, DataType dtype, Device device, void* data, size_t nbytes);
   ~NDArrayNode() override;
 
   std::vector<int64_t> shape;  ///< extent of each dimension

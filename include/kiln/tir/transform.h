@@ -1,0 +1,95 @@
+/// \file transform.h
+/// \brief Every tir pass, one function per pass, one pass per file in src/tir/transform/.
+///
+/// Each pass takes a PrimFunc and returns a new one (the same handle when nothing changed). The
+/// comment of each pass says what it requires of its input and what it guarantees of its output;
+/// `tir::verify` (verify.h) checks the guarantees between passes, and the order in which the
+/// passes run is written once, in pipeline.cc.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "kiln/tir/function.h"
+
+namespace kiln::tir {
+
+/// Producer object (a te Tensor) -> the Buffer that holds it. Used for the function's argument
+/// tensors, which have no ProducerRealize.
+using ExternBufferMap = std::unordered_map<const Object*, Buffer>;
+
+/// Flattens multi-dimensional storage into flat buffers.
+///
+/// * `ProducerRealize(p, bounds, cond, body, scope)` becomes `Allocate(v, p.dtype, {size}, cond,
+///   body, scope)` with a fresh handle Var `v` named after the producer; scope "" means
+///   "global", unless an enclosing `AttrStmt(p, attr::kRealizeScope, StringImm)` names one.
+///   Element (i0, …, in-1) lives at sum_k (ik - bounds[k].min) * stride_k, row-major.
+/// * `AttrStmt(p, attr::kStorageAlign, Call(_, {dim, factor, offset}))` (any call name, three
+///   integer immediates) pads the stride of dimension `dim` of p's realize so that
+///   stride % factor == offset; size = stride_0 * extent_0.
+/// * `ProducerLoad`/`ProducerStore` of an argument tensor (a key of `extern_buffers`) become
+///   `Load`/`Store` on the buffer's data var at `Buffer::flat_index`.
+/// * AttrStmts kRealizeScope and kStorageAlign about producers are removed.
+/// Requires: every ProducerLoad/Store is inside its producer's realize or names an extern
+/// buffer. Guarantees: no ProducerRealize/ProducerStore/ProducerLoad remains.
+PrimFunc storage_flatten(PrimFunc f, const ExternBufferMap& extern_buffers);
+
+/// Simplifies every expression of the body with `arith::simplify(Stmt)` (loop vars bound to their
+/// ranges, constant folding, provable ifs folded, extent-0 loops removed).
+PrimFunc simplify(PrimFunc f);
+
+/// Splits loops around `if (likely(cond))` guards (from non-divisible splits).
+///
+/// For a serial, parallel or unrolled loop with constant extent whose body holds an
+/// `IfThenElse(likely(c))` with c depending on the loop var, the loop is split at the largest
+/// prefix (or suffix) of its range on which c is provably true for all values of the loops in
+/// between: the main part has the guard removed, the rest keeps it (and is partitioned again
+/// further in). Guards provably true (false) for the whole loop are replaced by their then
+/// (else) branch. The tail loop gets a fresh loop variable.
+/// Guarantees: no `likely` call remains (the wrappers of kept conditions are removed).
+PrimFunc loop_partition(PrimFunc f);
+
+/// Options of `vectorize`.
+struct VectorizeOptions {
+  /// Largest vectorized extent; longer vectorized loops become serial.
+  int max_lanes = 64;
+};
+
+/// Turns `For(kind = kVectorized)` loops with a constant extent L (2 <= L <= max_lanes) into
+/// vector code: the loop var becomes Ramp(min, 1, L), expressions depending on it become vector
+/// expressions (scalars broadcast where mixed), loads and stores take vector indices (stride-1
+/// accesses come out as Ramp(base, 1, L)), conditions become predicated stores/loads or Selects.
+/// A loop whose body cannot be vectorized (inner loop bounds depending on the var, a guard that
+/// is not a pure store nest, an extern call on the var, an Allocate, a store of a varying value
+/// to one address, a non-constant extent) becomes a serial loop: correctness first. Extent-1
+/// loops are replaced by their body with the var substituted.
+/// Guarantees: no kVectorized loop remains.
+PrimFunc vectorize(PrimFunc f, const VectorizeOptions& opt = {});
+
+/// Options of `unroll`.
+struct UnrollOptions {
+  /// kUnrolled loops with a constant extent up to this are replaced by copies of their body.
+  int64_t max_extent = 64;
+  /// When > 0, serial loops with constant extent <= this and no inner loop are unrolled too.
+  int64_t auto_max_step = 0;
+};
+
+/// Replaces unrolled loops by copies of their body, the loop var substituted by each value and
+/// the result simplified; variables bound inside the body are renamed in each copy.
+/// kUnrolled loops that cannot be unrolled (non-constant or too long) become serial.
+/// Guarantees: no kUnrolled loop remains.
+PrimFunc unroll(PrimFunc f, const UnrollOptions& opt = {});
+
+/// Reuses storage: allocations of constant size, one dtype and one scope, found along one chain
+/// of nested Allocate/SeqStmt (not crossing a loop or an attribute), whose lifetimes in
+/// sequence do not overlap share one allocation (the greatest size), hoisted to the top of the
+/// chain. Allocations never used are removed. Conservative: a statement touching two buffers
+/// keeps them apart.
+PrimFunc storage_rewrite(PrimFunc f);
+
+/// Removes statements that do nothing: Evaluate of a constant, loops with an empty body or
+/// extent 0, ifs with empty branches, lets/attrs/allocates around nothing, and stores of a
+/// location into itself (`A[i] = A[i]`).
+PrimFunc remove_no_op(PrimFunc f);
+
+}  // namespace kiln::tir

@@ -1,0 +1,20 @@
+// build(): the last steps of compilation, packed-API wrapping then the code generator chosen
+// by the target's kind (only LLVM for now).
+#include "kiln/target/build.h"
+
+#include "kiln/support/error.h"
+#include "kiln/target/codegen.h"
+#include "kiln/tir/packed_api.h"
+
+namespace kiln {
+
+runtime::Module build(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
+  std::vector<tir::PrimFunc> packed;
+  packed.reserve(funcs.size());
+  for (const tir::PrimFunc& f : funcs) packed.push_back(tir::make_packed_api(f));
+  KILN_USER_CHECK(target.kind == "llvm")
+      << "build: no code generator for target kind '" << target.kind << "'";
+  return codegen::build_llvm(packed, target);
+}
+
+}  // namespace kiln

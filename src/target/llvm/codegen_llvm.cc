@@ -1,0 +1,1060 @@
+// LLVM IR generation for PrimFuncs. Expressions map one to one onto IR values (vectors for
+// lanes > 1): Ramp is base + stride * <0..n-1>, Broadcast a splat, loads and stores with a
+// stride-1 Ramp index one vector memory access (aligned from a small modular analysis of the
+// Ramp base when the buffer is known 64-byte aligned), other vector indices gathers and
+// scatters, predicates masked intrinsics. Integer floor division and modulo take a shift/mask
+// fast path for positive power-of-two constant divisors and otherwise correct the truncating
+// result by the signs. Statements: serial loops are header/body/latch blocks with a phi
+// (unrolled ones carry llvm.loop.unroll.full); a parallel loop's body is outlined into an
+// internal function taking its free variables as noalias parameters, called from a closure
+// `int32 (int64 begin, int64 end, void* closure)` that unpacks a struct of captured values and
+// is run by kiln_parallel_for; the packed API's compute_scope is outlined the same way so that
+// buffer pointers are noalias. Allocations are 64-aligned entry-block allocas when constant
+// and at most 64 KiB, otherwise kiln_workspace_alloc blocks freed on every exit path (each
+// error return frees the live blocks of its function). Failing checks set the last error and
+// return -1; callers of outlined functions propagate non-zero codes. finish() adds the
+// `__kiln_func_names` list and runs the O3 pipeline of the new pass manager for the target.
+#include "codegen_llvm.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <numeric>
+
+#include "../target_info.h"
+#include "kiln/ir/op.h"
+#include "kiln/runtime/c_runtime_api.h"
+#include "kiln/tir/packed_api.h"
+#include "llvm_common.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+constexpr int64_t kMaxStackAllocBytes = 64 * 1024;
+constexpr int kAllocAlign = 64;
+
+/// (coeff, base): the expression is coeff * k + base for some integer k; coeff 0 = constant.
+struct Modular {
+  int64_t coeff = 1;
+  int64_t base = 0;
+};
+
+Modular modular_of(const Expr& e, const std::unordered_map<const Variable*, int64_t>& loop_min) {
+  auto norm = [](Modular m) {
+    if (m.coeff < 0) m.coeff = -m.coeff;
+    if (m.coeff != 0) m.base = ((m.base % m.coeff) + m.coeff) % m.coeff;
+    return m;
+  };
+  if (const IntImm* i = e.as<IntImm>()) return {0, i->value};
+  if (const Add* a = e.as<Add>()) {
+    Modular x = modular_of(a->a, loop_min), y = modular_of(a->b, loop_min);
+    return norm({std::gcd(x.coeff, y.coeff), x.base + y.base});
+  }
+  if (const Sub* s = e.as<Sub>()) {
+    Modular x = modular_of(s->a, loop_min), y = modular_of(s->b, loop_min);
+    return norm({std::gcd(x.coeff, y.coeff), x.base - y.base});
+  }
+  if (const Mul* m = e.as<Mul>()) {
+    Modular x = modular_of(m->a, loop_min), y = modular_of(m->b, loop_min);
+    if (x.coeff == 0) return norm({y.coeff * x.base, y.base * x.base});
+    if (y.coeff == 0) return norm({x.coeff * y.base, x.base * y.base});
+    return {std::gcd(x.coeff, x.base) * std::gcd(y.coeff, y.base), 0};
+  }
+  return {1, 0};
+}
+
+int64_t largest_pow2_divisor(int64_t v) {
+  if (v == 0) return int64_t{1} << 30;
+  return v & -v;
+}
+
+bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+int log2_of(int64_t v) {
+  int k = 0;
+  while ((int64_t{1} << k) < v) ++k;
+  return k;
+}
+
+/// Finds variables bound in the enclosing function.
+class FreeVarCollector : public IRVisitor {
+ public:
+  explicit FreeVarCollector(const std::unordered_map<const Variable*, llvm::Value*>& bound)
+      : bound_(bound) {}
+  std::vector<Var> vars;
+
+ protected:
+  using IRVisitor::visit;
+  void visit(const Variable* op) override {
+    if (bound_.count(op) && seen_.insert(op).second) vars.push_back(Var(op));
+  }
+
+ private:
+  const std::unordered_map<const Variable*, llvm::Value*>& bound_;
+  std::unordered_set<const Variable*> seen_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Target machine
+
+std::pair<std::string, std::string> cpu_and_features(const Target& target) {
+  std::string cpu = target.mcpu;
+  std::vector<std::string> feats;
+  if (cpu == "native") {
+    cpu = target_info::host_cpu_name();
+    feats = target_info::host_cpu_features();
+  } else if (cpu.empty()) {
+    cpu = "generic";
+  }
+  feats.insert(feats.end(), target.mattrs.begin(), target.mattrs.end());
+  std::string fs;
+  for (const std::string& f : feats) fs += (fs.empty() ? "" : ",") + f;
+  return {cpu, fs};
+}
+
+std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target) {
+  initialize_llvm();
+  std::string triple = target.triple();
+  std::string err;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
+  KILN_USER_CHECK(t != nullptr) << "target '" << target.str() << "': LLVM has no target for triple '"
+                                << triple << "': " << err;
+  auto [cpu, fs] = cpu_and_features(target);
+  llvm::TargetOptions opt;
+  std::unique_ptr<llvm::TargetMachine> tm(t->createTargetMachine(
+      triple, cpu, fs, opt, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOpt::Aggressive));
+  KILN_USER_CHECK(tm != nullptr) << "target '" << target.str()
+                                 << "': LLVM cannot create a target machine";
+  return tm;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Set-up
+
+CodeGenLLVM::CodeGenLLVM(llvm::LLVMContext* ctx, llvm::TargetMachine* tm, const Target& target,
+                         const std::string& module_name)
+    : ctx_(ctx), tm_(tm), target_(target) {
+  module_ = std::make_unique<llvm::Module>(module_name, *ctx_);
+  module_->setTargetTriple(tm_->getTargetTriple().str());
+  module_->setDataLayout(tm_->createDataLayout());
+  b_ = std::make_unique<llvm::IRBuilder<>>(*ctx_);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  llvm::Type* i32 = b_->getInt32Ty();
+  // KilnArray: data, device_type, device_id, ndim, dtype word, shape, strides, byte_offset.
+  array_type_ = llvm::StructType::create(
+      *ctx_, {ptr, i32, i32, i32, i32, ptr, ptr, b_->getInt64Ty()}, "KilnArray");
+}
+
+void CodeGenLLVM::fail(const std::string& what) {
+  KILN_ERROR << "codegen llvm: function '" << func_name_ << "': " << what;
+}
+
+std::string CodeGenLLVM::unique_name(const std::string& base) {
+  int n = name_counts_[base]++;
+  return n == 0 ? base : base + "_" + std::to_string(n);
+}
+
+llvm::Type* CodeGenLLVM::ty(DataType t) {
+  if (t.is_void()) return b_->getVoidTy();
+  llvm::Type* e = nullptr;
+  if (t.is_handle()) {
+    e = llvm::PointerType::getUnqual(*ctx_);
+  } else if (t.is_bool()) {
+    e = b_->getInt1Ty();
+  } else if (t.is_bfloat16()) {
+    e = b_->getBFloatTy();
+  } else if (t.is_float()) {
+    switch (t.bits()) {
+      case 16: e = b_->getHalfTy(); break;
+      case 32: e = b_->getFloatTy(); break;
+      case 64: e = b_->getDoubleTy(); break;
+      default: fail("unsupported float type " + t.str());
+    }
+  } else {
+    e = b_->getIntNTy(t.bits());
+  }
+  return t.lanes() > 1 ? llvm::FixedVectorType::get(e, t.lanes()) : e;
+}
+
+llvm::Value* CodeGenLLVM::const_int(DataType t, int64_t v) {
+  llvm::Type* et = ty(t.element_of());
+  llvm::Constant* c = llvm::ConstantInt::getSigned(et, v);
+  if (t.lanes() > 1) return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(t.lanes()), c);
+  return c;
+}
+
+llvm::Function* CodeGenLLVM::runtime_fn(const std::string& name, llvm::Type* ret,
+                                        std::vector<llvm::Type*> args) {
+  if (llvm::Function* f = module_->getFunction(name)) return f;
+  auto* ft = llvm::FunctionType::get(ret, args, false);
+  return llvm::Function::Create(ft, llvm::Function::ExternalLinkage, name, module_.get());
+}
+
+llvm::Value* CodeGenLLVM::string_ptr(const std::string& s) {
+  auto it = strings_.find(s);
+  if (it != strings_.end()) return it->second;
+  llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, s, true);
+  auto* gv = new llvm::GlobalVariable(*module_, init->getType(), true,
+                                      llvm::GlobalValue::PrivateLinkage, init, ".str");
+  gv->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  gv->setAlignment(llvm::Align(1));
+  strings_[s] = gv;
+  return gv;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Functions
+
+void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
+  func_name_ = f->name;
+  KILN_USER_CHECK(!f->name.empty()) << "codegen llvm: a function has no name";
+  KILN_USER_CHECK(module_->getFunction(f->name) == nullptr)
+      << "codegen llvm: two functions are named '" << f->name << "'";
+  std::vector<llvm::Type*> ptys;
+  for (const Var& p : f->params) ptys.push_back(ty(p.dtype()));
+  auto* ft = llvm::FunctionType::get(b_->getInt32Ty(), ptys, false);
+  llvm::Function* fn =
+      llvm::Function::Create(ft, llvm::Function::ExternalLinkage, f->name, module_.get());
+  fn->setVisibility(llvm::GlobalValue::DefaultVisibility);
+  fn->setDSOLocal(false);
+  bool packed = f.attr("packed_api") == "1";
+  vars_.clear();
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    llvm::Argument* a = fn->getArg(i);
+    a->setName(f->params[i].name());
+    vars_[f->params[i].get()] = a;
+    if (!packed && f->params[i].dtype().is_handle()) {
+      a->addAttr(llvm::Attribute::NoAlias);
+      if (f->buffer_map.count(f->params[i])) {
+        // A buffer parameter of a non-packed function: its data var is the param itself.
+        const Buffer& buf = f->buffer_map.at(f->params[i]);
+        vars_[buf->data.get()] = a;
+      }
+    }
+  }
+  cur_ = FuncState{fn, llvm::BasicBlock::Create(*ctx_, "entry", fn), {}};
+  b_->SetInsertPoint(cur_.entry);
+  if (f.attr("fast_math") == "1") {
+    b_->setFastMathFlags(llvm::FastMathFlags::getFast());
+  } else {
+    b_->clearFastMathFlags();
+  }
+  visit_stmt(f->body);
+  b_->CreateRet(b_->getInt32(0));
+  names_.push_back(f->name);
+  vars_.clear();
+}
+
+llvm::Function* CodeGenLLVM::emit_outlined(const std::string& name, const std::vector<Var>& params,
+                                           const std::function<void()>& body,
+                                           bool always_inline) {
+  std::vector<llvm::Type*> ptys;
+  for (const Var& p : params) ptys.push_back(ty(p.dtype()));
+  auto* ft = llvm::FunctionType::get(b_->getInt32Ty(), ptys, false);
+  llvm::Function* fn =
+      llvm::Function::Create(ft, llvm::Function::InternalLinkage, unique_name(name), module_.get());
+  if (always_inline) fn->addFnAttr(llvm::Attribute::AlwaysInline);
+  // Save the caller's state.
+  FuncState saved = cur_;
+  auto saved_vars = vars_;
+  llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+  vars_.clear();
+  for (size_t i = 0; i < params.size(); ++i) {
+    llvm::Argument* a = fn->getArg(i);
+    a->setName(params[i].name());
+    if (params[i].dtype().is_handle()) a->addAttr(llvm::Attribute::NoAlias);
+    vars_[params[i].get()] = a;
+  }
+  cur_ = FuncState{fn, llvm::BasicBlock::Create(*ctx_, "entry", fn), {}};
+  b_->SetInsertPoint(cur_.entry);
+  body();
+  b_->CreateRet(b_->getInt32(0));
+  cur_ = saved;
+  vars_ = std::move(saved_vars);
+  b_->restoreIP(ip);
+  return fn;
+}
+
+std::vector<Var> CodeGenLLVM::free_vars(const Stmt& s) {
+  FreeVarCollector c(vars_);
+  c.visit_stmt(s);
+  return c.vars;
+}
+
+void CodeGenLLVM::emit_error_return(llvm::Value* rc) {
+  llvm::Function* free_fn =
+      runtime_fn("kiln_workspace_free", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
+  for (auto it = cur_.heap_allocs.rbegin(); it != cur_.heap_allocs.rend(); ++it) {
+    b_->CreateCall(free_fn, {*it});
+  }
+  b_->CreateRet(rc);
+  b_->SetInsertPoint(llvm::BasicBlock::Create(*ctx_, "after_return", cur_.fn));
+}
+
+void CodeGenLLVM::emit_propagate(llvm::Value* rc) {
+  llvm::BasicBlock* err = llvm::BasicBlock::Create(*ctx_, "propagate_error", cur_.fn);
+  llvm::BasicBlock* ok = llvm::BasicBlock::Create(*ctx_, "call_ok", cur_.fn);
+  llvm::MDBuilder md(*ctx_);
+  b_->CreateCondBr(b_->CreateICmpNE(rc, b_->getInt32(0)), err, ok,
+                   md.createBranchWeights(1, 1 << 20));
+  b_->SetInsertPoint(err);
+  emit_error_return(rc);
+  b_->CreateBr(ok);  // the unreachable block after the return falls into ok
+  b_->SetInsertPoint(ok);
+}
+
+std::unique_ptr<llvm::Module> CodeGenLLVM::finish() {
+  // The list of entry points: NUL-separated names, ended by an empty name.
+  std::string list;
+  for (const std::string& n : names_) {
+    list += n;
+    list.push_back('\0');
+  }
+  llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, list, true);
+  auto* gv = new llvm::GlobalVariable(*module_, init->getType(), true,
+                                      llvm::GlobalValue::ExternalLinkage, init, "__kiln_func_names");
+  gv->setVisibility(llvm::GlobalValue::DefaultVisibility);
+
+  auto [cpu, fs] = cpu_and_features(target_);
+  for (llvm::Function& fn : *module_) {
+    if (fn.isDeclaration()) continue;
+    fn.addFnAttr("target-cpu", cpu);
+    if (!fs.empty()) fn.addFnAttr("target-features", fs);
+    if (target_.vector_bits() >= 512) fn.addFnAttr("prefer-vector-width", "512");
+    fn.addFnAttr(llvm::Attribute::NoUnwind);
+  }
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyModule(*module_, &es)) {
+    es.flush();
+    KILN_ERROR << "internal error: codegen llvm produced invalid IR: " << err
+               << " [this is a Kiln bug]";
+  }
+  // O3 with the new pass manager, tuned for the target machine.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  llvm::PassBuilder pb(tm_, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(*module_, mam);
+  return std::move(module_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+
+llvm::Value* CodeGenLLVM::visit(const IntImm* op) { return const_int(op->dtype, op->value); }
+
+llvm::Value* CodeGenLLVM::visit(const FloatImm* op) {
+  return llvm::ConstantFP::get(ty(op->dtype), op->value);
+}
+
+llvm::Value* CodeGenLLVM::visit(const StringImm* op) { return string_ptr(op->value); }
+
+llvm::Value* CodeGenLLVM::visit(const Variable* op) {
+  auto it = vars_.find(op);
+  if (it == vars_.end()) fail("variable '" + op->name + "' is used but not defined");
+  return it->second;
+}
+
+llvm::Value* CodeGenLLVM::cast_value(DataType from, DataType to, llvm::Value* v) {
+  llvm::Type* t = ty(to);
+  if (from == to) return v;
+  if (to.is_bool()) {
+    if (from.is_float()) return b_->CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
+    if (from.is_handle()) return b_->CreateIsNotNull(v);
+    return b_->CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  }
+  if (from.is_handle() && to.is_handle()) return v;
+  if (from.is_handle()) return b_->CreatePtrToInt(v, t);
+  if (to.is_handle()) return b_->CreateIntToPtr(v, t);
+  if (from.is_float() && to.is_float()) return b_->CreateFPCast(v, t);
+  if (from.is_float()) return to.is_int() ? b_->CreateFPToSI(v, t) : b_->CreateFPToUI(v, t);
+  if (to.is_float()) return from.is_int() ? b_->CreateSIToFP(v, t) : b_->CreateUIToFP(v, t);
+  return b_->CreateIntCast(v, t, from.is_int());
+}
+
+llvm::Value* CodeGenLLVM::visit(const Cast* op) {
+  return cast_value(op->value.dtype(), op->dtype, emit_expr(op->value));
+}
+
+llvm::Value* CodeGenLLVM::visit(const Add* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (op->dtype.is_float()) return b_->CreateFAdd(a, b);
+  return b_->CreateAdd(a, b, "", false, op->dtype.is_int());
+}
+llvm::Value* CodeGenLLVM::visit(const Sub* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (op->dtype.is_float()) return b_->CreateFSub(a, b);
+  return b_->CreateSub(a, b, "", false, op->dtype.is_int());
+}
+llvm::Value* CodeGenLLVM::visit(const Mul* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (op->dtype.is_float()) return b_->CreateFMul(a, b);
+  return b_->CreateMul(a, b, "", false, op->dtype.is_int());
+}
+llvm::Value* CodeGenLLVM::visit(const Div* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (op->dtype.is_float()) return b_->CreateFDiv(a, b);
+  return op->dtype.is_int() ? b_->CreateSDiv(a, b) : b_->CreateUDiv(a, b);
+}
+llvm::Value* CodeGenLLVM::visit(const Mod* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (op->dtype.is_float()) return b_->CreateFRem(a, b);
+  return op->dtype.is_int() ? b_->CreateSRem(a, b) : b_->CreateURem(a, b);
+}
+
+llvm::Value* CodeGenLLVM::visit(const FloorDiv* op) {
+  DataType t = op->dtype;
+  if (t.is_float()) fail("floordiv on floating-point " + t.str());
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (!t.is_int()) return b_->CreateUDiv(a, b);
+  auto c = as_const_int(op->b);
+  if (c && is_pow2(*c)) return b_->CreateAShr(a, const_int(t, log2_of(*c)));
+  if (c && *c > 0) {
+    // a >= 0 ? a / c : (a - c + 1) / c, computed without a branch.
+    llvm::Value* neg = b_->CreateICmpSLT(a, const_int(t, 0));
+    llvm::Value* adj = b_->CreateSelect(neg, b_->CreateSub(a, const_int(t, *c - 1)), a);
+    return b_->CreateSDiv(adj, b);
+  }
+  llvm::Value* q = b_->CreateSDiv(a, b);
+  llvm::Value* r = b_->CreateSRem(a, b);
+  llvm::Value* zero = const_int(t, 0);
+  // q - 1 when r != 0 and sign(r) != sign(b).
+  llvm::Value* fix = b_->CreateAnd(b_->CreateICmpNE(r, zero),
+                                   b_->CreateICmpNE(b_->CreateICmpSLT(r, zero),
+                                                    b_->CreateICmpSLT(b, zero)));
+  return b_->CreateSub(q, b_->CreateZExt(fix, q->getType()));
+}
+
+llvm::Value* CodeGenLLVM::visit(const FloorMod* op) {
+  DataType t = op->dtype;
+  if (t.is_float()) fail("floormod on floating-point " + t.str());
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  if (!t.is_int()) return b_->CreateURem(a, b);
+  auto c = as_const_int(op->b);
+  if (c && is_pow2(*c)) return b_->CreateAnd(a, const_int(t, *c - 1));
+  llvm::Value* r = b_->CreateSRem(a, b);
+  llvm::Value* zero = const_int(t, 0);
+  llvm::Value* fix = b_->CreateAnd(b_->CreateICmpNE(r, zero),
+                                   b_->CreateICmpNE(b_->CreateICmpSLT(r, zero),
+                                                    b_->CreateICmpSLT(b, zero)));
+  return b_->CreateSelect(fix, b_->CreateAdd(r, b), r);
+}
+
+llvm::Value* CodeGenLLVM::visit(const Min* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  DataType t = op->dtype;
+  llvm::Value* lt = t.is_float() ? b_->CreateFCmpOLT(a, b)
+                    : t.is_int() ? b_->CreateICmpSLT(a, b)
+                                 : b_->CreateICmpULT(a, b);
+  return b_->CreateSelect(lt, a, b);
+}
+llvm::Value* CodeGenLLVM::visit(const Max* op) {
+  llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
+  DataType t = op->dtype;
+  llvm::Value* gt = t.is_float() ? b_->CreateFCmpOGT(a, b)
+                    : t.is_int() ? b_->CreateICmpSGT(a, b)
+                                 : b_->CreateICmpUGT(a, b);
+  return b_->CreateSelect(gt, a, b);
+}
+
+#define KILN_CMP(Node, FOP, SOP, UOP)                                 \
+  llvm::Value* CodeGenLLVM::visit(const Node* op) {                   \
+    llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);         \
+    DataType t = op->a.dtype();                                       \
+    if (t.is_float()) return b_->CreateFCmp(llvm::CmpInst::FOP, a, b); \
+    return b_->CreateICmp(t.is_int() ? llvm::CmpInst::SOP : llvm::CmpInst::UOP, a, b); \
+  }
+KILN_CMP(EQ, FCMP_OEQ, ICMP_EQ, ICMP_EQ)
+KILN_CMP(NE, FCMP_UNE, ICMP_NE, ICMP_NE)
+KILN_CMP(LT, FCMP_OLT, ICMP_SLT, ICMP_ULT)
+KILN_CMP(LE, FCMP_OLE, ICMP_SLE, ICMP_ULE)
+KILN_CMP(GT, FCMP_OGT, ICMP_SGT, ICMP_UGT)
+KILN_CMP(GE, FCMP_OGE, ICMP_SGE, ICMP_UGE)
+#undef KILN_CMP
+
+llvm::Value* CodeGenLLVM::visit(const And* op) {
+  return b_->CreateAnd(emit_expr(op->a), emit_expr(op->b));
+}
+llvm::Value* CodeGenLLVM::visit(const Or* op) {
+  return b_->CreateOr(emit_expr(op->a), emit_expr(op->b));
+}
+llvm::Value* CodeGenLLVM::visit(const Not* op) { return b_->CreateNot(emit_expr(op->a)); }
+
+llvm::Value* CodeGenLLVM::visit(const Select* op) {
+  llvm::Value* c = emit_expr(op->condition);
+  llvm::Value* t = emit_expr(op->true_value);
+  llvm::Value* f = emit_expr(op->false_value);
+  return b_->CreateSelect(c, t, f);
+}
+
+llvm::Value* CodeGenLLVM::visit(const Ramp* op) {
+  DataType t = op->dtype;
+  if (!t.element_of().is_integer()) fail("Ramp of non-integer type " + t.str());
+  llvm::Value* base = b_->CreateVectorSplat(op->lanes, emit_expr(op->base));
+  llvm::Value* stride = b_->CreateVectorSplat(op->lanes, emit_expr(op->stride));
+  std::vector<llvm::Constant*> iota;
+  for (int i = 0; i < op->lanes; ++i) {
+    iota.push_back(llvm::ConstantInt::get(ty(t.element_of()), i));
+  }
+  llvm::Value* offs = b_->CreateMul(stride, llvm::ConstantVector::get(iota));
+  return b_->CreateAdd(base, offs);
+}
+
+llvm::Value* CodeGenLLVM::visit(const Broadcast* op) {
+  return b_->CreateVectorSplat(op->lanes, emit_expr(op->value));
+}
+
+llvm::Value* CodeGenLLVM::visit(const Let* op) {
+  llvm::Value* v = emit_expr(op->value);
+  vars_[op->var.get()] = v;
+  llvm::Value* r = emit_expr(op->body);
+  vars_.erase(op->var.get());
+  return r;
+}
+
+llvm::Value* CodeGenLLVM::visit(const Reduce*) {
+  fail("Reduce must be lowered to loops before code generation");
+}
+llvm::Value* CodeGenLLVM::visit(const ProducerLoad* op) {
+  fail("ProducerLoad of '" + op->producer->producer_name() +
+       "' must be flattened before code generation");
+}
+
+// --- memory
+
+llvm::Value* CodeGenLLVM::buffer_ptr(const Var& buffer_var, DataType elem, llvm::Value* index) {
+  llvm::Value* base = emit_expr(buffer_var);
+  return b_->CreateInBoundsGEP(ty(elem), base, index);
+}
+
+llvm::Align CodeGenLLVM::vector_align(const Var& buffer_var, DataType t, const Expr& base) {
+  int64_t elem_bytes = std::max(1, t.element_of().bytes());
+  if (!aligned_.count(buffer_var.get())) return llvm::Align(elem_bytes);
+  Modular m = modular_of(base, loop_min_);
+  int64_t elems = m.coeff == 0 ? largest_pow2_divisor(m.base)
+                               : largest_pow2_divisor(std::gcd(m.coeff, m.base));
+  int64_t bytes = std::min<int64_t>(elems * elem_bytes, kAllocAlign);
+  bytes = std::min<int64_t>(bytes, largest_pow2_divisor(elem_bytes * t.lanes()));
+  return llvm::Align(std::max<int64_t>(bytes, elem_bytes));
+}
+
+llvm::Value* CodeGenLLVM::visit(const Load* op) {
+  DataType t = op->dtype;
+  DataType elem = t.element_of();
+  bool unpredicated = is_one(op->predicate);
+  if (t.is_scalar()) {
+    llvm::Value* ptr = buffer_ptr(op->buffer_var, elem, emit_expr(op->index));
+    if (unpredicated) return b_->CreateAlignedLoad(ty(t), ptr, llvm::Align(std::max(1, t.bytes())));
+    // A scalar predicated load reads only when the predicate holds (0 otherwise).
+    llvm::Value* pred = emit_expr(op->predicate);
+    llvm::BasicBlock* pre = b_->GetInsertBlock();
+    llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(*ctx_, "pload", cur_.fn);
+    llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "pload_end", cur_.fn);
+    b_->CreateCondBr(pred, then_bb, end_bb);
+    b_->SetInsertPoint(then_bb);
+    llvm::Value* v = b_->CreateAlignedLoad(ty(t), ptr, llvm::Align(std::max(1, t.bytes())));
+    llvm::BasicBlock* then_end = b_->GetInsertBlock();
+    b_->CreateBr(end_bb);
+    b_->SetInsertPoint(end_bb);
+    llvm::PHINode* phi = b_->CreatePHI(ty(t), 2);
+    phi->addIncoming(v, then_end);
+    phi->addIncoming(llvm::Constant::getNullValue(ty(t)), pre);
+    return phi;
+  }
+  llvm::Type* vt = ty(t);
+  const Ramp* ramp = op->index.as<Ramp>();
+  if (op->index.dtype().is_scalar() || (ramp && is_one(ramp->stride))) {
+    // Contiguous: one vector access starting at the (base) index.
+    Expr base = ramp ? ramp->base : op->index;
+    llvm::Value* ptr = buffer_ptr(op->buffer_var, elem, emit_expr(base));
+    llvm::Align align = vector_align(op->buffer_var, t, base);
+    if (unpredicated) return b_->CreateAlignedLoad(vt, ptr, align);
+    return b_->CreateMaskedLoad(vt, ptr, align, emit_expr(op->predicate),
+                                llvm::Constant::getNullValue(vt));
+  }
+  llvm::Value* ptrs = buffer_ptr(op->buffer_var, elem, emit_expr(op->index));
+  llvm::Value* mask = unpredicated ? nullptr : emit_expr(op->predicate);
+  return b_->CreateMaskedGather(vt, ptrs, llvm::Align(std::max(1, elem.bytes())), mask,
+                                llvm::Constant::getNullValue(vt));
+}
+
+void CodeGenLLVM::visit(const Store* op) {
+  DataType t = op->value.dtype();
+  DataType elem = t.element_of();
+  llvm::Value* value = emit_expr(op->value);
+  bool unpredicated = is_one(op->predicate);
+  if (t.is_scalar()) {
+    llvm::Value* ptr = buffer_ptr(op->buffer_var, elem, emit_expr(op->index));
+    if (unpredicated) {
+      b_->CreateAlignedStore(value, ptr, llvm::Align(std::max(1, t.bytes())));
+      return;
+    }
+    llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(*ctx_, "pstore", cur_.fn);
+    llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "pstore_end", cur_.fn);
+    b_->CreateCondBr(emit_expr(op->predicate), then_bb, end_bb);
+    b_->SetInsertPoint(then_bb);
+    b_->CreateAlignedStore(value, ptr, llvm::Align(std::max(1, t.bytes())));
+    b_->CreateBr(end_bb);
+    b_->SetInsertPoint(end_bb);
+    return;
+  }
+  const Ramp* ramp = op->index.as<Ramp>();
+  if (op->index.dtype().is_scalar() || (ramp && is_one(ramp->stride))) {
+    Expr base = ramp ? ramp->base : op->index;
+    llvm::Value* ptr = buffer_ptr(op->buffer_var, elem, emit_expr(base));
+    llvm::Align align = vector_align(op->buffer_var, t, base);
+    if (unpredicated) {
+      b_->CreateAlignedStore(value, ptr, align);
+    } else {
+      b_->CreateMaskedStore(value, ptr, align, emit_expr(op->predicate));
+    }
+    return;
+  }
+  llvm::Value* ptrs = buffer_ptr(op->buffer_var, elem, emit_expr(op->index));
+  llvm::Value* mask = unpredicated ? nullptr : emit_expr(op->predicate);
+  b_->CreateMaskedScatter(value, ptrs, llvm::Align(std::max(1, elem.bytes())), mask);
+}
+
+// --- calls
+
+llvm::Value* CodeGenLLVM::visit(const Call* op) { return emit_call(op); }
+
+llvm::Value* CodeGenLLVM::emit_if_then_else(const Expr& cond, const Expr& t, const Expr& f,
+                                            DataType type) {
+  if (!cond.dtype().is_scalar()) {
+    // Per-lane choice: both sides are evaluated (documented limitation for vector guards).
+    return b_->CreateSelect(emit_expr(cond), emit_expr(t), emit_expr(f));
+  }
+  llvm::Value* c = emit_expr(cond);
+  llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(*ctx_, "ite_then", cur_.fn);
+  llvm::BasicBlock* else_bb = llvm::BasicBlock::Create(*ctx_, "ite_else", cur_.fn);
+  llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "ite_end", cur_.fn);
+  b_->CreateCondBr(c, then_bb, else_bb);
+  b_->SetInsertPoint(then_bb);
+  llvm::Value* tv = emit_expr(t);
+  llvm::BasicBlock* then_end = b_->GetInsertBlock();
+  b_->CreateBr(end_bb);
+  b_->SetInsertPoint(else_bb);
+  llvm::Value* fv = emit_expr(f);
+  llvm::BasicBlock* else_end = b_->GetInsertBlock();
+  b_->CreateBr(end_bb);
+  b_->SetInsertPoint(end_bb);
+  llvm::PHINode* phi = b_->CreatePHI(ty(type), 2);
+  phi->addIncoming(tv, then_end);
+  phi->addIncoming(fv, else_end);
+  return phi;
+}
+
+llvm::Value* CodeGenLLVM::emit_math(const Call* op) {
+  static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
+      {"exp", llvm::Intrinsic::exp},       {"exp2", llvm::Intrinsic::exp2},
+      {"log", llvm::Intrinsic::log},       {"log2", llvm::Intrinsic::log2},
+      {"log10", llvm::Intrinsic::log10},   {"sqrt", llvm::Intrinsic::sqrt},
+      {"fabs", llvm::Intrinsic::fabs},     {"floor", llvm::Intrinsic::floor},
+      {"ceil", llvm::Intrinsic::ceil},     {"round", llvm::Intrinsic::round},
+      {"trunc", llvm::Intrinsic::trunc},   {"nearbyint", llvm::Intrinsic::nearbyint},
+      {"pow", llvm::Intrinsic::pow},       {"fma", llvm::Intrinsic::fma},
+      {"sin", llvm::Intrinsic::sin},       {"cos", llvm::Intrinsic::cos},
+      {"copysign", llvm::Intrinsic::copysign}};
+  static const std::unordered_set<std::string> libm = {
+      "tanh", "erf", "tan", "atan", "asin", "acos", "sinh", "cosh", "atan2", "log1p", "expm1",
+      "cbrt"};
+  DataType t = op->dtype;
+  std::vector<llvm::Value*> args;
+  for (const Expr& a : op->args) args.push_back(emit_expr(a));
+  auto it = intrinsics.find(op->name);
+  if (it != intrinsics.end()) {
+    if (!t.is_float()) fail("math intrinsic '" + op->name + "' on non-float type " + t.str());
+    return b_->CreateIntrinsic(it->second, {ty(t)}, args);
+  }
+  if (!libm.count(op->name)) return nullptr;
+  if (!t.is_float() || (t.bits() != 32 && t.bits() != 64)) {
+    fail("math function '" + op->name + "' on type " + t.str());
+  }
+  llvm::Type* st = ty(t.element_of());
+  std::string fname = op->name + (t.bits() == 32 ? "f" : "");
+  std::vector<llvm::Type*> ptys(args.size(), st);
+  llvm::Function* fn = runtime_fn(fname, st, ptys);
+  fn->setDoesNotAccessMemory();
+  fn->setDoesNotThrow();
+  if (t.is_scalar()) return b_->CreateCall(fn, args);
+  // Scalarize: one libm call per lane.
+  llvm::Value* out = llvm::PoisonValue::get(ty(t));
+  for (int i = 0; i < t.lanes(); ++i) {
+    std::vector<llvm::Value*> lane;
+    for (llvm::Value* a : args) lane.push_back(b_->CreateExtractElement(a, i));
+    out = b_->CreateInsertElement(out, b_->CreateCall(fn, lane), i);
+  }
+  return out;
+}
+
+llvm::Value* CodeGenLLVM::emit_builtin(const Call* op) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  auto const_arg = [&](size_t i) -> int64_t {
+    if (i >= op->args.size()) fail(op->name + ": missing argument " + std::to_string(i));
+    auto v = as_const_int(op->args[i]);
+    if (!v) fail(op->name + ": argument " + std::to_string(i) + " must be a constant");
+    return *v;
+  };
+  if (op->name == builtin::kArgValue) {
+    llvm::Value* args = emit_expr(op->args[0]);
+    llvm::Value* p = b_->CreateInBoundsGEP(b_->getInt64Ty(), args, b_->getInt64(const_arg(1)));
+    return b_->CreateAlignedLoad(ty(op->dtype), p, llvm::Align(8));
+  }
+  if (op->name == builtin::kArgTypeCode) {
+    llvm::Value* codes = emit_expr(op->args[0]);
+    llvm::Value* p = b_->CreateInBoundsGEP(b_->getInt32Ty(), codes, b_->getInt64(const_arg(1)));
+    return b_->CreateAlignedLoad(b_->getInt32Ty(), p, llvm::Align(4));
+  }
+  if (op->name == builtin::kArrayGet) {
+    llvm::Value* arr = emit_expr(op->args[0]);
+    auto field = static_cast<tir::ArrayField>(const_arg(1));
+    auto load_field = [&](unsigned idx, llvm::Type* t) {
+      return b_->CreateLoad(t, b_->CreateStructGEP(array_type_, arr, idx));
+    };
+    switch (field) {
+      case tir::ArrayField::kData: {
+        llvm::Value* data = load_field(0, ptr);
+        llvm::Value* off = load_field(7, b_->getInt64Ty());
+        return b_->CreateInBoundsGEP(b_->getInt8Ty(), data, off);
+      }
+      case tir::ArrayField::kDeviceType: return load_field(1, b_->getInt32Ty());
+      case tir::ArrayField::kDeviceId: return load_field(2, b_->getInt32Ty());
+      case tir::ArrayField::kNDim: return load_field(3, b_->getInt32Ty());
+      case tir::ArrayField::kDTypeWord: return load_field(4, b_->getInt32Ty());
+      case tir::ArrayField::kShape:
+      case tir::ArrayField::kStrides: {
+        llvm::Value* p = load_field(field == tir::ArrayField::kShape ? 5 : 6, ptr);
+        llvm::Value* q = b_->CreateInBoundsGEP(b_->getInt64Ty(), p, b_->getInt64(const_arg(2)));
+        return b_->CreateLoad(b_->getInt64Ty(), q);
+      }
+      case tir::ArrayField::kStridesIsNull: return b_->CreateIsNull(load_field(6, ptr));
+      case tir::ArrayField::kByteOffset: return load_field(7, b_->getInt64Ty());
+    }
+    fail("kiln.array_get: unknown field " + std::to_string(const_arg(1)));
+  }
+  if (op->name == builtin::kSetError) {
+    llvm::Function* fn = runtime_fn("kiln_set_last_error", b_->getVoidTy(), {ptr});
+    b_->CreateCall(fn, {emit_expr(op->args.at(0))});
+    return b_->getInt32(0);
+  }
+  if (op->name == builtin::kArgCheck) fail("kiln.arg_check is only valid as a statement");
+  return nullptr;
+}
+
+llvm::Value* CodeGenLLVM::emit_call(const Call* op) {
+  if (op->call_kind == CallKind::kExtern || op->call_kind == CallKind::kPureExtern) {
+    std::vector<llvm::Value*> args;
+    std::vector<llvm::Type*> ptys;
+    for (const Expr& a : op->args) {
+      args.push_back(emit_expr(a));
+      ptys.push_back(args.back()->getType());
+    }
+    llvm::Type* ret = ty(op->dtype);
+    llvm::Function* fn = module_->getFunction(op->name);
+    if (fn == nullptr) {
+      fn = runtime_fn(op->name, ret, ptys);
+    } else if (fn->getFunctionType() != llvm::FunctionType::get(ret, ptys, false)) {
+      fail("extern function '" + op->name + "' is called with two different signatures");
+    }
+    llvm::Value* r = b_->CreateCall(fn, args);
+    return op->dtype.is_void() ? b_->getInt32(0) : r;
+  }
+  if (op->name == builtin::kLikely) {
+    llvm::Value* c = emit_expr(op->args.at(0));
+    if (!op->dtype.is_scalar()) return c;
+    return b_->CreateIntrinsic(llvm::Intrinsic::expect, {c->getType()}, {c, b_->getTrue()});
+  }
+  if (op->name == builtin::kIfThenElse) {
+    return emit_if_then_else(op->args.at(0), op->args.at(1), op->args.at(2), op->dtype);
+  }
+  if (llvm::Value* v = emit_builtin(op)) return v;
+  if (llvm::Value* v = emit_math(op)) return v;
+  fail("unknown intrinsic '" + op->name + "' (" + call_kind_name(op->call_kind) + ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statements
+
+void CodeGenLLVM::emit_arg_check(const Call* op) {
+  if (op->args.size() != 4 || !op->args[1].as<StringImm>()) {
+    fail("kiln.arg_check needs (cond, prefix string, kind, got)");
+  }
+  llvm::Value* cond = emit_expr(op->args[0]);
+  llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "arg_check_fail", cur_.fn);
+  llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "arg_check_ok", cur_.fn);
+  llvm::MDBuilder md(*ctx_);
+  b_->CreateCondBr(cond, ok_bb, fail_bb, md.createBranchWeights(1 << 20, 1));
+  b_->SetInsertPoint(fail_bb);
+  llvm::Value* got = cast_value(op->args[3].dtype(), DataType::Int(64), emit_expr(op->args[3]));
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  llvm::Function* fn = runtime_fn("kiln_set_arg_error", b_->getVoidTy(),
+                                  {ptr, b_->getInt32Ty(), b_->getInt64Ty()});
+  llvm::Value* kind = cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2]));
+  b_->CreateCall(fn, {emit_expr(op->args[1]), kind, got});
+  emit_error_return(b_->getInt32(-1));
+  b_->CreateBr(ok_bb);
+  b_->SetInsertPoint(ok_bb);
+}
+
+void CodeGenLLVM::visit(const Evaluate* op) {
+  if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kArgCheck) {
+    emit_arg_check(c);
+    return;
+  }
+  if (is_const(op->value)) return;
+  emit_expr(op->value);
+}
+
+void CodeGenLLVM::visit(const LetStmt* op) {
+  llvm::Value* v = emit_expr(op->value);
+  if (op->var.dtype().is_handle()) {
+    if (const Call* c = op->value.as<Call>();
+        c && c->name == builtin::kArrayGet && is_const_int(c->args.at(1), 0)) {
+      aligned_.insert(op->var.get());  // checked by the packed API
+    }
+  }
+  if (llvm::isa<llvm::Instruction>(v) && !v->hasName()) v->setName(op->var.name());
+  vars_[op->var.get()] = v;
+  visit_stmt(op->body);
+}
+
+void CodeGenLLVM::visit(const AttrStmt* op) {
+  if (op->key == attr::kComputeScope) {
+    std::string name = func_name_ + "_compute_";
+    if (const StringImm* s = op->value.as<StringImm>()) name = s->value;
+    std::vector<Var> params = free_vars(op->body);
+    llvm::Function* fn = emit_outlined(name, params, [&] { visit_stmt(op->body); }, false);
+    std::vector<llvm::Value*> args;
+    for (const Var& p : params) args.push_back(vars_.at(p.get()));
+    emit_propagate(b_->CreateCall(fn, args));
+    return;
+  }
+  visit_stmt(op->body);
+}
+
+void CodeGenLLVM::visit(const AssertStmt* op) {
+  llvm::Value* cond = emit_expr(op->condition);
+  llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "assert_fail", cur_.fn);
+  llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "assert_ok", cur_.fn);
+  llvm::MDBuilder md(*ctx_);
+  b_->CreateCondBr(cond, ok_bb, fail_bb, md.createBranchWeights(1 << 20, 1));
+  b_->SetInsertPoint(fail_bb);
+  llvm::Function* fn = runtime_fn("kiln_set_last_error", b_->getVoidTy(),
+                                  {llvm::PointerType::getUnqual(*ctx_)});
+  b_->CreateCall(fn, {emit_expr(op->message)});
+  emit_error_return(b_->getInt32(-1));
+  b_->CreateBr(ok_bb);
+  b_->SetInsertPoint(ok_bb);
+  visit_stmt(op->body);
+}
+
+void CodeGenLLVM::visit(const IfThenElse* op) {
+  llvm::Value* c = emit_expr(op->condition);
+  llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(*ctx_, "if_then", cur_.fn);
+  llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "if_end", cur_.fn);
+  llvm::BasicBlock* else_bb =
+      op->else_case.defined() ? llvm::BasicBlock::Create(*ctx_, "if_else", cur_.fn) : end_bb;
+  b_->CreateCondBr(c, then_bb, else_bb);
+  b_->SetInsertPoint(then_bb);
+  visit_stmt(op->then_case);
+  b_->CreateBr(end_bb);
+  if (op->else_case.defined()) {
+    b_->SetInsertPoint(else_bb);
+    visit_stmt(op->else_case);
+    b_->CreateBr(end_bb);
+  }
+  b_->SetInsertPoint(end_bb);
+}
+
+void CodeGenLLVM::visit(const SeqStmt* op) {
+  for (const Stmt& s : op->seq) visit_stmt(s);
+}
+
+void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end,
+                            ForKind kind, const std::function<void()>& body) {
+  llvm::BasicBlock* pre = b_->GetInsertBlock();
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(*ctx_, "for_head", cur_.fn);
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(*ctx_, "for_body", cur_.fn);
+  llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "for_end", cur_.fn);
+  b_->CreateBr(head);
+  b_->SetInsertPoint(head);
+  llvm::PHINode* i = b_->CreatePHI(begin->getType(), 2, loop_var.name());
+  i->addIncoming(begin, pre);
+  b_->CreateCondBr(b_->CreateICmpSLT(i, end), body_bb, end_bb);
+  b_->SetInsertPoint(body_bb);
+  vars_[loop_var.get()] = i;
+  body();
+  llvm::Value* next = b_->CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
+  llvm::BranchInst* back = b_->CreateBr(head);
+  i->addIncoming(next, b_->GetInsertBlock());
+  if (kind == ForKind::kUnrolled) {
+    llvm::MDNode* unroll = llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, "llvm.loop.unroll.full")});
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(*ctx_, {nullptr, unroll});
+    loop->replaceOperandWith(0, loop);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
+  vars_.erase(loop_var.get());
+  b_->SetInsertPoint(end_bb);
+}
+
+void CodeGenLLVM::visit(const For* op) {
+  if (op->for_kind == ForKind::kParallel) {
+    emit_parallel_for(op);
+    return;
+  }
+  if (op->for_kind == ForKind::kThreadBinding) {
+    fail("loop '" + op->loop_var.name() + "' is bound to GPU thread '" + op->thread_tag +
+         "'; the LLVM CPU code generator cannot run it");
+  }
+  llvm::Value* begin = emit_expr(op->min);
+  llvm::Value* end = b_->CreateAdd(begin, emit_expr(op->extent), "", false, true);
+  if (auto m = as_const_int(op->min); m && *m >= 0) loop_min_[op->loop_var.get()] = *m;
+  emit_loop(op->loop_var, begin, end, op->for_kind, [&] { visit_stmt(op->body); });
+  loop_min_.erase(op->loop_var.get());
+}
+
+void CodeGenLLVM::emit_parallel_for(const For* op) {
+  // Captured: the free variables of the body plus the loop's minimum.
+  Var min_var(op->loop_var.name() + "_min", op->loop_var.dtype());
+  vars_[min_var.get()] = emit_expr(op->min);
+  llvm::Value* extent = cast_value(op->extent.dtype(), DataType::Int(64), emit_expr(op->extent));
+  std::vector<Var> captured = free_vars(op->body);
+  captured.push_back(min_var);
+
+  // Inner function: (begin, end, captured...) with noalias pointers, runs the loop.
+  Var begin_var("begin", DataType::Int(64)), end_var("end", DataType::Int(64));
+  std::vector<Var> inner_params{begin_var, end_var};
+  inner_params.insert(inner_params.end(), captured.begin(), captured.end());
+  std::string base = func_name_ + "_parallel_" + op->loop_var.name();
+  llvm::Function* inner = emit_outlined(
+      base + "_body", inner_params,
+      [&] {
+        llvm::Value* b = vars_.at(begin_var.get());
+        llvm::Value* e = vars_.at(end_var.get());
+        Var k("k", DataType::Int(64));
+        emit_loop(k, b, e, ForKind::kSerial, [&] {
+          llvm::Value* kv = cast_value(DataType::Int(64), op->loop_var.dtype(), vars_.at(k.get()));
+          vars_[op->loop_var.get()] =
+              b_->CreateAdd(vars_.at(min_var.get()), kv, op->loop_var.name(), false, true);
+          visit_stmt(op->body);
+          vars_.erase(op->loop_var.get());
+        });
+      },
+      true);
+
+  // Closure struct and the lambda kiln_parallel_for calls.
+  std::vector<llvm::Type*> fields;
+  for (const Var& v : captured) fields.push_back(ty(v.dtype()));
+  llvm::StructType* st = llvm::StructType::create(*ctx_, fields, base + "_closure");
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  auto* lambda_ty = llvm::FunctionType::get(b_->getInt32Ty(),
+                                            {b_->getInt64Ty(), b_->getInt64Ty(), ptr}, false);
+  llvm::Function* lambda = llvm::Function::Create(lambda_ty, llvm::Function::InternalLinkage,
+                                                  unique_name(base), module_.get());
+  {
+    llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+    b_->SetInsertPoint(llvm::BasicBlock::Create(*ctx_, "entry", lambda));
+    std::vector<llvm::Value*> args{lambda->getArg(0), lambda->getArg(1)};
+    for (size_t i = 0; i < captured.size(); ++i) {
+      args.push_back(b_->CreateLoad(fields[i], b_->CreateStructGEP(st, lambda->getArg(2), i)));
+    }
+    b_->CreateRet(b_->CreateCall(inner, args));
+    b_->restoreIP(ip);
+  }
+
+  // Caller: fill the closure on the stack, run the loop, propagate errors.
+  llvm::Value* closure;
+  {
+    llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+    b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
+    closure = b_->CreateAlloca(st, nullptr, base + "_closure");
+    b_->restoreIP(ip);
+  }
+  for (size_t i = 0; i < captured.size(); ++i) {
+    b_->CreateStore(vars_.at(captured[i].get()), b_->CreateStructGEP(st, closure, i));
+  }
+  llvm::Function* pfor = runtime_fn("kiln_parallel_for", b_->getInt32Ty(),
+                                    {b_->getInt64Ty(), ptr, ptr});
+  emit_propagate(b_->CreateCall(pfor, {extent, lambda, closure}));
+  vars_.erase(min_var.get());
+}
+
+void CodeGenLLVM::visit(const Allocate* op) {
+  int64_t n = op->constant_size();
+  int64_t elem_bytes = std::max(1, op->dtype.bytes());
+  llvm::Value* p;
+  bool heap = n < 0 || n * elem_bytes > kMaxStackAllocBytes;
+  if (!heap) {
+    llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+    b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
+    llvm::AllocaInst* a = b_->CreateAlloca(
+        llvm::ArrayType::get(b_->getInt8Ty(), std::max<int64_t>(1, n * elem_bytes)), nullptr,
+        op->buffer_var.name());
+    a->setAlignment(llvm::Align(kAllocAlign));
+    b_->restoreIP(ip);
+    p = a;
+  } else {
+    llvm::Value* bytes = b_->getInt64(elem_bytes);
+    for (const Expr& e : op->extents) {
+      bytes = b_->CreateMul(bytes, cast_value(e.dtype(), DataType::Int(64), emit_expr(e)));
+    }
+    llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+    llvm::Function* alloc = runtime_fn("kiln_workspace_alloc", ptr, {b_->getInt64Ty()});
+    p = b_->CreateCall(alloc, {bytes}, op->buffer_var.name());
+    llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "alloc_fail", cur_.fn);
+    llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "alloc_ok", cur_.fn);
+    llvm::MDBuilder md(*ctx_);
+    b_->CreateCondBr(b_->CreateIsNull(p), fail_bb, ok_bb, md.createBranchWeights(1, 1 << 20));
+    b_->SetInsertPoint(fail_bb);
+    emit_error_return(b_->getInt32(-1));  // kiln_workspace_alloc set the message
+    b_->CreateBr(ok_bb);
+    b_->SetInsertPoint(ok_bb);
+    cur_.heap_allocs.push_back(p);
+  }
+  vars_[op->buffer_var.get()] = p;
+  aligned_.insert(op->buffer_var.get());
+  visit_stmt(op->body);
+  vars_.erase(op->buffer_var.get());
+  if (heap) {
+    cur_.heap_allocs.pop_back();
+    llvm::Function* free_fn =
+        runtime_fn("kiln_workspace_free", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
+    b_->CreateCall(free_fn, {p});
+  }
+}
+
+void CodeGenLLVM::visit(const ProducerStore* op) {
+  fail("ProducerStore to '" + op->producer->producer_name() +
+       "' must be flattened before code generation");
+}
+void CodeGenLLVM::visit(const ProducerRealize* op) {
+  fail("ProducerRealize of '" + op->producer->producer_name() +
+       "' must be flattened before code generation");
+}
+
+}  // namespace kiln::codegen

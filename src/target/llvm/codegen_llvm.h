@@ -1,0 +1,112 @@
+/// \file codegen_llvm.h
+/// \brief Translation of PrimFuncs to LLVM IR (private to src/target/llvm).
+///
+/// CodeGenLLVM walks statements and expressions with the IR functors and emits IR through one
+/// IRBuilder. State per LLVM function (the packed entry point, an outlined compute scope, a
+/// parallel closure) sits in FuncState; outlining saves and restores it. See codegen_llvm.cc.
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/ir/functor.h"
+#include "kiln/target/target.h"
+#include "kiln/tir/function.h"
+
+namespace kiln::codegen {
+
+using namespace kiln::ir;  // NOLINT
+
+/// Creates the TargetMachine for `target` (PIC, O3). Throws kiln::Error for an unknown triple.
+std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target);
+/// The CPU name and the feature string LLVM gets for `target` (-mcpu=native: host features).
+std::pair<std::string, std::string> cpu_and_features(const Target& target);
+
+/// Translates PrimFuncs into one llvm::Module.
+class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
+                    public StmtFunctor<void(const Stmt&)> {
+ public:
+  CodeGenLLVM(llvm::LLVMContext* ctx, llvm::TargetMachine* tm, const Target& target,
+              const std::string& module_name);
+  /// Emits one function; a packed one (attr packed_api = "1") becomes an exported entry point.
+  void add_function(const tir::PrimFunc& f);
+  /// Adds __kiln_func_names, verifies, optimizes at O3; returns the module.
+  std::unique_ptr<llvm::Module> finish();
+  /// Names of the entry points added, in order.
+  const std::vector<std::string>& function_names() const { return names_; }
+
+ protected:
+  using ExprFunctor<llvm::Value*(const Expr&)>::visit;
+  using StmtFunctor<void(const Stmt&)>::visit;
+#define KILN_EXPR_NODE(T) llvm::Value* visit(const T* op) override;
+#define KILN_STMT_NODE(T) void visit(const T* op) override;
+#include "kiln/ir/node_kinds.def"
+
+ private:
+  /// Per-LLVM-function state.
+  struct FuncState {
+    llvm::Function* fn = nullptr;
+    llvm::BasicBlock* entry = nullptr;            ///< where allocas go
+    std::vector<llvm::Value*> heap_allocs;        ///< live workspace blocks, freed on exit
+  };
+
+  llvm::Type* ty(DataType t);
+  llvm::Value* cast_value(DataType from, DataType to, llvm::Value* v);
+  llvm::Value* emit_expr(const Expr& e) { return visit_expr(e); }
+  llvm::Value* const_int(DataType t, int64_t v);
+  llvm::Value* buffer_ptr(const Var& buffer_var, DataType elem, llvm::Value* index);
+  llvm::Align vector_align(const Var& buffer_var, DataType t, const Expr& base);
+  llvm::Value* emit_call(const Call* op);
+  llvm::Value* emit_builtin(const Call* op);
+  llvm::Value* emit_math(const Call* op);
+  llvm::Value* emit_if_then_else(const Expr& cond, const Expr& t, const Expr& f, DataType type);
+  void emit_arg_check(const Call* op);
+  /// Frees live workspace blocks and returns `rc` from the current function; leaves the
+  /// builder in a fresh unreachable block so emission can go on.
+  void emit_error_return(llvm::Value* rc);
+  /// Branches to an error return of `rc` when rc != 0.
+  void emit_propagate(llvm::Value* rc);
+  void emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end, ForKind kind,
+                 const std::function<void()>& body);
+  void emit_parallel_for(const For* op);
+  /// Variables of `s` bound in the current function, in first-use order.
+  std::vector<Var> free_vars(const Stmt& s);
+  /// Emits an internal function returning int32 with parameters `params`, whose body is
+  /// `body()` followed by `ret 0`. Handle parameters are noalias. Restores the builder.
+  llvm::Function* emit_outlined(const std::string& name, const std::vector<Var>& params,
+                                const std::function<void()>& body, bool always_inline);
+  llvm::Function* runtime_fn(const std::string& name, llvm::Type* ret,
+                             std::vector<llvm::Type*> args);
+  llvm::Value* string_ptr(const std::string& s);
+  std::string unique_name(const std::string& base);
+  [[noreturn]] void fail(const std::string& what);
+
+  llvm::LLVMContext* ctx_;
+  llvm::TargetMachine* tm_;
+  Target target_;
+  std::unique_ptr<llvm::Module> module_;
+  std::unique_ptr<llvm::IRBuilder<>> b_;
+  FuncState cur_;
+  std::unordered_map<const Variable*, llvm::Value*> vars_;
+  /// Buffer vars known to be 64-byte aligned (checked arguments, allocations).
+  std::unordered_set<const Variable*> aligned_;
+  /// Loop variables with a known non-negative minimum (for alignment analysis).
+  std::unordered_map<const Variable*, int64_t> loop_min_;
+  std::map<std::string, llvm::Value*> strings_;
+  std::vector<std::string> names_;
+  std::map<std::string, int> name_counts_;
+  std::string func_name_;
+  llvm::StructType* array_type_ = nullptr;
+};
+
+}  // namespace kiln::codegen

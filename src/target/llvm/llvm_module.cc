@@ -1,0 +1,212 @@
+// The module build_llvm returns. Compilation happens once: the optimized llvm::Module is
+// compiled to an in-memory relocatable object (PIC). The JIT (ORC LLJIT, created on the first
+// lookup) loads that object and resolves runtime symbols (kiln_parallel_for, libm, extern C
+// functions of the executable) in the current process; export_library writes the same object
+// to a temporary file and links it with the system C compiler (`cc -shared`, run with
+// posix_spawnp, no shell) into the shared library Module::load opens. get_source prints the
+// optimized IR kept as text, or assembly from a clone of the module.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "codegen_llvm.h"
+#include "kiln/target/codegen.h"
+
+extern char** environ;
+
+namespace kiln::codegen {
+
+namespace {
+
+std::string llvm_error(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+/// Emits `m` as an object file or assembly with `tm`; the module is modified by codegen.
+std::string emit(llvm::Module& m, llvm::TargetMachine* tm, llvm::CodeGenFileType kind) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  KILN_ICHECK(!tm->addPassesToEmitFile(pm, os, nullptr, kind))
+      << "the target machine cannot emit this file type";
+  pm.run(m);
+  return std::string(buf.data(), buf.size());
+}
+
+/// Runs argv (argv[0] looked up in PATH) and returns its exit status; its stderr and stdout go
+/// to `output`.
+int run_command(const std::vector<std::string>& argv, std::string* output) {
+  char log_path[] = "/tmp/kiln_link_XXXXXX";
+  int fd = mkstemp(log_path);
+  KILN_USER_CHECK(fd >= 0) << "export_library: cannot create a temporary file in /tmp";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, fd, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fd);
+  int status = -1;
+  if (rc == 0) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  std::ifstream log(log_path);
+  std::stringstream ss;
+  ss << log.rdbuf();
+  *output = ss.str();
+  unlink(log_path);
+  if (rc != 0) {
+    *output = "cannot run '" + argv[0] + "': " + std::strerror(rc);
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+/// A module compiled by LLVM: an object file, run through ORC LLJIT or exported.
+class LLVMModuleNode : public runtime::ModuleNode {
+ public:
+  LLVMModuleNode(std::unique_ptr<llvm::LLVMContext> ctx, std::unique_ptr<llvm::Module> module,
+                 std::unique_ptr<llvm::TargetMachine> tm, Target target,
+                 std::vector<std::string> names)
+      : ctx_(std::move(ctx)), module_(std::move(module)), tm_(std::move(tm)),
+        target_(std::move(target)), names_(std::move(names)) {
+    llvm::raw_string_ostream os(ir_);
+    module_->print(os, nullptr);
+    os.flush();
+    auto clone = llvm::CloneModule(*module_);
+    object_ = emit(*clone, tm_.get(), llvm::CGFT_ObjectFile);
+  }
+
+  std::string type_key() const override { return "llvm"; }
+  std::string describe() const override { return "llvm (" + target_.str() + ")"; }
+  std::vector<std::string> function_names() const override { return names_; }
+
+  KilnPackedCFunc get_function(const std::string& name) const override {
+    if (std::find(names_.begin(), names_.end(), name) == names_.end()) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(name);
+    if (it != cache_.end()) return it->second;
+    init_jit();
+    auto addr = jit_->lookup(name);
+    KILN_USER_CHECK(static_cast<bool>(addr))
+        << "llvm module: JIT lookup of '" << name << "' failed: " << llvm_error(addr.takeError());
+    auto fn = addr->toPtr<KilnPackedCFunc>();
+    cache_[name] = fn;
+    return fn;
+  }
+
+  void export_library(const std::string& path) const override {
+    char obj_path[] = "/tmp/kiln_obj_XXXXXX";
+    int fd = mkstemp(obj_path);
+    KILN_USER_CHECK(fd >= 0) << "export_library: cannot create a temporary object file in /tmp";
+    bool ok = write(fd, object_.data(), object_.size()) == static_cast<ssize_t>(object_.size());
+    close(fd);
+    if (!ok) {
+      unlink(obj_path);
+      KILN_ERROR << "export_library: cannot write the object file " << obj_path;
+    }
+    const char* cc = std::getenv("KILN_CC");
+    std::vector<std::string> argv{cc && *cc ? cc : "cc", "-shared", "-o", path, "-x", "none",
+                                  obj_path, "-lm"};
+    std::string out;
+    int rc = run_command(argv, &out);
+    unlink(obj_path);
+    KILN_USER_CHECK(rc == 0) << "export_library: linking '" << path << "' failed ("
+                             << argv[0] << " exited with status " << rc << "): " << out;
+  }
+
+  std::string get_source(const std::string& fmt) const {
+    if (fmt == "ll" || fmt == "llvm") return ir_;
+    if (fmt == "asm" || fmt == "s") {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto clone = llvm::CloneModule(*module_);
+      return emit(*clone, tm_.get(), llvm::CGFT_AssemblyFile);
+    }
+    KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm)";
+  }
+
+ private:
+  void init_jit() const {
+    if (jit_) return;
+    KILN_USER_CHECK(target_.is_host_arch())
+        << "llvm module for target '" << target_.str()
+        << "' cannot run on this machine; export it instead";
+    auto [cpu, fs] = cpu_and_features(target_);
+    llvm::orc::JITTargetMachineBuilder jtmb(tm_->getTargetTriple());
+    jtmb.setCPU(cpu);
+    jtmb.setRelocationModel(llvm::Reloc::PIC_);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+    KILN_USER_CHECK(static_cast<bool>(jit))
+        << "llvm module: cannot create the JIT: " << llvm_error(jit.takeError());
+    jit_ = std::move(*jit);
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit_->getDataLayout().getGlobalPrefix());
+    KILN_USER_CHECK(static_cast<bool>(gen))
+        << "llvm module: cannot search the process for symbols: " << llvm_error(gen.takeError());
+    jit_->getMainJITDylib().addGenerator(std::move(*gen));
+    auto buf = llvm::MemoryBuffer::getMemBufferCopy(object_, "kiln_module.o");
+    if (auto err = jit_->addObjectFile(std::move(buf))) {
+      KILN_ERROR << "llvm module: the JIT cannot load the object: " << llvm_error(std::move(err));
+    }
+  }
+
+  std::unique_ptr<llvm::LLVMContext> ctx_;
+  std::unique_ptr<llvm::Module> module_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  Target target_;
+  std::vector<std::string> names_;
+  std::string ir_;
+  std::string object_;
+  mutable std::mutex mu_;
+  mutable std::unique_ptr<llvm::orc::LLJIT> jit_;
+  mutable std::unordered_map<std::string, KilnPackedCFunc> cache_;
+};
+
+runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
+  KILN_USER_CHECK(target.kind == "llvm")
+      << "build_llvm: target '" << target.str() << "' is not an llvm target";
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto tm = create_target_machine(target);
+  std::string name = funcs.empty() ? "kiln_module" : funcs[0]->name;
+  CodeGenLLVM cg(ctx.get(), tm.get(), target, name);
+  for (const tir::PrimFunc& f : funcs) cg.add_function(f);
+  std::vector<std::string> names = cg.function_names();
+  auto module = cg.finish();
+  return runtime::Module(make_object<LLVMModuleNode>(std::move(ctx), std::move(module),
+                                                     std::move(tm), target, std::move(names)));
+}
+
+std::string get_source(const runtime::Module& m, const std::string& fmt) {
+  KILN_USER_CHECK(m.defined()) << "get_source: the module is undefined";
+  const auto* n = dynamic_cast<const LLVMModuleNode*>(m.node.get());
+  KILN_USER_CHECK(n != nullptr) << "get_source: module of type " << m.type_key()
+                                << " is not an llvm module";
+  return n->get_source(fmt);
+}
+
+}  // namespace kiln::codegen
