@@ -19,7 +19,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/bin/kiln demo
+	./$(BUILD)/bin/kiln demo --show-ir
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev                         # tests and benchmarks
   libopenblas-dev                                                    # GEMM baseline in bench/
   nlohmann-json3-dev                                                 # JSON (records, graph)
+  libcli11-dev                                                       # the kiln command line
   clang-format
 )
 

@@ -18,8 +18,8 @@ void Analyzer::bind(const Var& v, const Range& r) {
   Expr ext = impl_->simplify(r->extent);
   impl_->var_values.erase(v);
   ConstIntBound lo = impl_->bound(mn);
-  ConstIntBound hi = impl_->bound(impl_->simplify(Add::make(
-      mn, Sub::make(ext, make_one(ext.dtype())))));
+  ConstIntBound hi =
+      impl_->bound(impl_->simplify(Add::make(mn, Sub::make(ext, make_one(ext.dtype())))));
   ConstIntBound b;
   b.min_value = lo.min_value;
   b.max_value = hi.max_value;
@@ -80,15 +80,15 @@ void Analyzer::Impl::add_constraint(const Expr& cond) {
   NodeKind k = c->kind;
   Expr lhs, rhs;
   switch (k) {
-#define CASE(T)                 \
-  case NodeKind::T:             \
-    lhs = c.as<T>()->a;         \
-    rhs = c.as<T>()->b;         \
+#define CASE(T)         \
+  case NodeKind::T:     \
+    lhs = c.as<T>()->a; \
+    rhs = c.as<T>()->b; \
     break;
-    CASE(LT) CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
+    CASE(LT)
+    CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
 #undef CASE
-    default:
-      return;
+        default : return;
   }
   if (!is_index_type(lhs.dtype())) return;
   LinearForm d = to_linear(Sub::make(lhs, rhs));
@@ -115,18 +115,34 @@ void Analyzer::Impl::add_constraint(const Expr& cond) {
     // Relation between v and r: for coeff == -1 the comparison flips.
     NodeKind rel = k;
     if (coeff == -1) {
-      if (k == NodeKind::LT) rel = NodeKind::GT;
-      else if (k == NodeKind::LE) rel = NodeKind::GE;
-      else if (k == NodeKind::GT) rel = NodeKind::LT;
-      else if (k == NodeKind::GE) rel = NodeKind::LE;
+      if (k == NodeKind::LT)
+        rel = NodeKind::GT;
+      else if (k == NodeKind::LE)
+        rel = NodeKind::GE;
+      else if (k == NodeKind::GT)
+        rel = NodeKind::LT;
+      else if (k == NodeKind::GE)
+        rel = NodeKind::LE;
     }
     switch (rel) {
-      case NodeKind::LT: nb.max_value = hi == ConstIntBound::kPosInf ? hi : hi - 1; break;
-      case NodeKind::LE: nb.max_value = hi; break;
-      case NodeKind::GT: nb.min_value = lo == ConstIntBound::kNegInf ? lo : lo + 1; break;
-      case NodeKind::GE: nb.min_value = lo; break;
-      case NodeKind::EQ: nb.min_value = lo; nb.max_value = hi; break;
-      default: break;
+      case NodeKind::LT:
+        nb.max_value = hi == ConstIntBound::kPosInf ? hi : hi - 1;
+        break;
+      case NodeKind::LE:
+        nb.max_value = hi;
+        break;
+      case NodeKind::GT:
+        nb.min_value = lo == ConstIntBound::kNegInf ? lo : lo + 1;
+        break;
+      case NodeKind::GE:
+        nb.min_value = lo;
+        break;
+      case NodeKind::EQ:
+        nb.min_value = lo;
+        nb.max_value = hi;
+        break;
+      default:
+        break;
     }
     tighten(Var(var), nb);
   }

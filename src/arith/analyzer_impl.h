@@ -55,13 +55,13 @@ struct Analyzer::Impl {
   /// Conditions known to hold (simplified), from constraints and symbolic ranges.
   std::vector<Expr> facts;
 
-  ConstIntBound bound(const Expr& e);                      // const_int_bound.cc
-  ModularSet modular(const Expr& e);                       // modular_set.cc
-  Expr simplify(const Expr& e);                            // simplify.cc
-  bool can_prove(const Expr& cond);                        // simplify.cc
+  ConstIntBound bound(const Expr& e);                         // const_int_bound.cc
+  ModularSet modular(const Expr& e);                          // modular_set.cc
+  Expr simplify(const Expr& e);                               // simplify.cc
+  bool can_prove(const Expr& cond);                           // simplify.cc
   IntSet eval_set(const Expr& e, const VarMap<IntSet>& dom);  // int_set.cc
   /// Tightens variable bounds and records facts from `cond` (a conjunction of comparisons).
-  void add_constraint(const Expr& cond);                   // analyzer.cc
+  void add_constraint(const Expr& cond);  // analyzer.cc
   /// Intersects the known bound of v with b.
   void tighten(const Var& v, ConstIntBound b);
   /// True when a known fact equals `cond` (1), or its negation (0).

@@ -101,9 +101,12 @@ class BoundEvaluator : public ExprFunctor<ConstIntBound(const Expr&)> {
   ConstIntBound visit(const Mod* op) override {
     ConstIntBound a = eval(op->a), b = eval(op->b);
     int64_t m;  // largest |divisor|
-    if (b.min_value > 0) m = b.max_value;
-    else if (b.max_value < 0) m = bound_neg(b.min_value);
-    else return everything();
+    if (b.min_value > 0)
+      m = b.max_value;
+    else if (b.max_value < 0)
+      m = bound_neg(b.min_value);
+    else
+      return everything();
     int64_t hi = m == kPos ? kPos : m - 1;
     if (a.min_value >= 0) return make_bound(0, std::min(a.max_value, hi));
     if (a.max_value <= 0) return make_bound(std::max(a.min_value, bound_neg(hi)), 0);
@@ -135,8 +138,10 @@ class BoundEvaluator : public ExprFunctor<ConstIntBound(const Expr&)> {
     if (old != ana_->var_bounds.end()) saved = old->second;
     ana_->var_bounds[v] = eval(op->value);
     ConstIntBound r = eval(op->body);
-    if (saved) ana_->var_bounds[v] = *saved;
-    else ana_->var_bounds.erase(v);
+    if (saved)
+      ana_->var_bounds[v] = *saved;
+    else
+      ana_->var_bounds.erase(v);
     return r;
   }
   ConstIntBound visit(const Call* op) override {
@@ -157,10 +162,9 @@ class BoundEvaluator : public ExprFunctor<ConstIntBound(const Expr&)> {
   ConstIntBound divide(const Expr& ea, const Expr& eb, bool floor) {
     ConstIntBound a = eval(ea), b = eval(eb);
     if (b.min_value > 0 || b.max_value < 0) {
-      int64_t v[4] = {bound_div(a.min_value, b.min_value, floor),
-                      bound_div(a.min_value, b.max_value, floor),
-                      bound_div(a.max_value, b.min_value, floor),
-                      bound_div(a.max_value, b.max_value, floor)};
+      int64_t v[4] = {
+          bound_div(a.min_value, b.min_value, floor), bound_div(a.min_value, b.max_value, floor),
+          bound_div(a.max_value, b.min_value, floor), bound_div(a.max_value, b.max_value, floor)};
       ConstIntBound r = make_bound(*std::min_element(v, v + 4), *std::max_element(v, v + 4));
       // A finite numerator over an infinite divisor floors to -1 when the signs differ.
       bool mixed = (a.min_value < 0 && b.min_value > 0) || (a.max_value > 0 && b.max_value < 0);

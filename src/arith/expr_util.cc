@@ -34,8 +34,8 @@ bool deep_equal(const Expr& a, const Expr& b) {
     case NodeKind::Cast:
       return deep_equal(a.as<Cast>()->value, b.as<Cast>()->value);
 #define KILN_EXPR_NODE(T)
-#define KILN_BINARY_NODE(T)                                              \
-  case NodeKind::T:                                                      \
+#define KILN_BINARY_NODE(T) \
+  case NodeKind::T:         \
     return deep_equal(a.as<T>()->a, b.as<T>()->a) && deep_equal(a.as<T>()->b, b.as<T>()->b);
 #include "kiln/ir/node_kinds.def"
     case NodeKind::Not:
@@ -116,7 +116,8 @@ void LinearForm::add(const LinearForm& o, int64_t scale) {
     add_term(atom, s);
   }
   int64_t s;
-  if (__builtin_mul_overflow(o.constant, scale, &s) || __builtin_add_overflow(constant, s, &constant))
+  if (__builtin_mul_overflow(o.constant, scale, &s) ||
+      __builtin_add_overflow(constant, s, &constant))
     ok = false;
 }
 

@@ -34,9 +34,10 @@ Range IntSet::cover_range(const Range& max_range) const {
   KILN_ICHECK(has_upper_bound() || max_range.defined())
       << "cover_range: the set has no upper bound and no max_range is given";
   Expr mn = has_lower_bound() ? min_ : max_range->min;
-  Expr mx = has_upper_bound()
-                ? max_
-                : simplify(max_range->min + max_range->extent - make_one(max_range->extent.dtype()));
+  Expr mx =
+      has_upper_bound()
+          ? max_
+          : simplify(max_range->min + max_range->extent - make_one(max_range->extent.dtype()));
   if (is_single_point()) return Range(mn, make_one(mn.dtype()));
   return Range(mn, simplify(mx - mn + make_one(mn.dtype())));
 }

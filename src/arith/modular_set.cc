@@ -79,8 +79,10 @@ class ModularEvaluator : public ExprFunctor<ModularSet(const Expr&)> {
     if (old != ana_->var_values.end()) saved = old->second;
     ana_->var_values[v] = op->value;
     ModularSet r = eval(op->body);
-    if (saved) ana_->var_values[v] = *saved;
-    else ana_->var_values.erase(v);
+    if (saved)
+      ana_->var_values[v] = *saved;
+    else
+      ana_->var_values.erase(v);
     return r;
   }
   ModularSet visit(const Cast* op) override {

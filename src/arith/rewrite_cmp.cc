@@ -27,33 +27,44 @@ std::vector<LinearForm> fact_claims(Analyzer::Impl* ana) {
   for (const Expr& f : ana->facts) {
     const Expr *a = nullptr, *b = nullptr;
     switch (f->kind) {
-#define CASE(T)           \
-  case NodeKind::T:       \
-    a = &f.as<T>()->a;    \
-    b = &f.as<T>()->b;    \
+#define CASE(T)        \
+  case NodeKind::T:    \
+    a = &f.as<T>()->a; \
+    b = &f.as<T>()->b; \
     break;
-      CASE(LT) CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
+      CASE(LT)
+      CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
 #undef CASE
-      default:
-        continue;
+          default : continue;
     }
     if (!is_index_type(a->dtype())) continue;
     LinearForm d = to_linear(Sub::make(*a, *b));
     if (!d.ok) continue;
     switch (f->kind) {
-      case NodeKind::LT: out.push_back(plus(d, 1)); break;
-      case NodeKind::LE: out.push_back(d); break;
-      case NodeKind::GT: out.push_back(plus(negated(d), 1)); break;
-      case NodeKind::GE: out.push_back(negated(d)); break;
-      default: out.push_back(d); out.push_back(negated(d)); break;
+      case NodeKind::LT:
+        out.push_back(plus(d, 1));
+        break;
+      case NodeKind::LE:
+        out.push_back(d);
+        break;
+      case NodeKind::GT:
+        out.push_back(plus(negated(d), 1));
+        break;
+      case NodeKind::GE:
+        out.push_back(negated(d));
+        break;
+      default:
+        out.push_back(d);
+        out.push_back(negated(d));
+        break;
     }
   }
   return out;
 }
 
 /// Whether e <= 0 is provable from constant bounds or a fact.
-bool prove_le_zero(Analyzer::Impl* ana, const std::vector<LinearForm>& facts,
-                   const LinearForm& e, DataType t) {
+bool prove_le_zero(Analyzer::Impl* ana, const std::vector<LinearForm>& facts, const LinearForm& e,
+                   DataType t) {
   if (!e.ok) return false;
   if (ana->bound(from_linear(e, t)).max_value <= 0) return true;
   for (const LinearForm& f : facts) {
@@ -66,34 +77,52 @@ bool prove_le_zero(Analyzer::Impl* ana, const std::vector<LinearForm>& facts,
 
 NodeKind negate_kind(NodeKind k) {
   switch (k) {
-    case NodeKind::LT: return NodeKind::GE;
-    case NodeKind::LE: return NodeKind::GT;
-    case NodeKind::GT: return NodeKind::LE;
-    case NodeKind::GE: return NodeKind::LT;
-    case NodeKind::EQ: return NodeKind::NE;
-    default: return NodeKind::EQ;
+    case NodeKind::LT:
+      return NodeKind::GE;
+    case NodeKind::LE:
+      return NodeKind::GT;
+    case NodeKind::GT:
+      return NodeKind::LE;
+    case NodeKind::GE:
+      return NodeKind::LT;
+    case NodeKind::EQ:
+      return NodeKind::NE;
+    default:
+      return NodeKind::EQ;
   }
 }
 
 Expr make_cmp(NodeKind k, const Expr& a, const Expr& b) {
   switch (k) {
-    case NodeKind::LT: return LT::make(a, b);
-    case NodeKind::LE: return LE::make(a, b);
-    case NodeKind::GT: return GT::make(a, b);
-    case NodeKind::GE: return GE::make(a, b);
-    case NodeKind::EQ: return EQ::make(a, b);
-    default: return NE::make(a, b);
+    case NodeKind::LT:
+      return LT::make(a, b);
+    case NodeKind::LE:
+      return LE::make(a, b);
+    case NodeKind::GT:
+      return GT::make(a, b);
+    case NodeKind::GE:
+      return GE::make(a, b);
+    case NodeKind::EQ:
+      return EQ::make(a, b);
+    default:
+      return NE::make(a, b);
   }
 }
 
 Expr fold_cmp(NodeKind k, const Expr& a, const Expr& b) {
   switch (k) {
-    case NodeKind::LT: return a < b;
-    case NodeKind::LE: return a <= b;
-    case NodeKind::GT: return a > b;
-    case NodeKind::GE: return a >= b;
-    case NodeKind::EQ: return a == b;
-    default: return a != b;
+    case NodeKind::LT:
+      return a < b;
+    case NodeKind::LE:
+      return a <= b;
+    case NodeKind::GT:
+      return a > b;
+    case NodeKind::GE:
+      return a >= b;
+    case NodeKind::EQ:
+      return a == b;
+    default:
+      return a != b;
   }
 }
 }  // namespace
@@ -108,7 +137,7 @@ Expr Rewriter::rw_cmp(NodeKind k, const Expr& a, const Expr& b) {
   if (!is_index_type(t)) {
     if (!t.is_float() && deep_equal(a, b))
       return (k == NodeKind::EQ || k == NodeKind::LE || k == NodeKind::GE) ? const_true()
-                                                                            : const_false();
+                                                                           : const_false();
     Expr r = make_cmp(k, a, b);
     if (auto f = ana_->lookup_fact(r)) return *f ? const_true() : const_false();
     return r;
@@ -120,26 +149,36 @@ Expr Rewriter::rw_cmp(NodeKind k, const Expr& a, const Expr& b) {
   std::optional<bool> decided;
   switch (k) {
     case NodeKind::LT:
-      if (prove(plus(d, 1))) decided = true;
-      else if (prove(negated(d))) decided = false;
+      if (prove(plus(d, 1)))
+        decided = true;
+      else if (prove(negated(d)))
+        decided = false;
       break;
     case NodeKind::LE:
-      if (prove(d)) decided = true;
-      else if (prove(plus(negated(d), 1))) decided = false;
+      if (prove(d))
+        decided = true;
+      else if (prove(plus(negated(d), 1)))
+        decided = false;
       break;
     case NodeKind::GT:
-      if (prove(plus(negated(d), 1))) decided = true;
-      else if (prove(d)) decided = false;
+      if (prove(plus(negated(d), 1)))
+        decided = true;
+      else if (prove(d))
+        decided = false;
       break;
     case NodeKind::GE:
-      if (prove(negated(d))) decided = true;
-      else if (prove(plus(d, 1))) decided = false;
+      if (prove(negated(d)))
+        decided = true;
+      else if (prove(plus(d, 1)))
+        decided = false;
       break;
     case NodeKind::EQ:
     case NodeKind::NE: {
       std::optional<bool> eq;
-      if (prove(d) && prove(negated(d))) eq = true;
-      else if (prove(plus(d, 1)) || prove(plus(negated(d), 1))) eq = false;
+      if (prove(d) && prove(negated(d)))
+        eq = true;
+      else if (prove(plus(d, 1)) || prove(plus(negated(d), 1)))
+        eq = false;
       else if (ana_->modular(from_linear(d, t)).base != 0)
         eq = false;  // d is never a multiple of its modulus' zero class
       if (eq) decided = k == NodeKind::EQ ? *eq : !*eq;
@@ -152,12 +191,16 @@ Expr Rewriter::rw_cmp(NodeKind k, const Expr& a, const Expr& b) {
   // Canonical form: positive terms OP subtracted terms - constant.
   LinearForm lhs, rhs;
   for (const auto& [atom, coeff] : d.terms) {
-    if (coeff > 0) lhs.add_term(atom, coeff);
-    else rhs.add_term(atom, -coeff);
+    if (coeff > 0)
+      lhs.add_term(atom, coeff);
+    else
+      rhs.add_term(atom, -coeff);
   }
   // With no positive term keep the constant on the left: -10 >= x, not 0 >= x + 10.
-  if (lhs.terms.empty()) lhs.constant = d.constant;
-  else rhs.constant = -d.constant;
+  if (lhs.terms.empty())
+    lhs.constant = d.constant;
+  else
+    rhs.constant = -d.constant;
   return make_cmp(k, from_linear(lhs, t), from_linear(rhs, t));
 }
 
@@ -186,22 +229,22 @@ Expr Rewriter::rw_or(const Expr& a, const Expr& b) {
 }
 
 Expr Rewriter::rw_not(const Expr& a) {
-  if (auto x = as_const_int(a)) return *x ? const_false(a.dtype().lanes()) : const_true(a.dtype().lanes());
+  if (auto x = as_const_int(a))
+    return *x ? const_false(a.dtype().lanes()) : const_true(a.dtype().lanes());
   if (const Not* n = a.as<Not>()) return n->a;
   if (const Broadcast* b = a.as<Broadcast>()) return Broadcast::make(rw_not(b->value), b->lanes);
   switch (a->kind) {
-#define CASE(T)                                                                          \
-  case NodeKind::T: {                                                                    \
-    const T* c = a.as<T>();                                                              \
-    if (is_index_type(c->a.dtype()) || NodeKind::T == NodeKind::EQ ||                    \
-        NodeKind::T == NodeKind::NE)                                                     \
-      return rw_cmp(negate_kind(NodeKind::T), c->a, c->b);                               \
-    break;                                                                               \
+#define CASE(T)                                                                                    \
+  case NodeKind::T: {                                                                              \
+    const T* c = a.as<T>();                                                                        \
+    if (is_index_type(c->a.dtype()) || NodeKind::T == NodeKind::EQ || NodeKind::T == NodeKind::NE) \
+      return rw_cmp(negate_kind(NodeKind::T), c->a, c->b);                                         \
+    break;                                                                                         \
   }
-    CASE(LT) CASE(LE) CASE(GT) CASE(GE) CASE(EQ) CASE(NE)
+    CASE(LT)
+    CASE(LE) CASE(GT) CASE(GE) CASE(EQ) CASE(NE)
 #undef CASE
-    default:
-      break;
+        default : break;
   }
   return Not::make(a);
 }

@@ -54,8 +54,10 @@ Expr Rewriter::rw_floordiv(const Expr& a, const Expr& b) {
   if (!f.ok) return FloorDiv::make(a, b);
   LinearForm out, rest;
   for (const auto& [atom, coeff] : f.terms) {
-    if (coeff % c == 0) out.add_term(atom, coeff / c);
-    else rest.add_term(atom, coeff);
+    if (coeff % c == 0)
+      out.add_term(atom, coeff / c);
+    else
+      rest.add_term(atom, coeff);
   }
   rest.constant = f.constant;
   split_constant(&rest, &out.constant, c);

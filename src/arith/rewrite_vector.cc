@@ -25,20 +25,24 @@ Expr Rewriter::rw_vector_binary(NodeKind k, const Expr& a, const Expr& b) {
   const Ramp* rb = b.as<Ramp>();
   switch (k) {
     case NodeKind::Add:
-      if (ra && rb) return make_ramp(rw_add(ra->base, rb->base), rw_add(ra->stride, rb->stride), lanes);
+      if (ra && rb)
+        return make_ramp(rw_add(ra->base, rb->base), rw_add(ra->stride, rb->stride), lanes);
       if (ra && bb) return make_ramp(rw_add(ra->base, bb->value), ra->stride, lanes);
       if (ba && rb) return make_ramp(rw_add(ba->value, rb->base), rb->stride, lanes);
       break;
     case NodeKind::Sub:
-      if (ra && rb) return make_ramp(rw_sub(ra->base, rb->base), rw_sub(ra->stride, rb->stride), lanes);
+      if (ra && rb)
+        return make_ramp(rw_sub(ra->base, rb->base), rw_sub(ra->stride, rb->stride), lanes);
       if (ra && bb) return make_ramp(rw_sub(ra->base, bb->value), ra->stride, lanes);
       if (ba && rb)
         return make_ramp(rw_sub(ba->value, rb->base),
                          rw_sub(make_zero(rb->stride.dtype()), rb->stride), lanes);
       break;
     case NodeKind::Mul:
-      if (ra && bb) return make_ramp(rw_mul(ra->base, bb->value), rw_mul(ra->stride, bb->value), lanes);
-      if (ba && rb) return make_ramp(rw_mul(ba->value, rb->base), rw_mul(ba->value, rb->stride), lanes);
+      if (ra && bb)
+        return make_ramp(rw_mul(ra->base, bb->value), rw_mul(ra->stride, bb->value), lanes);
+      if (ba && rb)
+        return make_ramp(rw_mul(ba->value, rb->base), rw_mul(ba->value, rb->stride), lanes);
       break;
     case NodeKind::FloorDiv:
     case NodeKind::FloorMod: {
@@ -50,8 +54,8 @@ Expr Rewriter::rw_vector_binary(NodeKind k, const Expr& a, const Expr& b) {
       Expr cc = bb->value;
       if (s->value % c->value == 0) {
         if (div)
-          return make_ramp(rw_floordiv(ra->base, cc),
-                           make_const(s->dtype, s->value / c->value), lanes);
+          return make_ramp(rw_floordiv(ra->base, cc), make_const(s->dtype, s->value / c->value),
+                           lanes);
         return Broadcast::make(rw_floormod(ra->base, cc), lanes);
       }
       if (s->value < 0) break;

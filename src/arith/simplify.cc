@@ -19,10 +19,14 @@ class ScopedVar {
     if (auto it = ana->var_bounds.find(v); it != ana->var_bounds.end()) bound_ = it->second;
   }
   ~ScopedVar() {
-    if (value_) ana_->var_values[v_] = *value_;
-    else ana_->var_values.erase(v_);
-    if (bound_) ana_->var_bounds[v_] = *bound_;
-    else ana_->var_bounds.erase(v_);
+    if (value_)
+      ana_->var_values[v_] = *value_;
+    else
+      ana_->var_values.erase(v_);
+    if (bound_)
+      ana_->var_bounds[v_] = *bound_;
+    else
+      ana_->var_bounds.erase(v_);
   }
 
  private:
@@ -109,18 +113,30 @@ Expr Rewriter::visit(const Call* op) {
 
 Expr Rewriter::rebuild(NodeKind k, const Expr& a, const Expr& b) {
   switch (k) {
-    case NodeKind::Add: return rw_add(a, b);
-    case NodeKind::Sub: return rw_sub(a, b);
-    case NodeKind::Mul: return rw_mul(a, b);
-    case NodeKind::Div: return rw_truncdiv(a, b);
-    case NodeKind::Mod: return rw_truncmod(a, b);
-    case NodeKind::FloorDiv: return rw_floordiv(a, b);
-    case NodeKind::FloorMod: return rw_floormod(a, b);
-    case NodeKind::Min: return rw_min(a, b);
-    case NodeKind::Max: return rw_max(a, b);
-    case NodeKind::And: return rw_and(a, b);
-    case NodeKind::Or: return rw_or(a, b);
-    default: return rw_cmp(k, a, b);
+    case NodeKind::Add:
+      return rw_add(a, b);
+    case NodeKind::Sub:
+      return rw_sub(a, b);
+    case NodeKind::Mul:
+      return rw_mul(a, b);
+    case NodeKind::Div:
+      return rw_truncdiv(a, b);
+    case NodeKind::Mod:
+      return rw_truncmod(a, b);
+    case NodeKind::FloorDiv:
+      return rw_floordiv(a, b);
+    case NodeKind::FloorMod:
+      return rw_floormod(a, b);
+    case NodeKind::Min:
+      return rw_min(a, b);
+    case NodeKind::Max:
+      return rw_max(a, b);
+    case NodeKind::And:
+      return rw_and(a, b);
+    case NodeKind::Or:
+      return rw_or(a, b);
+    default:
+      return rw_cmp(k, a, b);
   }
 }
 

@@ -46,8 +46,7 @@ class StmtSimplifier : public IRMutator {
     ana_.bind(op->loop_var, Range(mn, ext));
     Stmt body = mutate(op->body);
     if (is_no_op(body)) return no_op();
-    if (mn.same_as(op->min) && ext.same_as(op->extent) && body.same_as(op->body))
-      return Stmt(op);
+    if (mn.same_as(op->min) && ext.same_as(op->extent) && body.same_as(op->body)) return Stmt(op);
     return For::make(op->loop_var, mn, ext, op->for_kind, body, op->thread_tag);
   }
 
@@ -100,8 +99,7 @@ class StmtSimplifier : public IRMutator {
     if (op->key == attr::kThreadExtent || op->key == attr::kVirtualThread) {
       if (const IterVarNode* iv = op->node.as<IterVarNode>()) {
         Expr ext = ana_.simplify(op->value);
-        if (ext.dtype() == iv->var.dtype())
-          ana_.bind(iv->var, Range(make_zero(ext.dtype()), ext));
+        if (ext.dtype() == iv->var.dtype()) ana_.bind(iv->var, Range(make_zero(ext.dtype()), ext));
       }
     }
     Expr value = op->value.defined() ? ana_.simplify(op->value) : op->value;
@@ -117,8 +115,10 @@ class StmtSimplifier : public IRMutator {
     for (const Stmt& s : op->seq) {
       Stmt r = mutate(s);
       changed |= !r.same_as(s);
-      if (!is_no_op(r)) seq.push_back(r);
-      else changed = true;
+      if (!is_no_op(r))
+        seq.push_back(r);
+      else
+        changed = true;
     }
     if (!changed) return Stmt(op);
     if (seq.empty()) return no_op();

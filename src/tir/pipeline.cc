@@ -41,8 +41,8 @@ class PassRunner {
       if (opt_.dump) {
         opt_.dump(name, out);
       } else {
-        std::cerr << "// IR after " << name << (rec.changed ? "" : " (unchanged)") << ", "
-                  << rec.ms << " ms\n"
+        std::cerr << "// IR after " << name << (rec.changed ? "" : " (unchanged)") << ", " << rec.ms
+                  << " ms\n"
                   << to_string(out);
       }
     }
@@ -58,8 +58,8 @@ class PassRunner {
 
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = {
-      "storage_flatten", "simplify",  "loop_partition", "simplify",    "vectorize",
-      "unroll",          "simplify",  "storage_rewrite", "remove_no_op"};
+      "storage_flatten", "simplify", "loop_partition",  "simplify",    "vectorize",
+      "unroll",          "simplify", "storage_rewrite", "remove_no_op"};
   return names;
 }
 

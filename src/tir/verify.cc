@@ -41,8 +41,8 @@ class Verifier : public IRVisitor {
   using IRVisitor::visit;
 
   [[noreturn]] void fail(const std::string& msg) {
-    throw Error("internal error: IR verification failed after pass '" + pass_ +
-                "' in function '" + f_->name + "': " + msg + " [this is a Kiln bug]");
+    throw Error("internal error: IR verification failed after pass '" + pass_ + "' in function '" +
+                f_->name + "': " + msg + " [this is a Kiln bug]");
   }
   bool in_scope(const Var& v) const { return scope_.count(v.get()) != 0; }
   void bind(const Var& v) {
@@ -74,12 +74,12 @@ class Verifier : public IRVisitor {
       fail("variable '" + op->name + "' is used outside the scope of its definition");
   }
 
-#define KILN_BINARY_NODE(T)                                                                 \
-  void visit(const T* op) override {                                                        \
-    if (op->a.dtype() != op->b.dtype())                                                     \
-      fail(std::string(#T) + " operands of types " + str(op->a.dtype()) + " and " +         \
-           str(op->b.dtype()));                                                             \
-    IRVisitor::visit(op);                                                                   \
+#define KILN_BINARY_NODE(T)                                                         \
+  void visit(const T* op) override {                                                \
+    if (op->a.dtype() != op->b.dtype())                                             \
+      fail(std::string(#T) + " operands of types " + str(op->a.dtype()) + " and " + \
+           str(op->b.dtype()));                                                     \
+    IRVisitor::visit(op);                                                           \
   }
 #include "kiln/ir/node_kinds.def"
 
@@ -171,8 +171,7 @@ class Verifier : public IRVisitor {
   }
   void visit(const ProducerRealize* op) override {
     if (opt_.flattened)
-      fail("ProducerRealize of '" + op->producer->producer_name() +
-           "' remains after flattening");
+      fail("ProducerRealize of '" + op->producer->producer_name() + "' remains after flattening");
     IRVisitor::visit(op);
   }
   void visit(const Allocate* op) override {
@@ -188,8 +187,8 @@ class Verifier : public IRVisitor {
     if (op->for_kind == ForKind::kVectorized && opt_.vectorized)
       fail("vectorized loop over '" + op->loop_var.name() + "' remains after vectorize");
     if (op->min.dtype() != op->loop_var.dtype() || op->extent.dtype() != op->loop_var.dtype())
-      fail("loop '" + op->loop_var.name() + "' of type " + str(op->loop_var.dtype()) +
-           " has min " + str(op->min.dtype()) + " and extent " + str(op->extent.dtype()));
+      fail("loop '" + op->loop_var.name() + "' of type " + str(op->loop_var.dtype()) + " has min " +
+           str(op->min.dtype()) + " and extent " + str(op->extent.dtype()));
     visit_expr(op->min);
     visit_expr(op->extent);
     bind(op->loop_var);

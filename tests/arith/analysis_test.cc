@@ -44,6 +44,15 @@ TEST(ConstIntBoundTest, Saturates) {
   EXPECT_EQ(r.max_value, ConstIntBound::kPosInf);
 }
 
+TEST(ConstIntBoundTest, WrappingTypesWiden) {
+  Analyzer ana;
+  Var u("u", DataType::UInt(32)), v("v", DataType::UInt(32));
+  ana.bind(u, Range(cast(DataType::UInt(32), Expr(0)), cast(DataType::UInt(32), Expr(10))));
+  ana.bind(v, Range(cast(DataType::UInt(32), Expr(0)), cast(DataType::UInt(32), Expr(10))));
+  expect_bound(ana.const_int_bound(u + v), 0, 18);
+  expect_bound(ana.const_int_bound(u - v), 0, 4294967295LL);  // may wrap
+}
+
 TEST(ModularSetTest, Patterns) {
   Analyzer ana;
   Var x("x"), y("y");

@@ -29,13 +29,13 @@ std::vector<Expr> shrink_candidates(const Expr& e) {
   }
   switch (e->kind) {
 #define KILN_EXPR_NODE(T)
-#define KILN_BINARY_NODE(T)                                              \
-  case NodeKind::T: {                                                    \
-    const T* n = e.as<T>();                                              \
-    add_children({n->a, n->b});                                          \
+#define KILN_BINARY_NODE(T)                                                        \
+  case NodeKind::T: {                                                              \
+    const T* n = e.as<T>();                                                        \
+    add_children({n->a, n->b});                                                    \
     for (const Expr& c : shrink_candidates(n->a)) out.push_back(T::make(c, n->b)); \
     for (const Expr& c : shrink_candidates(n->b)) out.push_back(T::make(n->a, c)); \
-    break;                                                               \
+    break;                                                                         \
   }
 #include "kiln/ir/node_kinds.def"
     case NodeKind::Select: {
@@ -87,9 +87,9 @@ struct Case {
 /// Binds the case's ranges in a fresh analyzer.
 void bind_ranges(Analyzer* ana, const Case& c) {
   for (size_t i = 0; i < c.ranges.size(); ++i)
-    ana->bind(c.vars[i], Range(Expr(static_cast<int32_t>(c.ranges[i].first)),
-                               Expr(static_cast<int32_t>(c.ranges[i].second -
-                                                         c.ranges[i].first + 1))));
+    ana->bind(c.vars[i],
+              Range(Expr(static_cast<int32_t>(c.ranges[i].first)),
+                    Expr(static_cast<int32_t>(c.ranges[i].second - c.ranges[i].first + 1))));
 }
 
 /// Checks one expression: value agreement on samples and idempotence. Returns a message on
@@ -128,9 +128,8 @@ std::string check_simplify(const Expr& e, const Case& c, uint64_t seed) {
     if (!got || *got != *want) {
       std::string env;
       for (const Var& v : c.vars) env += v.name() + "=" + std::to_string(in.env[v]) + " ";
-      return "value mismatch at " + env + ": original " + std::to_string(*want) +
-             ", simplified " + to_string(s) + " = " +
-             (got ? std::to_string(*got) : std::string("<div by zero>"));
+      return "value mismatch at " + env + ": original " + std::to_string(*want) + ", simplified " +
+             to_string(s) + " = " + (got ? std::to_string(*got) : std::string("<div by zero>"));
     }
   }
   return "";
@@ -170,8 +169,8 @@ TEST(ArithFuzz, SimplifyAgreesWithInterpreterAndIsIdempotent) {
     for (size_t i = 0; i < rc.ranges.size(); ++i)
       ranges += rc.vars[i].name() + " in [" + std::to_string(rc.ranges[i].first) + ", " +
                 std::to_string(rc.ranges[i].second) + "] ";
-    ADD_FAILURE() << "seed " << seed << " " << ranges << "\n  expr: " << to_string(small)
-                  << "\n  " << check_simplify(small, rc, seed);
+    ADD_FAILURE() << "seed " << seed << " " << ranges << "\n  expr: " << to_string(small) << "\n  "
+                  << check_simplify(small, rc, seed);
     if (++failures >= 5) break;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -186,6 +185,41 @@ TEST(ArithFuzz, SimplifyAgreesWithInterpreterAndIsIdempotent) {
       std::cout << to_string(e) << "\n   -> " << to_string(simplify(e)) << "\n";
     }
   }
+}
+
+TEST(ArithFuzz, SimplifyUnderConstraintAgrees) {
+  // Simplify under a random condition; compare only at points where the condition holds.
+  int failures = 0, compared = 0;
+  for (uint64_t seed = 0; seed < 1500 && failures < 5; ++seed) {
+    Case c;
+    ExprGen gen(seed + 300000, c.vars);
+    Expr cond = gen.bool_expr(2);
+    Expr e = gen.int_expr(4);
+    Analyzer ana;
+    Expr s;
+    ana.with_constraint(cond, [&] { s = ana.simplify(e); });
+    std::mt19937_64 rng(seed);
+    for (int sample = 0; sample < 40; ++sample) {
+      Interpreter in;
+      for (const Var& v : c.vars) in.env[v] = std::uniform_int_distribution<int64_t>(-30, 30)(rng);
+      Interpreter in_c = in, in_s = in;
+      auto holds = in_c.eval(cond);
+      if (!holds || !*holds || in_c.overflow) continue;
+      auto want = in.eval(e);
+      if (!want || in.overflow) continue;
+      auto got = in_s.eval(s);
+      if (in_s.overflow) continue;
+      ++compared;
+      if (!got || *got != *want) {
+        ADD_FAILURE() << "seed " << seed << " under " << to_string(cond) << ": " << to_string(e)
+                      << " -> " << to_string(s) << " differs at x=" << in.env[c.vars[0]]
+                      << " y=" << in.env[c.vars[1]] << " z=" << in.env[c.vars[2]];
+        ++failures;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(compared, 5000);
 }
 
 TEST(ArithFuzz, ConstIntBoundContainsSamples) {
@@ -208,8 +242,8 @@ TEST(ArithFuzz, ConstIntBoundContainsSamples) {
       auto v = in.eval(e);
       if (!v || in.overflow) continue;
       if (*v < b.min_value || *v > b.max_value) {
-        ADD_FAILURE() << "seed " << seed << ": " << to_string(e) << " = " << *v
-                      << " outside [" << b.min_value << ", " << b.max_value << "]";
+        ADD_FAILURE() << "seed " << seed << ": " << to_string(e) << " = " << *v << " outside ["
+                      << b.min_value << ", " << b.max_value << "]";
         ++failures;
         break;
       }
@@ -246,10 +280,11 @@ TEST(ArithFuzz, EvalSetContainsSamples) {
       if (s.has_lower_bound()) lo = bounds.eval(s.min());
       if (s.has_upper_bound()) hi = bounds.eval(s.max());
       if (bounds.overflow) continue;
-      if ((s.has_lower_bound() && (!lo || *v < *lo)) || (s.has_upper_bound() && (!hi || *v > *hi))) {
-        ADD_FAILURE() << "seed " << seed << ": " << to_string(e) << " = " << *v << " with x="
-                      << in.env[c.vars[0]] << " y=" << in.env[c.vars[1]] << " z="
-                      << in.env[c.vars[2]] << " outside ["
+      if ((s.has_lower_bound() && (!lo || *v < *lo)) ||
+          (s.has_upper_bound() && (!hi || *v > *hi))) {
+        ADD_FAILURE() << "seed " << seed << ": " << to_string(e) << " = " << *v
+                      << " with x=" << in.env[c.vars[0]] << " y=" << in.env[c.vars[1]]
+                      << " z=" << in.env[c.vars[2]] << " outside ["
                       << (s.has_lower_bound() ? to_string(s.min()) : "-inf") << ", "
                       << (s.has_upper_bound() ? to_string(s.max()) : "+inf") << "]";
         ++failures;

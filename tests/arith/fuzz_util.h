@@ -51,10 +51,10 @@ class Interpreter {
     const Expr *pa = nullptr, *pb = nullptr;
     switch (e->kind) {
 #define KILN_EXPR_NODE(T)
-#define KILN_BINARY_NODE(T)  \
-  case NodeKind::T:          \
-    pa = &e.as<T>()->a;      \
-    pb = &e.as<T>()->b;      \
+#define KILN_BINARY_NODE(T) \
+  case NodeKind::T:         \
+    pa = &e.as<T>()->a;     \
+    pb = &e.as<T>()->b;     \
     break;
 #include "kiln/ir/node_kinds.def"
       default:
@@ -64,9 +64,12 @@ class Interpreter {
     if (!a || !b) return std::nullopt;
     int64_t x = *a, y = *b;
     switch (e->kind) {
-      case NodeKind::Add: return wrap(x + y);
-      case NodeKind::Sub: return wrap(x - y);
-      case NodeKind::Mul: return wrap(x * y);
+      case NodeKind::Add:
+        return wrap(x + y);
+      case NodeKind::Sub:
+        return wrap(x - y);
+      case NodeKind::Mul:
+        return wrap(x * y);
       case NodeKind::Div:
         if (y == 0) return std::nullopt;
         return wrap(x / y);
@@ -85,17 +88,28 @@ class Interpreter {
         if (r != 0 && ((r < 0) != (y < 0))) r += y;
         return r;
       }
-      case NodeKind::Min: return std::min(x, y);
-      case NodeKind::Max: return std::max(x, y);
-      case NodeKind::EQ: return x == y;
-      case NodeKind::NE: return x != y;
-      case NodeKind::LT: return x < y;
-      case NodeKind::LE: return x <= y;
-      case NodeKind::GT: return x > y;
-      case NodeKind::GE: return x >= y;
-      case NodeKind::And: return x && y;
-      case NodeKind::Or: return x || y;
-      default: return std::nullopt;
+      case NodeKind::Min:
+        return std::min(x, y);
+      case NodeKind::Max:
+        return std::max(x, y);
+      case NodeKind::EQ:
+        return x == y;
+      case NodeKind::NE:
+        return x != y;
+      case NodeKind::LT:
+        return x < y;
+      case NodeKind::LE:
+        return x <= y;
+      case NodeKind::GT:
+        return x > y;
+      case NodeKind::GE:
+        return x >= y;
+      case NodeKind::And:
+        return x && y;
+      case NodeKind::Or:
+        return x || y;
+      default:
+        return std::nullopt;
     }
   }
 
@@ -127,32 +141,53 @@ class ExprGen {
     if (depth <= 0 || uniform(0, 9) == 0) return leaf();
     Expr a = int_expr(depth - 1), b = int_expr(depth - 1);
     switch (uniform(0, 11)) {
-      case 0: case 1: return Add::make(a, b);
-      case 2: return Sub::make(a, b);
-      case 3: return Mul::make(a, uniform(0, 1) ? b : leaf());
-      case 4: return FloorDiv::make(a, divisor(b));
-      case 5: return FloorMod::make(a, divisor(b));
-      case 6: return Min::make(a, b);
-      case 7: return Max::make(a, b);
-      case 8: return Select::make(bool_expr(depth - 1), a, b);
-      case 9: return Div::make(a, divisor(b));
-      case 10: return Mod::make(a, divisor(b));
-      default: return Sub::make(Add::make(a, leaf()), b);
+      case 0:
+      case 1:
+        return Add::make(a, b);
+      case 2:
+        return Sub::make(a, b);
+      case 3:
+        return Mul::make(a, uniform(0, 1) ? b : leaf());
+      case 4:
+        return FloorDiv::make(a, divisor(b));
+      case 5:
+        return FloorMod::make(a, divisor(b));
+      case 6:
+        return Min::make(a, b);
+      case 7:
+        return Max::make(a, b);
+      case 8:
+        return Select::make(bool_expr(depth - 1), a, b);
+      case 9:
+        return Div::make(a, divisor(b));
+      case 10:
+        return Mod::make(a, divisor(b));
+      default:
+        return Sub::make(Add::make(a, leaf()), b);
     }
   }
 
   Expr bool_expr(int depth) {
     Expr a = int_expr(depth - 1), b = int_expr(depth - 1);
     switch (uniform(0, 8)) {
-      case 0: return EQ::make(a, b);
-      case 1: return NE::make(a, b);
-      case 2: return LT::make(a, b);
-      case 3: return LE::make(a, b);
-      case 4: return GT::make(a, b);
-      case 5: return GE::make(a, b);
-      case 6: return depth > 1 ? And::make(bool_expr(depth - 1), bool_expr(depth - 1)) : LT::make(a, b);
-      case 7: return depth > 1 ? Or::make(bool_expr(depth - 1), bool_expr(depth - 1)) : GE::make(a, b);
-      default: return depth > 1 ? Not::make(bool_expr(depth - 1)) : NE::make(a, b);
+      case 0:
+        return EQ::make(a, b);
+      case 1:
+        return NE::make(a, b);
+      case 2:
+        return LT::make(a, b);
+      case 3:
+        return LE::make(a, b);
+      case 4:
+        return GT::make(a, b);
+      case 5:
+        return GE::make(a, b);
+      case 6:
+        return depth > 1 ? And::make(bool_expr(depth - 1), bool_expr(depth - 1)) : LT::make(a, b);
+      case 7:
+        return depth > 1 ? Or::make(bool_expr(depth - 1), bool_expr(depth - 1)) : GE::make(a, b);
+      default:
+        return depth > 1 ? Not::make(bool_expr(depth - 1)) : NE::make(a, b);
     }
   }
 
@@ -160,9 +195,12 @@ class ExprGen {
   /// Mostly small positive constants (the index case), sometimes anything.
   Expr divisor(const Expr& b) {
     switch (uniform(0, 3)) {
-      case 0: return b;
-      case 1: return IntImm::make(DataType::Int(32), uniform(-8, 8));
-      default: return IntImm::make(DataType::Int(32), uniform(1, 16));
+      case 0:
+        return b;
+      case 1:
+        return IntImm::make(DataType::Int(32), uniform(-8, 8));
+      default:
+        return IntImm::make(DataType::Int(32), uniform(1, 16));
     }
   }
 

@@ -174,8 +174,8 @@ TEST_F(Rewrite, Let) {
 TEST_F(Rewrite, Vector) {
   Expr r = Ramp::make(x, 1, 16);
   EXPECT_TRUE(same_ir(ana.simplify(r + Broadcast::make(y, 16)), Ramp::make(x + y, 1, 16)));
-  EXPECT_TRUE(same_ir(ana.simplify(Ramp::make(x, 1, 4) + Ramp::make(y, 2, 4)),
-                      Ramp::make(x + y, 3, 4)));
+  EXPECT_TRUE(
+      same_ir(ana.simplify(Ramp::make(x, 1, 4) + Ramp::make(y, 2, 4)), Ramp::make(x + y, 3, 4)));
   EXPECT_TRUE(same_ir(ana.simplify(Ramp::make(x, 1, 4) * Broadcast::make(Expr(4), 4)),
                       Ramp::make(x * 4, 4, 4)));
   EXPECT_TRUE(same_ir(ana.simplify(Broadcast::make(x + 1, 4) - Broadcast::make(Expr(1), 4)),
@@ -192,8 +192,9 @@ TEST_F(Rewrite, Vector) {
   Expr r6 = Ramp::make(k * 16 + 4, 1, 6);
   Expr c6 = Broadcast::make(Expr(8), 6);
   EXPECT_TRUE(same_ir(ana.simplify(FloorDiv::make(r6, c6)), FloorDiv::make(r6, c6)));
-  EXPECT_TRUE(same_ir(ana.simplify(FloorDiv::make(Ramp::make(x, 16, 4), Broadcast::make(Expr(16), 4))),
-                      Ramp::make(floordiv(x, 16), 1, 4)));
+  EXPECT_TRUE(
+      same_ir(ana.simplify(FloorDiv::make(Ramp::make(x, 16, 4), Broadcast::make(Expr(16), 4))),
+              Ramp::make(floordiv(x, 16), 1, 4)));
 }
 
 TEST_F(Rewrite, CanProve) {
@@ -202,6 +203,28 @@ TEST_F(Rewrite, CanProve) {
   EXPECT_FALSE(ana.can_prove(i + 1 <= 15));
   EXPECT_TRUE(ana.can_prove(floordiv(i, 16) == 0));
   EXPECT_FALSE(ana.can_prove(x < y));
+}
+
+}  // namespace
+}  // namespace kiln::arith::testing
+
+namespace kiln::arith::testing {
+namespace {
+
+TEST(RewriteScale, LargeExpressionsStayFast) {
+  using namespace kiln::ir;  // NOLINT
+  std::vector<Var> vs;
+  for (int i = 0; i < 40; ++i) vs.emplace_back("v" + std::to_string(i));
+  Expr sum = Expr(0);
+  for (int r = 0; r < 5; ++r)
+    for (int i = 0; i < 40; ++i) sum = Add::make(sum, Mul::make(vs[i], Expr(i + r)));
+  Expr chain = vs[0];
+  for (int i = 1; i < 40; ++i) chain = Min::make(Max::make(chain, vs[i] + i), vs[i] * 2 + 1);
+  Analyzer ana;
+  for (const Var& v : vs) ana.bind(v, Range(0, 64));
+  Expr s = ana.simplify(floordiv(sum, 8) + chain + floormod(sum, 8));
+  EXPECT_TRUE(s.defined());
+  EXPECT_TRUE(ana.can_prove(floormod(sum, 8) < 8));
 }
 
 }  // namespace

@@ -17,35 +17,35 @@ class StmtSimplify : public ::testing::Test {
 
 TEST_F(StmtSimplify, LoopRangeSimplifiesBody) {
   Stmt body = store(floordiv(i * 8 + j, 8), floormod(j, 8));
-  Stmt s = For::make(i, 0, 4, ForKind::kSerial,
-                     For::make(j, 0, 8, ForKind::kSerial, body));
-  Stmt want = For::make(i, 0, 4, ForKind::kSerial, For::make(j, 0, 8, ForKind::kSerial, store(i, j)));
+  Stmt s = For::make(i, 0, 4, ForKind::kSerial, For::make(j, 0, 8, ForKind::kSerial, body));
+  Stmt want =
+      For::make(i, 0, 4, ForKind::kSerial, For::make(j, 0, 8, ForKind::kSerial, store(i, j)));
   EXPECT_TRUE(same_ir(simplify(s), want));
 }
 
 TEST_F(StmtSimplify, DropsTrivialLoops) {
   EXPECT_TRUE(same_ir(simplify(For::make(i, 0, 0, ForKind::kSerial, store(i, 1))), no_op()));
-  EXPECT_TRUE(same_ir(simplify(For::make(i, 3, 1, ForKind::kSerial, store(i + 1, i))),
-                      store(4, 3)));
+  EXPECT_TRUE(
+      same_ir(simplify(For::make(i, 3, 1, ForKind::kSerial, store(i + 1, i))), store(4, 3)));
   // A thread-bound loop of extent 1 stays.
   Stmt t = For::make(i, 0, 1, ForKind::kThreadBinding, store(i, 1), "threadIdx.x");
   EXPECT_TRUE(same_ir(simplify(t), t));
 }
 
 TEST_F(StmtSimplify, FoldsDecidedIfs) {
-  Stmt s = For::make(i, 0, 16, ForKind::kSerial,
-                     IfThenElse::make(i < 16, store(i, 1), store(i, 2)));
+  Stmt s =
+      For::make(i, 0, 16, ForKind::kSerial, IfThenElse::make(i < 16, store(i, 1), store(i, 2)));
   EXPECT_TRUE(same_ir(simplify(s), For::make(i, 0, 16, ForKind::kSerial, store(i, 1))));
   Stmt e = For::make(i, 0, 16, ForKind::kSerial, IfThenElse::make(i >= 16, store(i, 1)));
   EXPECT_TRUE(same_ir(simplify(e), no_op()));
 }
 
 TEST_F(StmtSimplify, AssumesConditionInBranches) {
-  Stmt s = For::make(i, 0, 100, ForKind::kSerial,
-                     IfThenElse::make(i < 10, store(i, floordiv(i, 16)),
-                                      store(i, select(i >= 10, 1, 2))));
-  Stmt want = For::make(i, 0, 100, ForKind::kSerial,
-                        IfThenElse::make(i < 10, store(i, 0), store(i, 1)));
+  Stmt s = For::make(
+      i, 0, 100, ForKind::kSerial,
+      IfThenElse::make(i < 10, store(i, floordiv(i, 16)), store(i, select(i >= 10, 1, 2))));
+  Stmt want =
+      For::make(i, 0, 100, ForKind::kSerial, IfThenElse::make(i < 10, store(i, 0), store(i, 1)));
   EXPECT_TRUE(same_ir(simplify(s), want));
   // Symbolic guard.
   Stmt g = For::make(i, 0, 64, ForKind::kSerial,

@@ -14,12 +14,13 @@ namespace kiln::arith::testing {
 
 inline ::testing::AssertionResult same_ir(const ir::Expr& got, const ir::Expr& want) {
   if (ir::structural_equal(got, want)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got " << ir::to_string(got) << ", want "
-                                       << ir::to_string(want);
+  return ::testing::AssertionFailure()
+         << "got " << ir::to_string(got) << ", want " << ir::to_string(want);
 }
 inline ::testing::AssertionResult same_ir(const ir::Stmt& got, const ir::Stmt& want) {
   if (ir::structural_equal(got, want)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got\n" << ir::to_string(got) << "want\n"
+  return ::testing::AssertionFailure() << "got\n"
+                                       << ir::to_string(got) << "want\n"
                                        << ir::to_string(want);
 }
 

@@ -53,8 +53,7 @@ inline std::string line_diff(const std::string& expected, const std::string& act
 
 /// Compares `actual` with the golden file `<dir of test_file>/golden/<name>.txt`.
 inline ::testing::AssertionResult check_golden(const std::string& test_file,
-                                               const std::string& name,
-                                               const std::string& actual) {
+                                               const std::string& name, const std::string& actual) {
   namespace fs = std::filesystem;
   fs::path path = fs::path(test_file).parent_path() / "golden" / (name + ".txt");
   const char* upd = std::getenv("KILN_UPDATE_GOLDEN");

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "kiln/target/build.h"
 #include "kiln/target/codegen.h"
+#include "kiln/tir/packed_api.h"
 #include "target/codegen_test_util.h"
 
 extern "C" {
@@ -490,6 +492,48 @@ TEST(CodegenLLVM, CrossCompileToAArch64) {
   EXPECT_NE(s.find("ret"), std::string::npos);
   EXPECT_NE(error_of([&] { m.get_function("add_arm"); }).find("cannot run on this machine"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST(CodegenLLVM, ExportLibraryRoundTrip) {
+  runtime::Module m = build({make_add("add_export", 5, 7)}, host());
+  std::string dir = ::testing::TempDir();
+  std::string path = dir + "/kiln_codegen_export_test.so";
+  m.export_library(path);
+  runtime::Module loaded = runtime::Module::load(path);
+  EXPECT_EQ(loaded.function_names(), std::vector<std::string>{"add_export"});
+  NDArray a = random_f32({5, 7}, 30), b = random_f32({5, 7}, 31);
+  NDArray c = poisoned({5, 7}, DataType::Float(32));
+  loaded.get_function("add_export")(a, b, c);
+  for (int k = 0; k < 35; ++k) {
+    ASSERT_EQ(c.data_as<float>()[k], a.data_as<float>()[k] + b.data_as<float>()[k]);
+  }
+  std::remove(path.c_str());
+  std::string msg = error_of([&] { m.export_library("/nonexistent-dir/x.so"); });
+  EXPECT_EQ(msg.rfind("export_library: linking '/nonexistent-dir/x.so' failed (cc exited with "
+                      "status 1): ",
+                      0),
+            0u)
+      << msg;
+}
+
+TEST(MakePackedApi, SignatureAndIdempotence) {
+  tir::PrimFunc f = tir::make_packed_api(make_add("pk", 2, 2));
+  ASSERT_EQ(f->params.size(), 3u);
+  EXPECT_EQ(f->params[0].name(), "args");
+  EXPECT_EQ(f->params[1].name(), "type_codes");
+  EXPECT_EQ(f->params[2].dtype(), DataType::Int(32));
+  EXPECT_EQ(f.attr("packed_api"), "1");
+  EXPECT_TRUE(tir::make_packed_api(f).same_as(f));
+  FuncBuilder fb;
+  fb.scalar("p", DataType::Handle());
+  EXPECT_EQ(error_of([&] { tir::make_packed_api(fb.make("bad", Evaluate::make(Expr(0)))); }),
+            "make_packed_api: bad: parameter 0 (p) is a handle without a buffer in buffer_map");
 }
 
 }  // namespace

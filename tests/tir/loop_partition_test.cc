@@ -34,7 +34,9 @@ PrimFunc split_func(int n) {
   Buffer A = Buffer::make("A", f32, {n}), C = Buffer::make("C", f32, {n});
   Var i("i"), j("j");
   Expr idx = i * 4 + j;
-  Stmt body = loop(i, 0, 10, loop(j, 0, 4, IfThenElse::make(likely(idx < n), C.store({idx}, A.load({idx}) + 1.0f))));
+  Stmt body =
+      loop(i, 0, 10,
+           loop(j, 0, 4, IfThenElse::make(likely(idx < n), C.store({idx}, A.load({idx}) + 1.0f))));
   return make_func("split", {A, C}, body);
 }
 
@@ -75,7 +77,9 @@ TEST(LoopPartition, GuardOnLowerBoundSplitsAtTheFront) {
   // if likely(i >= 3): C[i] = A[i] over i in [0, 10): the proven part is a suffix.
   Buffer A = Buffer::make("A", f32, {10}), C = Buffer::make("C", f32, {10});
   Var i("i");
-  PrimFunc f = make_func("suffix", {A, C}, loop(i, 0, 10, IfThenElse::make(likely(i >= 3), C.store({i}, A.load({i})))));
+  PrimFunc f =
+      make_func("suffix", {A, C},
+                loop(i, 0, 10, IfThenElse::make(likely(i >= 3), C.store({i}, A.load({i})))));
   PrimFunc g = loop_partition(f);
   verify(g, "loop_partition");
   KILN_EXPECT_GOLDEN("loop_partition_suffix", to_string(g));
@@ -87,7 +91,8 @@ TEST(LoopPartition, UnprovableGuardIsKeptWithoutLikely) {
   Buffer A = Buffer::make("A", f32, {10}), C = Buffer::make("C", f32, {10});
   Var i("i");
   Expr cond = A.load({i}) > 0.0f;  // data-dependent
-  PrimFunc f = make_func("data", {A, C}, loop(i, 0, 10, IfThenElse::make(likely(cond), C.store({i}, A.load({i})))));
+  PrimFunc f = make_func("data", {A, C},
+                         loop(i, 0, 10, IfThenElse::make(likely(cond), C.store({i}, A.load({i})))));
   PrimFunc g = loop_partition(f);
   Stmt expected = loop(i, 0, 10, IfThenElse::make(cond, C.store({i}, A.load({i}))));
   EXPECT_TRUE(structural_equal(g->body, expected)) << to_string(g);

@@ -1,11 +1,12 @@
 // The tir pipeline end to end: a te-style loop nest with a realize, a non-divisible split and
 // a vectorized inner loop, lowered and run by the reference interpreter.
+#include "kiln/tir/pipeline.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "common/golden.h"
-#include "kiln/tir/pipeline.h"
 #include "tir_interp.h"
 #include "tir_test_util.h"
 
@@ -29,12 +30,20 @@ struct Lowering {
     // over a divisible split of 36 plus one.
     Var io("io"), ii("ii");
     Expr i = io * 8 + ii;
-    Stmt pb = loop(io, 0, 5, loop(ii, 0, 8, IfThenElse::make(likely(i < 37),
-                   ProducerStore::make(B, ProducerLoad::make(A, {i}) * 2.0f, {i})), ForKind::kVectorized));
+    Stmt pb =
+        loop(io, 0, 5,
+             loop(ii, 0, 8,
+                  IfThenElse::make(likely(i < 37),
+                                   ProducerStore::make(B, ProducerLoad::make(A, {i}) * 2.0f, {i})),
+                  ForKind::kVectorized));
     Var jo("jo"), ji("ji");
     Expr j = jo * 4 + ji;
-    Stmt pc = loop(jo, 0, 10, loop(ji, 0, 4, IfThenElse::make(likely(j < 37),
-                   ProducerStore::make(C, ProducerLoad::make(B, {j}) + 1.0f, {j})), ForKind::kUnrolled));
+    Stmt pc =
+        loop(jo, 0, 10,
+             loop(ji, 0, 4,
+                  IfThenElse::make(likely(j < 37),
+                                   ProducerStore::make(C, ProducerLoad::make(B, {j}) + 1.0f, {j})),
+                  ForKind::kUnrolled));
     Stmt body = ProducerRealize::make(B, {Range(0, 37)}, const_true(), SeqStmt::make({pb, pc}));
     func = make_func("f", {Ab, Cb}, body);
   }
@@ -46,9 +55,9 @@ struct Lowering {
 };
 
 TEST(Pipeline, PassNamesInOrder) {
-  std::vector<std::string> expected = {"storage_flatten", "simplify", "loop_partition",
-                                       "simplify", "vectorize", "unroll", "simplify",
-                                       "storage_rewrite", "remove_no_op"};
+  std::vector<std::string> expected = {"storage_flatten", "simplify",        "loop_partition",
+                                       "simplify",        "vectorize",       "unroll",
+                                       "simplify",        "storage_rewrite", "remove_no_op"};
   EXPECT_EQ(pipeline_pass_names(), expected);
 }
 
@@ -75,7 +84,7 @@ TEST(Pipeline, DumpsAfterTheNamedPass) {
   opt.dump_after = "vectorize";
   opt.dump = [&](const std::string& pass, const PrimFunc& f) {
     dumped.push_back(pass);
-    EXPECT_NE(to_string(f).find("ramp("), std::string::npos);
+    if (pass == "vectorize") EXPECT_NE(to_string(f).find("ramp("), std::string::npos);
   };
   run_pipeline(l.func, opt);
   EXPECT_EQ(dumped, std::vector<std::string>{"vectorize"});
@@ -104,7 +113,8 @@ TEST(Pipeline, VerifierCatchesABrokenInput) {
     run_pipeline(bad, l.options());
     FAIL() << "expected a verification error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("variable 'stray' is used outside"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("variable 'stray' is used outside"), std::string::npos)
+        << e.what();
   }
 }
 

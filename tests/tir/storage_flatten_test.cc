@@ -25,9 +25,13 @@ struct Fixture {
 TEST(StorageFlatten, RealizeBecomesAllocateAndArgsUseBuffers) {
   Fixture x;
   Var i("i"), j("j");
-  Stmt produce_b = loop(i, 0, 16, loop(j, 0, 8, ProducerStore::make(x.B, ProducerLoad::make(x.A, {i, j}) * 2.0f, {i, j})));
+  Stmt produce_b =
+      loop(i, 0, 16,
+           loop(j, 0, 8, ProducerStore::make(x.B, ProducerLoad::make(x.A, {i, j}) * 2.0f, {i, j})));
   Var i2("i"), j2("j");
-  Stmt produce_c = loop(i2, 0, 16, loop(j2, 0, 8, ProducerStore::make(x.C, ProducerLoad::make(x.B, {i2, j2}) + 1.0f, {i2, j2})));
+  Stmt produce_c = loop(
+      i2, 0, 16,
+      loop(j2, 0, 8, ProducerStore::make(x.C, ProducerLoad::make(x.B, {i2, j2}) + 1.0f, {i2, j2})));
   Stmt body = ProducerRealize::make(x.B, {Range(0, 16), Range(0, 8)}, const_true(),
                                     SeqStmt::make({produce_b, produce_c}));
   PrimFunc f = make_func("f", {x.Ab, x.Cb}, body);
@@ -35,9 +39,15 @@ TEST(StorageFlatten, RealizeBecomesAllocateAndArgsUseBuffers) {
   verify(g, "storage_flatten", {.flattened = true});
 
   Var bv("B", DataType::Handle());
-  Stmt e1 = loop(i, 0, 16, loop(j, 0, 8, Store::make(bv, Load::make(f32, x.Ab->data, i * 8 + j) * 2.0f, i * 8 + j)));
-  Stmt e2 = loop(i2, 0, 16, loop(j2, 0, 8, Store::make(x.Cb->data, Load::make(f32, bv, i2 * 8 + j2) + 1.0f, i2 * 8 + j2)));
-  Stmt expected = Allocate::make(bv, f32, {Expr(128)}, const_true(), SeqStmt::make({e1, e2}), "global");
+  Stmt e1 = loop(
+      i, 0, 16,
+      loop(j, 0, 8, Store::make(bv, Load::make(f32, x.Ab->data, i * 8 + j) * 2.0f, i * 8 + j)));
+  Stmt e2 =
+      loop(i2, 0, 16,
+           loop(j2, 0, 8,
+                Store::make(x.Cb->data, Load::make(f32, bv, i2 * 8 + j2) + 1.0f, i2 * 8 + j2)));
+  Stmt expected =
+      Allocate::make(bv, f32, {Expr(128)}, const_true(), SeqStmt::make({e1, e2}), "global");
   EXPECT_TRUE(structural_equal(g->body, expected)) << to_string(g);
   KILN_EXPECT_GOLDEN("storage_flatten_basic", to_string(g));
 }
@@ -52,8 +62,10 @@ TEST(StorageFlatten, ShiftsByRealizeMinAndHonoursScopeAttr) {
   store = ProducerStore::make(B1, ProducerLoad::make(x.A, {ko, j}), {ko * 8 + j});
   store = loop(j, 0, 8, store);
   use = loop(j2, 0, 8, ProducerStore::make(x.C, ProducerLoad::make(B1, {ko * 8 + j2}), {ko, j2}));
-  Stmt realize = ProducerRealize::make(B1, {Range(ko * 8, 8)}, const_true(), SeqStmt::make({store, use}));
-  Stmt body = loop(ko, 0, 16, AttrStmt::make(B1, attr::kRealizeScope, StringImm::make("local"), realize));
+  Stmt realize =
+      ProducerRealize::make(B1, {Range(ko * 8, 8)}, const_true(), SeqStmt::make({store, use}));
+  Stmt body =
+      loop(ko, 0, 16, AttrStmt::make(B1, attr::kRealizeScope, StringImm::make("local"), realize));
   PrimFunc g = storage_flatten(make_func("f", {x.Ab, x.Cb}, body), x.ext);
   verify(g, "storage_flatten", {.flattened = true});
   KILN_EXPECT_GOLDEN("storage_flatten_shift_scope", to_string(g));
@@ -68,11 +80,16 @@ TEST(StorageFlatten, ShiftsByRealizeMinAndHonoursScopeAttr) {
 TEST(StorageFlatten, StorageAlignPadsStride) {
   Fixture x;
   Var i("i"), j("j");
-  Stmt produce = loop(i, 0, 16, loop(j, 0, 8, ProducerStore::make(x.B, ProducerLoad::make(x.A, {i, j}), {i, j})));
+  Stmt produce = loop(
+      i, 0, 16, loop(j, 0, 8, ProducerStore::make(x.B, ProducerLoad::make(x.A, {i, j}), {i, j})));
   Var i2("i"), j2("j");
-  Stmt consume = loop(i2, 0, 16, loop(j2, 0, 8, ProducerStore::make(x.C, ProducerLoad::make(x.B, {i2, j2}), {i2, j2})));
-  Stmt realize = ProducerRealize::make(x.B, {Range(0, 16), Range(0, 8)}, const_true(), SeqStmt::make({produce, consume}));
-  Expr align = Call::make(DataType::Int(32), "kiln.tuple", {Expr(0), Expr(16), Expr(1)}, CallKind::kPureIntrinsic);
+  Stmt consume =
+      loop(i2, 0, 16,
+           loop(j2, 0, 8, ProducerStore::make(x.C, ProducerLoad::make(x.B, {i2, j2}), {i2, j2})));
+  Stmt realize = ProducerRealize::make(x.B, {Range(0, 16), Range(0, 8)}, const_true(),
+                                       SeqStmt::make({produce, consume}));
+  Expr align = Call::make(DataType::Int(32), "kiln.tuple", {Expr(0), Expr(16), Expr(1)},
+                          CallKind::kPureIntrinsic);
   Stmt body = AttrStmt::make(x.B, attr::kStorageAlign, align, realize);
   PrimFunc g = storage_flatten(make_func("f", {x.Ab, x.Cb}, body), x.ext);
   const Allocate* a = g->body.as<Allocate>();
@@ -90,7 +107,9 @@ TEST(StorageFlatten, AccessOutsideRealizeIsAnError) {
     storage_flatten(make_func("f", {x.Ab, x.Cb}, body), x.ext);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor B is accessed outside its realize"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor B is accessed outside its realize"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -30,8 +30,10 @@ PrimFunc chain() {
   };
   Stmt s3 = Allocate::make(t3, f32, {Expr(16)}, const_true(),
                            SeqStmt::make({stage(t3, t2, 3.0f), stage(C->data, t3, 4.0f)}));
-  Stmt s2 = Allocate::make(t2, f32, {Expr(16)}, const_true(), SeqStmt::make({stage(t2, t1, 2.0f), s3}));
-  Stmt s1 = Allocate::make(t1, f32, {Expr(16)}, const_true(), SeqStmt::make({stage(t1, A->data, 1.0f), s2}));
+  Stmt s2 =
+      Allocate::make(t2, f32, {Expr(16)}, const_true(), SeqStmt::make({stage(t2, t1, 2.0f), s3}));
+  Stmt s1 = Allocate::make(t1, f32, {Expr(16)}, const_true(),
+                           SeqStmt::make({stage(t1, A->data, 1.0f), s2}));
   return make_func("chain", {A, C}, s1);
 }
 
@@ -52,8 +54,10 @@ TEST(StorageRewrite, UnusedAllocationIsRemovedAndOverlapKept) {
   Var t("T", DataType::Handle()), u("U", DataType::Handle()), w("W", DataType::Handle());
   Var i("i");
   // U and W live in the same statement: they must stay apart. T is never used.
-  Stmt use = loop(i, 0, 4, SeqStmt::make({Store::make(u, Expr(1.0f), i), Store::make(w, Load::make(f32, u, i), i),
-                                          C.store({i}, Load::make(f32, w, i))}));
+  Stmt use =
+      loop(i, 0, 4,
+           SeqStmt::make({Store::make(u, Expr(1.0f), i), Store::make(w, Load::make(f32, u, i), i),
+                          C.store({i}, Load::make(f32, w, i))}));
   Stmt body = Allocate::make(t, f32, {Expr(8)}, const_true(),
                              Allocate::make(u, f32, {Expr(4)}, const_true(),
                                             Allocate::make(w, f32, {Expr(4)}, const_true(), use)));

@@ -89,10 +89,10 @@ class Interp {
     if (const Cast* c = e.as<Cast>()) {
       return map1(eval(c->value), [&](double x) { return round_to(t, x); });
     }
-#define KILN_INTERP_BIN(T, expr)                                                      \
-  if (const T* b = e.as<T>()) {                                                       \
-    DataType ot = b->a.dtype();                                                       \
-    (void)ot;                                                                         \
+#define KILN_INTERP_BIN(T, expr)                                                                \
+  if (const T* b = e.as<T>()) {                                                                 \
+    DataType ot = b->a.dtype();                                                                 \
+    (void)ot;                                                                                   \
     return map2(eval(b->a), eval(b->b), [&](double x, double y) { return round_to(t, expr); }); \
   }
     KILN_INTERP_BIN(Add, x + y)
@@ -113,7 +113,8 @@ class Interp {
     KILN_INTERP_BIN(And, x != 0 && y != 0)
     KILN_INTERP_BIN(Or, x != 0 || y != 0)
 #undef KILN_INTERP_BIN
-    if (const Not* n = e.as<Not>()) return map1(eval(n->a), [](double x) { return x == 0 ? 1.0 : 0.0; });
+    if (const Not* n = e.as<Not>())
+      return map1(eval(n->a), [](double x) { return x == 0 ? 1.0 : 0.0; });
     if (const Select* s = e.as<Select>()) {
       Value c = eval(s->condition), a = eval(s->true_value), b = eval(s->false_value);
       Value r(a.size());
@@ -156,8 +157,10 @@ class Interp {
         Value cond = eval(c->args[0]);
         if (cond.size() == 1) return cond[0] ? eval(c->args[1]) : eval(c->args[2]);
       }
-      if (c->name == "exp") return map1(eval(c->args[0]), [&](double x) { return round_to(t, std::exp(x)); });
-      if (c->name == "sqrt") return map1(eval(c->args[0]), [&](double x) { return round_to(t, std::sqrt(x)); });
+      if (c->name == "exp")
+        return map1(eval(c->args[0]), [&](double x) { return round_to(t, std::exp(x)); });
+      if (c->name == "sqrt")
+        return map1(eval(c->args[0]), [&](double x) { return round_to(t, std::sqrt(x)); });
       throw std::runtime_error("interp: call " + c->name);
     }
     throw std::runtime_error(std::string("interp: expression ") + node_kind_name(e.kind()));

@@ -30,8 +30,7 @@ inline Producer make_producer(const std::string& name, std::vector<Expr> shape,
   return Producer(p);
 }
 
-inline Stmt loop(const Var& v, Expr min, Expr extent, Stmt body,
-                 ForKind kind = ForKind::kSerial) {
+inline Stmt loop(const Var& v, Expr min, Expr extent, Stmt body, ForKind kind = ForKind::kSerial) {
   return For::make(v, min, extent, kind, body);
 }
 

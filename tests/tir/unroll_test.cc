@@ -17,7 +17,8 @@ const DataType f32 = DataType::Float(32);
 TEST(Unroll, ConstantLoopBecomesCopies) {
   Buffer A = Buffer::make("A", f32, {4}), C = Buffer::make("C", f32, {4});
   Var i("i");
-  PrimFunc f = make_func("u", {A, C}, loop(i, 0, 3, C.store({i + 1}, A.load({i}) * 2.0f), ForKind::kUnrolled));
+  PrimFunc f = make_func("u", {A, C},
+                         loop(i, 0, 3, C.store({i + 1}, A.load({i}) * 2.0f), ForKind::kUnrolled));
   PrimFunc g = unroll(f);
   Stmt expected = SeqStmt::make({C.store({Expr(1)}, A.load({Expr(0)}) * 2.0f),
                                  C.store({Expr(2)}, A.load({Expr(1)}) * 2.0f),
@@ -29,7 +30,8 @@ TEST(Unroll, ConstantLoopBecomesCopies) {
 TEST(Unroll, InnerLoopVarsAreRenamedPerCopy) {
   Buffer C = Buffer::make("C", f32, {2, 4});
   Var i("i"), j("j");
-  PrimFunc f = make_func("u", {C}, loop(i, 0, 2, loop(j, 0, 4, C.store({i, j}, Expr(1.0f))), ForKind::kUnrolled));
+  PrimFunc f = make_func(
+      "u", {C}, loop(i, 0, 2, loop(j, 0, 4, C.store({i, j}, Expr(1.0f))), ForKind::kUnrolled));
   PrimFunc g = unroll(f);
   verify(g, "unroll");  // no variable bound twice
   const SeqStmt* s = g->body.as<SeqStmt>();

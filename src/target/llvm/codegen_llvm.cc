@@ -49,7 +49,7 @@ struct Modular {
   int64_t base = 0;
 };
 
-Modular modular_of(const Expr& e, const std::unordered_map<const Variable*, int64_t>& loop_min) {
+Modular modular_of(const Expr& e) {
   auto norm = [](Modular m) {
     if (m.coeff < 0) m.coeff = -m.coeff;
     if (m.coeff != 0) m.base = ((m.base % m.coeff) + m.coeff) % m.coeff;
@@ -57,15 +57,15 @@ Modular modular_of(const Expr& e, const std::unordered_map<const Variable*, int6
   };
   if (const IntImm* i = e.as<IntImm>()) return {0, i->value};
   if (const Add* a = e.as<Add>()) {
-    Modular x = modular_of(a->a, loop_min), y = modular_of(a->b, loop_min);
+    Modular x = modular_of(a->a), y = modular_of(a->b);
     return norm({std::gcd(x.coeff, y.coeff), x.base + y.base});
   }
   if (const Sub* s = e.as<Sub>()) {
-    Modular x = modular_of(s->a, loop_min), y = modular_of(s->b, loop_min);
+    Modular x = modular_of(s->a), y = modular_of(s->b);
     return norm({std::gcd(x.coeff, y.coeff), x.base - y.base});
   }
   if (const Mul* m = e.as<Mul>()) {
-    Modular x = modular_of(m->a, loop_min), y = modular_of(m->b, loop_min);
+    Modular x = modular_of(m->a), y = modular_of(m->b);
     if (x.coeff == 0) return norm({y.coeff * x.base, y.base * x.base});
     if (y.coeff == 0) return norm({x.coeff * y.base, x.base * y.base});
     return {std::gcd(x.coeff, x.base) * std::gcd(y.coeff, y.base), 0};
@@ -554,7 +554,7 @@ llvm::Value* CodeGenLLVM::buffer_ptr(const Var& buffer_var, DataType elem, llvm:
 llvm::Align CodeGenLLVM::vector_align(const Var& buffer_var, DataType t, const Expr& base) {
   int64_t elem_bytes = std::max(1, t.element_of().bytes());
   if (!aligned_.count(buffer_var.get())) return llvm::Align(elem_bytes);
-  Modular m = modular_of(base, loop_min_);
+  Modular m = modular_of(base);
   int64_t elems = m.coeff == 0 ? largest_pow2_divisor(m.base)
                                : largest_pow2_divisor(std::gcd(m.coeff, m.base));
   int64_t bytes = std::min<int64_t>(elems * elem_bytes, kAllocAlign);
@@ -933,9 +933,7 @@ void CodeGenLLVM::visit(const For* op) {
   }
   llvm::Value* begin = emit_expr(op->min);
   llvm::Value* end = b_->CreateAdd(begin, emit_expr(op->extent), "", false, true);
-  if (auto m = as_const_int(op->min); m && *m >= 0) loop_min_[op->loop_var.get()] = *m;
   emit_loop(op->loop_var, begin, end, op->for_kind, [&] { visit_stmt(op->body); });
-  loop_min_.erase(op->loop_var.get());
 }
 
 void CodeGenLLVM::emit_parallel_for(const For* op) {

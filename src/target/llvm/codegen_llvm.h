@@ -100,8 +100,6 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   std::unordered_map<const Variable*, llvm::Value*> vars_;
   /// Buffer vars known to be 64-byte aligned (checked arguments, allocations).
   std::unordered_set<const Variable*> aligned_;
-  /// Loop variables with a known non-negative minimum (for alignment analysis).
-  std::unordered_map<const Variable*, int64_t> loop_min_;
   std::map<std::string, llvm::Value*> strings_;
   std::vector<std::string> names_;
   std::map<std::string, int> name_counts_;

@@ -10,15 +10,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+// LLVM 16's ORC headers trip -Wredundant-move under GCC; they are not our code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wredundant-move"
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#pragma GCC diagnostic pop
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>

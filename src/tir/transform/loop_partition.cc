@@ -82,7 +82,10 @@ class LoopPartitioner : public IRMutator {
     int64_t lo = 0, hi = n;  // holds(lo) assumed (empty range), !holds(hi)
     while (hi - lo > 1) {
       int64_t mid = lo + (hi - lo) / 2;
-      if (holds(mid)) lo = mid; else hi = mid;
+      if (holds(mid))
+        lo = mid;
+      else
+        hi = mid;
     }
     return lo;
   }
@@ -114,8 +117,10 @@ class LoopPartitioner : public IRMutator {
         Stmt first = visit_loop(op, op->loop_var, op->min, make_const(t, split), op->body);
         Var v2 = op->loop_var.copy_with_suffix("");
         Stmt body2 = substitute(op->body, {{op->loop_var, v2}});
-        Stmt second = visit_loop(op, v2, op->min + make_const(t, split),
-                                 make_const(t, n - split), body2);
+        Stmt second =
+            visit_loop(op, v2, op->min + make_const(t, split), make_const(t, n - split), body2);
+        if (is_no_op(first)) return second;
+        if (is_no_op(second)) return first;
         return SeqStmt::make({first, second});
       }
     }
@@ -127,6 +132,7 @@ class LoopPartitioner : public IRMutator {
     ctx_.emplace_back(v, Range(mn2, ex2));
     Stmt body = mutate(b);
     ctx_.pop_back();
+    if (is_no_op(body)) return make_no_op();  // e.g. a tail whose guard is always false
     if (v.same_as(op->loop_var) && mn2.same_as(op->min) && ex2.same_as(op->extent) &&
         body.same_as(op->body))
       return Stmt(op);

@@ -55,8 +55,8 @@ class StorageFlattener : public IRMutator {
 
   Stmt visit(const ProducerRealize* op) override {
     const ProducerNode* p = op->producer.get();
-    KILN_ICHECK(!layouts_.count(p)) << "storage_flatten: " << p->producer_name()
-                                    << " is realized twice in one scope";
+    KILN_ICHECK(!layouts_.count(p))
+        << "storage_flatten: " << p->producer_name() << " is realized twice in one scope";
     FlatLayout lay;
     lay.data = Var(p->producer_name(), DataType::Handle());
     lay.dtype = p->producer_dtype();

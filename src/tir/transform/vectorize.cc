@@ -314,8 +314,8 @@ class Vectorizer : public IRMutator {
 class ScalarSimplifier : public IRMutator {
  public:
   Expr visit_expr(const Expr& e) override {
-    if (e.dtype().is_scalar() && (e.dtype().is_int() || e.dtype().is_uint()) &&
-        !e.as<IntImm>() && !e.as<Variable>())
+    if (e.dtype().is_scalar() && (e.dtype().is_int() || e.dtype().is_uint()) && !e.as<IntImm>() &&
+        !e.as<Variable>())
       return ana_.simplify(e);
     return IRMutator::visit_expr(e);
   }
