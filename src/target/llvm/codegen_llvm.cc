@@ -720,6 +720,12 @@ llvm::Value* CodeGenLLVM::emit_builtin(const Call* op) {
     if (!v) fail(op->name + ": argument " + std::to_string(i) + " must be a constant");
     return *v;
   };
+  if (op->name == builtin::kAddressOf) {
+    // address_of(Load): the address of the loaded element, for passing buffers to C.
+    const Load* l = op->args.size() == 1 ? op->args[0].as<Load>() : nullptr;
+    if (!l || !l->dtype.is_scalar()) fail("address_of needs one scalar Load argument");
+    return buffer_ptr(l->buffer_var, l->dtype, emit_expr(l->index));
+  }
   if (op->name == builtin::kArgValue) {
     llvm::Value* args = emit_expr(op->args[0]);
     llvm::Value* p = b_->CreateInBoundsGEP(b_->getInt64Ty(), args, b_->getInt64(const_arg(1)));
