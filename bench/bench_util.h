@@ -66,6 +66,29 @@ inline Timing measure(const std::function<void()>& f, int warmup, int reps) {
   return t;
 }
 
+/// Times several functions on a shared, noisy machine fairly: after `warmup` untimed calls of
+/// each, runs `reps` rounds, each calling every function once in turn, so that a busy period
+/// slows all of them alike. Returns one Timing per function, in order.
+inline std::vector<Timing> measure_interleaved(const std::vector<std::function<void()>>& fns,
+                                               int warmup, int reps) {
+  for (const auto& f : fns)
+    for (int i = 0; i < warmup; ++i) f();
+  std::vector<Timing> ts(fns.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      double t0 = now_ms();
+      fns[i]();
+      ts[i].samples_ms.push_back(now_ms() - t0);
+    }
+  for (Timing& t : ts) {
+    if (t.samples_ms.empty()) continue;
+    t.min_ms = *std::min_element(t.samples_ms.begin(), t.samples_ms.end());
+    t.max_ms = *std::max_element(t.samples_ms.begin(), t.samples_ms.end());
+    t.median_ms = median(t.samples_ms);
+  }
+  return ts;
+}
+
 /// A minimal `--flag value` parser. Flags are declared with a help line; an undeclared flag,
 /// a flag without its value, or a malformed number ends the program with a message.
 class CommandLine {

@@ -111,6 +111,7 @@ struct GemmConfig {
   int mr = 6;    ///< rows of the register tile (A broadcasts per k step)
   int nr = 64;   ///< columns of the register tile (nr / 16 zmm vectors); the B panel width
   int kc = 0;    ///< split of the k loop inside the micro-kernel (0: none)
+  bool pack_a = false;  ///< also pack A into row-block micro-panels Ap[M/mr, K, mr]
   int lanes = 16;
 };
 
@@ -119,31 +120,69 @@ struct GemmKernel {
   std::vector<te::Tensor> args;
 };
 
+/// Bp[jo, k, ji] = B[k, jo * nr + ji]: B cut into column panels nr wide, each stored k-major
+/// so that the micro-kernel reads nr contiguous floats per k step.
+te::Tensor pack_b(const te::Tensor& B, int N, int K, int nr) {
+  using namespace kiln::ir;  // NOLINT
+  return te::compute(
+      {N / nr, K, nr}, [&](Var jo, Var k, Var ji) { return B(k, jo * nr + ji); }, "Bp");
+}
+
+/// Schedule of the packing stage: panels in parallel, nr contiguous floats per (panel, k).
+void schedule_pack_b(te::Schedule& s, const te::Tensor& Bp, int lanes) {
+  te::Stage sb = s[Bp];
+  auto ax = sb.op_axis();
+  auto vi = sb.split(ax[2], lanes).second;
+  sb.vectorize(vi);
+  sb.parallel(ax[0]);
+}
+
+/// A kernel that only packs B (to report how much of Kiln's time the packing takes).
+GemmKernel make_pack_b_only(int N, int K, const GemmConfig& cfg) {
+  te::Tensor B = te::placeholder({K, N}, DataType::Float(32), "B");
+  te::Tensor Bp = pack_b(B, N, K, cfg.nr);
+  te::Schedule s = te::create_schedule({Bp});
+  schedule_pack_b(s, Bp, cfg.lanes);
+  return {s, {B, Bp}};
+}
+
 /// C = A·B with B packed into panels and C computed through a register tile.
 GemmKernel make_gemm(int M, int N, int K, const GemmConfig& cfg) {
   using namespace kiln::ir;  // NOLINT
   te::Tensor A = te::placeholder({M, K}, DataType::Float(32), "A");
   te::Tensor B = te::placeholder({K, N}, DataType::Float(32), "B");
   const int nr = cfg.nr;
-  te::Tensor Bp = te::compute(
-      {N / nr, K, nr}, [&](Var jo, Var k, Var ji) { return B(k, jo * nr + ji); }, "Bp");
+  te::Tensor Bp = pack_b(B, N, K, nr);
+  const int mr = cfg.mr;
+  te::Tensor Ap;
+  if (cfg.pack_a) {
+    // Ap[io, k, ii] = A[io * mr + ii, k], zero past the last row: one contiguous micro-panel
+    // per row block, so each k step broadcasts mr neighbouring floats.
+    Ap = te::compute(
+        {(M + mr - 1) / mr, K, mr},
+        [&](Var io, Var k, Var ii) {
+          Expr i = io * mr + ii;
+          return if_then_else(i < M, A(min(i, M - 1), k), Expr(0.0f));
+        },
+        "Ap");
+  }
   te::IterVar k = te::reduce_axis({0, K}, "k");
   te::Tensor C = te::compute(
       {M, N},
       [&](Var i, Var j) {
-        return te::sum(A(i, k) * Bp(floordiv(j, nr), k, floormod(j, nr)), {k});
+        Expr a = cfg.pack_a ? Ap(floordiv(i, mr), k, floormod(i, mr)) : A(i, k);
+        return te::sum(a * Bp(floordiv(j, nr), k, floormod(j, nr)), {k});
       },
       "C");
   te::Schedule s = te::create_schedule({C});
-
-  // Packing: one pass over B, panels in parallel, nr contiguous floats per (panel, k).
-  {
-    te::Stage sb = s[Bp];
-    auto ax = sb.op_axis();
-    auto [vo, vi] = sb.split(ax[2], cfg.lanes);
-    sb.vectorize(vi);
-    sb.parallel(ax[0]);
+  if (cfg.pack_a) {
+    te::Stage sa = s[Ap];
+    auto ax = sa.op_axis();
+    sa.unroll(ax[2]);
+    sa.parallel(ax[0]);
   }
+
+  schedule_pack_b(s, Bp, cfg.lanes);
 
   te::Tensor CC = s.cache_write(C, "local");
   te::Stage sc = s[C];
@@ -229,6 +268,8 @@ int main(int argc, char** argv) {
                          {"--mr", "register tile rows (default 6)"},
                          {"--nr", "register tile columns, a multiple of 16 (default 64)"},
                          {"--kc", "split of k inside the micro-kernel (default 0: none)"},
+                         {"--pack-a", "1: also pack A into micro-panels (default 0)"},
+                         {"--threads", "thread counts to time, e.g. 1,2 (default 1,2)"},
                          {"--dump", "write the lowered IR and the assembly to FILE.ir/.s"}});
   const int n = static_cast<int>(cl.get_int("--size", 1024));
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
@@ -237,12 +278,23 @@ int main(int argc, char** argv) {
   cfg.mr = static_cast<int>(cl.get_int("--mr", cfg.mr));
   cfg.nr = static_cast<int>(cl.get_int("--nr", cfg.nr));
   cfg.kc = static_cast<int>(cl.get_int("--kc", cfg.kc));
+  cfg.pack_a = cl.get_int("--pack-a", cfg.pack_a) != 0;
   if (n <= 0 || cfg.mr <= 0 || cfg.nr <= 0 || cfg.nr % cfg.lanes != 0 || n % cfg.nr != 0)
     cl.fail("need size > 0, mr > 0, nr a multiple of 16 and size a multiple of nr");
   if (reps < 1 || warmup < 0) cl.fail("need reps >= 1 and warmup >= 0");
   const int M = n, N = n, K = n;
   const double flop = 2.0 * M * N * K;
 
+  std::vector<int> thread_counts;
+  {
+    std::stringstream ss(cl.get_string("--threads", "1,2"));
+    for (std::string t; std::getline(ss, t, ',');) {
+      int v = std::atoi(t.c_str());
+      if (v < 1) cl.fail("--threads expects positive integers separated by commas");
+      thread_counts.push_back(v);
+    }
+  }
+  const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
   const bool avx512 = __builtin_cpu_supports("avx512f");
   Target target = Target::host();
   std::cout << "kiln-bench-gemm: C[" << M << "x" << N << "] = A[" << M << "x" << K << "] * B["
@@ -256,8 +308,9 @@ int main(int argc, char** argv) {
             << ", parallel over N panels\n";
 
   // Peak, and the floor it implies.
-  std::vector<double> peak(3, 0);
+  std::vector<double> peak(std::max(max_threads, 2) + 1, 0);
   for (int t = 1; t <= 2; ++t) peak[t] = measure_peak_gflops(t, avx512);
+  for (int t = 3; t <= max_threads; ++t) peak[t] = measure_peak_gflops(t, avx512);
   std::cout << "measured fp32 peak (" << (avx512 ? "AVX-512" : "AVX2") << " FMA loop): "
             << bench::fixed(peak[1], 1) << " GFLOP/s on 1 thread, " << bench::fixed(peak[2], 1)
             << " on 2; floor for " << bench::fixed(flop / 1e9, 2)
@@ -267,12 +320,13 @@ int main(int argc, char** argv) {
   // Lower and compile, timed (cold: the first build in the process; warm: a second one).
   kiln::runtime::Module mod;
   kiln::runtime::PackedFunc fn;
-  double compile_ms[2] = {0, 0};
+  double compile_ms[2] = {0, 0}, lower_ms[2] = {0, 0};
   std::string ir_text;
   for (int round = 0; round < 2; ++round) {
     double t0 = bench::now_ms();
     GemmKernel g = make_gemm(M, N, K, cfg);
     kiln::tir::PrimFunc f = kiln::tir::lower(g.sched, g.args, "kiln_gemm");
+    lower_ms[round] = bench::now_ms() - t0;
     mod = kiln::build({f}, target);
     fn = mod.get_function("kiln_gemm");
     compile_ms[round] = bench::now_ms() - t0;
@@ -284,7 +338,8 @@ int main(int argc, char** argv) {
   }
   std::cout << "lower + compile: " << bench::fixed(compile_ms[0], 1) << " ms cold (first build, "
             << "LLVM start-up included), " << bench::fixed(compile_ms[1], 1)
-            << " ms warm (target < 200 ms)\n";
+            << " ms warm, of which lowering " << bench::fixed(lower_ms[1], 1)
+            << " ms (target < 200 ms)\n";
   if (cl.has("--dump")) {
     std::string base = cl.get_string("--dump", "");
     std::ofstream(base + ".ir") << ir_text;
@@ -317,37 +372,67 @@ int main(int argc, char** argv) {
               << "): max relative error vs OpenBLAS " << err << " (ok)\n";
   }
 
-  std::vector<nlohmann::ordered_json> rows;
-  bench::Table table({"threads", "kiln ms (min/med/max)", "openblas ms", "kiln GFLOP/s",
-                      "openblas GFLOP/s", "kiln/openblas", "kiln % peak", "openblas % peak"});
-  for (int threads : {1, 2}) {
+  // Packing B alone, for the breakdown of Kiln's time.
+  GemmKernel pk = make_pack_b_only(N, K, cfg);
+  kiln::runtime::Module pack_mod = kiln::build(pk.sched, pk.args, target, "kiln_pack_b");
+  kiln::runtime::PackedFunc pack_fn = pack_mod.get_function("kiln_pack_b");
+  NDArray bp = NDArray::empty({N / cfg.nr, K, cfg.nr}, DataType::Float(32));
+
+  // Timing: Kiln and OpenBLAS alternate call by call, so that load from other processes on
+  // this shared machine slows both alike.
+  struct Result {
+    int threads;
+    bench::Timing kiln, openblas, pack;
+  };
+  std::vector<Result> results;
+  std::vector<float> cb(ref.size());
+  for (int threads : thread_counts) {
     kiln_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    std::vector<float> cb(ref.size());
-    bench::Timing tb = bench::measure(
-        [&] { openblas_sgemm(M, N, K, a.data_as<float>(), b.data_as<float>(), cb.data()); },
+    std::vector<bench::Timing> ts = bench::measure_interleaved(
+        {[&] { fn(a, b, c); },
+         [&] { openblas_sgemm(M, N, K, a.data_as<float>(), b.data_as<float>(), cb.data()); },
+         [&] { pack_fn(b, bp); }},
         warmup, reps);
-    bench::Timing tk = bench::measure([&] { fn(a, b, c); }, warmup, reps);
+    results.push_back({threads, ts[0], ts[1], ts[2]});
+  }
+  // Peak again: the best of both measurements is the machine's (others' load only lowers it).
+  for (int t = 1; t <= max_threads; ++t)
+    peak[t] = std::max(peak[t], measure_peak_gflops(t, avx512));
+
+  std::vector<nlohmann::ordered_json> rows;
+  bench::Table table({"threads", "kiln ms (min/med/max)", "openblas ms (min/med/max)",
+                      "kiln GFLOP/s", "openblas GFLOP/s", "kiln/openblas", "kiln % peak",
+                      "openblas % peak", "pack B ms"});
+  auto ms3 = [](const bench::Timing& t) {
+    return bench::fixed(t.min_ms, 2) + " / " + bench::fixed(t.median_ms, 2) + " / " +
+           bench::fixed(t.max_ms, 2);
+  };
+  for (const Result& r : results) {
+    const bench::Timing &tk = r.kiln, &tb = r.openblas;
     double gk = flop / (tk.median_ms * 1e6), gb = flop / (tb.median_ms * 1e6);
-    auto row = bench::make_row("gemm_" + std::to_string(n), threads, tk,
+    auto row = bench::make_row("gemm_" + std::to_string(n), r.threads, tk,
                                {{"openblas", tb.median_ms}});
     row["kiln_gflops"] = gk;
     row["openblas_gflops"] = gb;
-    row["peak_gflops"] = peak[threads];
+    row["openblas_ms_min"] = tb.min_ms;
+    row["peak_gflops"] = peak[r.threads];
+    row["pack_b_ms_median"] = r.pack.median_ms;
     row["compile_ms"] = compile_ms[1];
     rows.push_back(row);
-    table.add_row({std::to_string(threads),
-                   bench::fixed(tk.min_ms, 2) + " / " + bench::fixed(tk.median_ms, 2) + " / " +
-                       bench::fixed(tk.max_ms, 2),
-                   bench::fixed(tb.median_ms, 2), bench::fixed(gk, 1), bench::fixed(gb, 1),
-                   bench::fixed(tb.median_ms / tk.median_ms, 3),
-                   bench::fixed(100 * gk / peak[threads], 1) + "%",
-                   bench::fixed(100 * gb / peak[threads], 1) + "%"});
+    table.add_row({std::to_string(r.threads), ms3(tk), ms3(tb), bench::fixed(gk, 1),
+                   bench::fixed(gb, 1), bench::fixed(tb.median_ms / tk.median_ms, 3),
+                   bench::fixed(100 * gk / peak[r.threads], 1) + "%",
+                   bench::fixed(100 * gb / peak[r.threads], 1) + "%",
+                   bench::fixed(r.pack.median_ms, 2)});
   }
   std::cout << "\n";
   table.print(std::cout);
-  std::cout << "(medians of " << reps << " calls after " << warmup
-            << " warm-up calls; kiln/openblas > 1 means Kiln is faster)\n";
+  std::cout << "(GFLOP/s and ratios from medians of " << reps << " calls after " << warmup
+            << " warm-up calls, Kiln and OpenBLAS alternating; kiln/openblas > 1 means Kiln is "
+            << "faster; % peak against the best FMA-loop peak measured before and after: "
+            << bench::fixed(peak[1], 1) << " GFLOP/s on 1 thread, " << bench::fixed(peak[2], 1)
+            << " on 2; 'pack B' is Kiln's packing stage alone, included in Kiln's time)\n";
   try {
     bench::write_json_rows(cl.get_string("--json", ""), rows);
   } catch (const std::exception& e) {

@@ -61,6 +61,41 @@ def main(root):
     return 0
 
 
+def self_test():
+    """Builds a small tree with one violation of each rule and checks they are all found."""
+    import contextlib
+    import io
+    import tempfile
+    with tempfile.TemporaryDirectory() as root:
+        files = {
+            "src/runtime/bad.cc": '#include "kiln/ir/expr.h"\n',          # runtime -> compiler
+            "src/arith/bad.cc": '#include "kiln/te/tensor.h"\n',          # lower -> higher
+            "include/kiln/tir/bad.h": "#include <llvm/IR/Module.h>\n",   # LLVM outside llvm/
+            "src/target/llvm/ok.cc": "#include <llvm/IR/Module.h>\n",     # allowed
+            "src/te/ok.cc": '#include "kiln/arith/analyzer.h"\n',         # allowed
+        }
+        for rel, text in files.items():
+            path = os.path.join(root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(root)
+        text = out.getvalue()
+        expect = ["src/runtime/bad.cc:1: layer 'runtime' includes <kiln/ir/expr.h>",
+                  "src/arith/bad.cc:1: layer 'arith' includes <kiln/te/tensor.h>",
+                  "include/kiln/tir/bad.h:1: LLVM header <llvm/IR/Module.h> outside"]
+        missing = [e for e in expect if e not in text]
+        if rc != 1 or missing or "ok.cc" in text:
+            print("check_layers self-test FAILED:\n" + text)
+            return 1
+    print("check_layers self-test: ok")
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
+        sys.exit(self_test())
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else
                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -242,7 +242,11 @@ BoundMap infer_bound(const Schedule& sch) {
         Expr hi = u.has_upper_bound() ? ana.simplify(u.max()) : dom_max;
         if (!ana.can_prove(lo >= iv->dom->min)) lo = ana.simplify(max(lo, iv->dom->min));
         if (!ana.can_prove(hi <= dom_max)) hi = ana.simplify(min(hi, dom_max));
-        b[iv.get()] = Range(lo, ana.simplify(hi - lo + 1));
+        // A consumer iteration may read nothing of the tensor (e.g. a trailing iteration of
+        // split_nparts past the end): the extent is then 0, never negative.
+        Expr ext = ana.simplify(hi - lo + 1);
+        if (!ana.can_prove(ext >= 0)) ext = ana.simplify(max(ext, make_zero(ext.dtype())));
+        b[iv.get()] = Range(lo, ext);
       }
       for (const IterVar& iv : c->root_iter_vars()) ana.bind(iv->var, b.at(iv.get()));
     }
@@ -370,7 +374,17 @@ class NestBuilder {
   Stmt guard(const Stage& st, const std::vector<IterVar>& roots,
              const std::unordered_map<const IterVarNode*, Expr>& values, Stmt body) {
     Expr cond;
-    for (const IterVar& iv : roots) {
+    // Split parents that are neither roots nor leaves (a split of a split's inner or outer
+    // axis) can overflow too: their loops cover ceil(extent / factor) * factor values.
+    std::vector<IterVar> checked = roots;
+    for (const IterVarRelation& rel : st->relations) {
+      if (rel.kind != IterVarRelation::kSplit) continue;
+      bool have = false, same_type = false;
+      for (const IterVar& iv : checked) have |= iv.same_as(rel.parent);
+      for (const IterVar& iv : roots) same_type |= iv->iter_type == rel.parent->iter_type;
+      if (!have && same_type && values.count(rel.parent.get())) checked.push_back(rel.parent);
+    }
+    for (const IterVar& iv : checked) {
       bool is_leaf = st->leaf_index(iv) >= 0;
       if (is_leaf) continue;
       const Range& r = b_.at(iv.get());

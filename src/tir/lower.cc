@@ -39,6 +39,11 @@ PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
     popt.extern_buffers[t.get()] = buf;
   }
   PrimFunc f = PrimFunc::make(name, params, buffer_map, body);
+  // Floating-point reassociation only where the schedule asks for it: pragma "fast_math".
+  for (const te::Stage& st : sch->stages)
+    for (const auto& [iv, attrs] : st->iter_var_attrs)
+      for (const auto& [key, value] : attrs.pragmas)
+        if (key == "fast_math") f = f.with_attr("fast_math", "1");
   if (opt.nests_only) return f;
   return run_pipeline(f, popt);
 }

@@ -567,6 +567,12 @@ TEST(E2EScheduleFuzz, RandomSchedulesMatchDefault) {
       for (const std::string& d : small_desc) os << "  " << d << "\n";
       os << "its failure: " << so.why << "\nits lowered IR:\n"
          << lowered_text(st.s, prog.args());
+      if (std::getenv("KILN_FUZZ_NESTS")) {
+        tir::LowerOptions lo;
+        lo.nests_only = true;
+        os << "\nits loop nests (before tir passes):\n"
+           << tir::to_string(lower(st.s, prog.args(), "f", lo));
+      }
       ADD_FAILURE() << os.str();
     }
   }

@@ -22,7 +22,9 @@ struct LowerOptions {
 };
 
 /// Lowers `sch` to a function whose parameters are `args` (input and output tensors, in call
-/// order). Tensors not in `args` are allocated inside the function.
+/// order). Tensors not in `args` are allocated inside the function. A `pragma(iv, "fast_math")`
+/// on any stage sets the function attribute "fast_math" = "1", which lets the code generator
+/// reassociate floating-point arithmetic; without it IEEE semantics are kept.
 PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
                const std::string& name, const LowerOptions& opt = {});
 

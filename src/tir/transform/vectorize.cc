@@ -114,6 +114,13 @@ class Vectorizer : public IRMutator {
         if (Expr r = ramp_div_mod(ra, bb->value, k == NodeKind::FloorDiv); r.defined()) return r;
       }
     }
+    if constexpr (k == NodeKind::Div || k == NodeKind::Mod || k == NodeKind::FloorDiv ||
+                  k == NodeKind::FloorMod) {
+      // Under a vector guard, masked-off lanes hold arbitrary values (a predicated load gives
+      // 0): give them divisor 1 so that an integer division cannot trap.
+      if (pred_.defined() && b.dtype().is_integer() && !bb)
+        b = Select::make(widen(pred_, n), b, make_one(b.dtype()));
+    }
     return T::make(a, b);
   }
 
