@@ -19,13 +19,12 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kiln::bench {
 
@@ -135,8 +134,8 @@ class CommandLine {
   [[noreturn]] void usage(int status) const {
     std::ostream& os = status == 0 ? std::cout : std::cerr;
     os << "usage: " << prog_ << " [options]\n";
-    for (const auto& [name, help] : flags_) os << "  " << std::left << std::setw(14) << name
-                                               << help << "\n";
+    for (const auto& [name, help] : flags_)
+      os << "  " << std::left << std::setw(14) << name << help << "\n";
     std::exit(status);
   }
 
@@ -161,8 +160,7 @@ class Table {
     for (size_t r = 0; r < rows_.size(); ++r) {
       for (size_t c = 0; c < rows_[r].size(); ++c) {
         if (c) os << "  ";
-        os << (c == 0 ? std::left : std::right) << std::setw(static_cast<int>(w[c]))
-           << rows_[r][c];
+        os << (c == 0 ? std::left : std::right) << std::setw(static_cast<int>(w[c])) << rows_[r][c];
       }
       os << "\n";
       if (r == 0) {
@@ -187,9 +185,9 @@ inline std::string fixed(double v, int digits) {
 /// One row of a benchmark's JSON output: `name`, `threads`, Kiln's times (`kiln_ms_min`,
 /// `kiln_ms_median`, `kiln_ms_max`), then each baseline's `<baseline>_ms_median` and
 /// `speedup_vs_<baseline>` (baseline median / Kiln median), then any extra numbers.
-inline nlohmann::ordered_json make_row(const std::string& name, int threads, const Timing& kiln,
-                                       const std::vector<std::pair<std::string, double>>&
-                                           baseline_medians_ms) {
+inline nlohmann::ordered_json make_row(
+    const std::string& name, int threads, const Timing& kiln,
+    const std::vector<std::pair<std::string, double>>& baseline_medians_ms) {
   nlohmann::ordered_json row;
   row["name"] = name;
   row["threads"] = threads;

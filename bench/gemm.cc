@@ -3,17 +3,20 @@
 // OpenBLAS's sgemm in the same run at 1 and 2 threads.
 //
 // The schedule is the one high-performance GEMMs use (and TVM's "How to optimize GEMM on CPU"
-// tutorial): B is packed once per call into panels Bp[N/nr, K, nr] (its own compute_root stage,
-// counted in Kiln's time), C is computed tile by tile (mr x nr) through a local accumulator
-// (cache_write "local", attached at the tile loop) whose loops are ordered k, then rows
-// (unrolled), then columns (split by the 16 lanes of a zmm register: lanes vectorized, the
-// rest unrolled), so that after unrolling the accumulator has constant indices only and LLVM
-// keeps it in registers: each k step is mr broadcasts of A and mr * nr / 16 FMAs with packed B
-// vectors. The panel loop is outermost and parallel, so each core keeps its B panel in its L2.
-// The benchmark also measures the core's fp32 peak with independent FMA chains on __m512, the
-// time to lower and compile the kernel, and checks Kiln's result against OpenBLAS before timing.
+// tutorial): B is packed into panels Bp[N/nr, K, nr] by its own compute stage (each element
+// once per call, counted in Kiln's time; by default each panel is packed inside the panel loop,
+// just before the micro-kernels that read it, so it is still in that core's L2); C is computed
+// tile by tile (mr x nr) through a local accumulator (cache_write "local", attached at the tile
+// loop) whose loops are ordered k, then rows (unrolled), then columns (split by the 16 lanes of
+// a zmm register: lanes vectorized, the rest unrolled), so that after unrolling the accumulator
+// has constant indices only and LLVM keeps it in registers: each k step is mr broadcasts of A
+// and mr * nr / 16 FMAs with packed B vectors. The panel loop is outermost and parallel. The
+// benchmark also measures the core's fp32 peak with independent FMA chains on __m512, the time
+// to lower and compile the kernel, and checks Kiln's result against OpenBLAS before timing.
+// docs/gemm-schedule.md explains the choices and the measurements.
 #include <cblas.h>
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -22,7 +25,6 @@
 #include <iostream>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,10 +110,11 @@ double measure_peak_gflops(int threads, bool avx512) {
 
 /// Blocking of the schedule (see the file comment and docs/gemm-schedule.md).
 struct GemmConfig {
-  int mr = 6;    ///< rows of the register tile (A broadcasts per k step)
-  int nr = 64;   ///< columns of the register tile (nr / 16 zmm vectors); the B panel width
-  int kc = 0;    ///< split of the k loop inside the micro-kernel (0: none)
-  bool pack_a = false;  ///< also pack A into row-block micro-panels Ap[M/mr, K, mr]
+  int mr = 6;   ///< rows of the register tile (A broadcasts per k step)
+  int nr = 64;  ///< columns of the register tile (nr / 16 zmm vectors); the B panel width
+  int kc = 0;   ///< split of the k loop inside the micro-kernel (0: none)
+  bool pack_at_panel = true;  ///< pack each B panel inside the panel loop, just before use
+  bool pack_a = false;        ///< also pack A into row-block micro-panels Ap[M/mr, K, mr]
   int lanes = 16;
 };
 
@@ -128,13 +131,15 @@ te::Tensor pack_b(const te::Tensor& B, int N, int K, int nr) {
       {N / nr, K, nr}, [&](Var jo, Var k, Var ji) { return B(k, jo * nr + ji); }, "Bp");
 }
 
-/// Schedule of the packing stage: panels in parallel, nr contiguous floats per (panel, k).
-void schedule_pack_b(te::Schedule& s, const te::Tensor& Bp, int lanes) {
+/// Schedule of the packing stage: rows of B (k) outermost and in parallel, so B is read
+/// sequentially (one stream) and each panel is written sequentially; nr floats per vector copy.
+void schedule_pack_b(te::Schedule& s, const te::Tensor& Bp, int lanes, bool parallel) {
   te::Stage sb = s[Bp];
   auto ax = sb.op_axis();
+  sb.reorder({ax[1], ax[0], ax[2]});
   auto vi = sb.split(ax[2], lanes).second;
   sb.vectorize(vi);
-  sb.parallel(ax[0]);
+  if (parallel) sb.parallel(ax[1]);
 }
 
 /// A kernel that only packs B (to report how much of Kiln's time the packing takes).
@@ -142,7 +147,7 @@ GemmKernel make_pack_b_only(int N, int K, const GemmConfig& cfg) {
   te::Tensor B = te::placeholder({K, N}, DataType::Float(32), "B");
   te::Tensor Bp = pack_b(B, N, K, cfg.nr);
   te::Schedule s = te::create_schedule({Bp});
-  schedule_pack_b(s, Bp, cfg.lanes);
+  schedule_pack_b(s, Bp, cfg.lanes, /*parallel=*/true);
   return {s, {B, Bp}};
 }
 
@@ -182,7 +187,7 @@ GemmKernel make_gemm(int M, int N, int K, const GemmConfig& cfg) {
     sa.parallel(ax[0]);
   }
 
-  schedule_pack_b(s, Bp, cfg.lanes);
+  schedule_pack_b(s, Bp, cfg.lanes, /*parallel=*/!cfg.pack_at_panel);
 
   te::Tensor CC = s.cache_write(C, "local");
   te::Stage sc = s[C];
@@ -192,6 +197,8 @@ GemmKernel make_gemm(int M, int N, int K, const GemmConfig& cfg) {
   auto [jio, jii] = sc.split(ji, cfg.lanes);
   sc.vectorize(jii);
   sc.parallel(jo);
+
+  if (cfg.pack_at_panel) s[Bp].compute_at(sc, jo);
 
   te::Stage scc = s[CC];
   scc.compute_at(sc, io);
@@ -244,7 +251,7 @@ void ensure_openblas_kernels(char** argv) {
   std::string core = openblas_get_corename();
   if (core != "Prescott" && core != "Core2" && core != "Nehalem") return;
   const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") ? "Haswell"
+                       : __builtin_cpu_supports("avx2")  ? "Haswell"
                                                          : nullptr;
   if (better == nullptr) return;
   std::cout << "note: OpenBLAS chose its generic '" << core << "' kernels for this CPU; "
@@ -260,17 +267,19 @@ void ensure_openblas_kernels(char** argv) {
 
 int main(int argc, char** argv) {
   ensure_openblas_kernels(argv);
-  bench::CommandLine cl(argc, argv,
-                        {{"--size", "M = N = K (default 1024; a multiple of --nr)"},
-                         {"--json", "write the result rows to this file"},
-                         {"--reps", "timed repetitions per measurement (default 20)"},
-                         {"--warmup", "untimed calls before timing (default 3)"},
-                         {"--mr", "register tile rows (default 6)"},
-                         {"--nr", "register tile columns, a multiple of 16 (default 64)"},
-                         {"--kc", "split of k inside the micro-kernel (default 0: none)"},
-                         {"--pack-a", "1: also pack A into micro-panels (default 0)"},
-                         {"--threads", "thread counts to time, e.g. 1,2 (default 1,2)"},
-                         {"--dump", "write the lowered IR and the assembly to FILE.ir/.s"}});
+  bench::CommandLine cl(
+      argc, argv,
+      {{"--size", "M = N = K (default 1024; a multiple of --nr)"},
+       {"--json", "write the result rows to this file"},
+       {"--reps", "timed repetitions per measurement (default 20)"},
+       {"--warmup", "untimed calls before timing (default 3)"},
+       {"--mr", "register tile rows (default 6)"},
+       {"--nr", "register tile columns, a multiple of 16 (default 64)"},
+       {"--kc", "split of k inside the micro-kernel (default 0: none)"},
+       {"--pack-a", "1: also pack A into micro-panels (default 0)"},
+       {"--pack-at-panel", "0: pack all of B before the product instead of per panel (default 1)"},
+       {"--threads", "thread counts to time, e.g. 1,2 (default 1,2)"},
+       {"--dump", "write the lowered IR and the assembly to FILE.ir/.s"}});
   const int n = static_cast<int>(cl.get_int("--size", 1024));
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
@@ -279,6 +288,7 @@ int main(int argc, char** argv) {
   cfg.nr = static_cast<int>(cl.get_int("--nr", cfg.nr));
   cfg.kc = static_cast<int>(cl.get_int("--kc", cfg.kc));
   cfg.pack_a = cl.get_int("--pack-a", cfg.pack_a) != 0;
+  cfg.pack_at_panel = cl.get_int("--pack-at-panel", cfg.pack_at_panel) != 0;
   if (n <= 0 || cfg.mr <= 0 || cfg.nr <= 0 || cfg.nr % cfg.lanes != 0 || n % cfg.nr != 0)
     cl.fail("need size > 0, mr > 0, nr a multiple of 16 and size a multiple of nr");
   if (reps < 1 || warmup < 0) cl.fail("need reps >= 1 and warmup >= 0");
@@ -297,8 +307,8 @@ int main(int argc, char** argv) {
   const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
   const bool avx512 = __builtin_cpu_supports("avx512f");
   Target target = Target::host();
-  std::cout << "kiln-bench-gemm: C[" << M << "x" << N << "] = A[" << M << "x" << K << "] * B["
-            << K << "x" << N << "], fp32, row-major\n"
+  std::cout << "kiln-bench-gemm: C[" << M << "x" << N << "] = A[" << M << "x" << K << "] * B[" << K
+            << "x" << N << "], fp32, row-major\n"
             << "OpenBLAS: " << openblas_get_config() << ", kernels " << openblas_get_corename()
             << "\n"
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
@@ -311,9 +321,9 @@ int main(int argc, char** argv) {
   std::vector<double> peak(std::max(max_threads, 2) + 1, 0);
   for (int t = 1; t <= 2; ++t) peak[t] = measure_peak_gflops(t, avx512);
   for (int t = 3; t <= max_threads; ++t) peak[t] = measure_peak_gflops(t, avx512);
-  std::cout << "measured fp32 peak (" << (avx512 ? "AVX-512" : "AVX2") << " FMA loop): "
-            << bench::fixed(peak[1], 1) << " GFLOP/s on 1 thread, " << bench::fixed(peak[2], 1)
-            << " on 2; floor for " << bench::fixed(flop / 1e9, 2)
+  std::cout << "measured fp32 peak (" << (avx512 ? "AVX-512" : "AVX2")
+            << " FMA loop): " << bench::fixed(peak[1], 1) << " GFLOP/s on 1 thread, "
+            << bench::fixed(peak[2], 1) << " on 2; floor for " << bench::fixed(flop / 1e9, 2)
             << " GFLOP: " << bench::fixed(flop / (peak[1] * 1e6), 2) << " ms (1 thread), "
             << bench::fixed(flop / (peak[2] * 1e6), 2) << " ms (2 threads)\n";
 
@@ -411,8 +421,8 @@ int main(int argc, char** argv) {
   for (const Result& r : results) {
     const bench::Timing &tk = r.kiln, &tb = r.openblas;
     double gk = flop / (tk.median_ms * 1e6), gb = flop / (tb.median_ms * 1e6);
-    auto row = bench::make_row("gemm_" + std::to_string(n), r.threads, tk,
-                               {{"openblas", tb.median_ms}});
+    auto row =
+        bench::make_row("gemm_" + std::to_string(n), r.threads, tk, {{"openblas", tb.median_ms}});
     row["kiln_gflops"] = gk;
     row["openblas_gflops"] = gb;
     row["openblas_ms_min"] = tb.min_ms;

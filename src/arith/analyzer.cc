@@ -86,7 +86,8 @@ void Analyzer::Impl::add_constraint(const Expr& cond) {
     rhs = c.as<T>()->b; \
     break;
     CASE(LT)
-    CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
+    CASE(LE)
+    CASE(GT) CASE(GE) CASE(EQ)
 #undef CASE
         default : return;
   }

@@ -33,7 +33,8 @@ std::vector<LinearForm> fact_claims(Analyzer::Impl* ana) {
     b = &f.as<T>()->b; \
     break;
       CASE(LT)
-      CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
+      CASE(LE)
+      CASE(GT) CASE(GE) CASE(EQ)
 #undef CASE
           default : continue;
     }
@@ -242,7 +243,8 @@ Expr Rewriter::rw_not(const Expr& a) {
     break;                                                                                         \
   }
     CASE(LT)
-    CASE(LE) CASE(GT) CASE(GE) CASE(EQ) CASE(NE)
+    CASE(LE)
+    CASE(GT) CASE(GE) CASE(EQ) CASE(NE)
 #undef CASE
         default : break;
   }

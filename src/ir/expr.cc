@@ -26,21 +26,30 @@ const char* node_kind_name(NodeKind k) {
 
 const char* iter_var_type_name(IterVarType t) {
   switch (t) {
-    case IterVarType::kDataPar: return "data_par";
-    case IterVarType::kCommReduce: return "reduce";
-    case IterVarType::kOrdered: return "ordered";
-    case IterVarType::kOpaque: return "opaque";
-    case IterVarType::kThreadIndex: return "thread_index";
+    case IterVarType::kDataPar:
+      return "data_par";
+    case IterVarType::kCommReduce:
+      return "reduce";
+    case IterVarType::kOrdered:
+      return "ordered";
+    case IterVarType::kOpaque:
+      return "opaque";
+    case IterVarType::kThreadIndex:
+      return "thread_index";
   }
   return "?";
 }
 
 const char* call_kind_name(CallKind k) {
   switch (k) {
-    case CallKind::kPureIntrinsic: return "pure_intrin";
-    case CallKind::kIntrinsic: return "intrin";
-    case CallKind::kExtern: return "extern";
-    case CallKind::kPureExtern: return "pure_extern";
+    case CallKind::kPureIntrinsic:
+      return "pure_intrin";
+    case CallKind::kIntrinsic:
+      return "intrin";
+    case CallKind::kExtern:
+      return "extern";
+    case CallKind::kPureExtern:
+      return "pure_extern";
   }
   return "?";
 }
@@ -65,7 +74,8 @@ Expr::Expr(double v) : Expr(FloatImm::make(DataType::Float(64), v)) {}
 Expr IntImm::make(DataType t, int64_t value) {
   KILN_ICHECK(t.is_scalar() && (t.is_int() || t.is_uint() || t.is_bool()))
       << "IntImm of type " << t;
-  if (t.is_bool()) value = value != 0;
+  if (t.is_bool())
+    value = value != 0;
   else if (t.bits() < 64) {
     // Wrap to the type's width, as hardware arithmetic does.
     int sh = 64 - t.bits();
@@ -157,8 +167,8 @@ Expr BinaryOpNode<T>::make(Expr a, Expr b) {
                                       << a.dtype() << " and " << b.dtype() << " differ";
   DataType t = a.dtype();
   constexpr NodeKind k = T::kKind;
-  if constexpr (k == NodeKind::EQ || k == NodeKind::NE || k == NodeKind::LT ||
-                k == NodeKind::LE || k == NodeKind::GT || k == NodeKind::GE) {
+  if constexpr (k == NodeKind::EQ || k == NodeKind::NE || k == NodeKind::LT || k == NodeKind::LE ||
+                k == NodeKind::GT || k == NodeKind::GE) {
     t = DataType::Bool(a.dtype().lanes());
   }
   if constexpr (k == NodeKind::And || k == NodeKind::Or) {
@@ -188,8 +198,7 @@ Expr Select::make(Expr c, Expr t, Expr f) {
   KILN_ICHECK(t.dtype() == f.dtype())
       << "Select branches of types " << t.dtype() << " and " << f.dtype();
   KILN_ICHECK(c.dtype().lanes() == 1 || c.dtype().lanes() == t.dtype().lanes())
-      << "Select condition lanes " << c.dtype().lanes() << " vs value lanes "
-      << t.dtype().lanes();
+      << "Select condition lanes " << c.dtype().lanes() << " vs value lanes " << t.dtype().lanes();
   auto* n = new_node<Select>(t.dtype());
   n->condition = std::move(c);
   n->true_value = std::move(t);

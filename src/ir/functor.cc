@@ -14,10 +14,10 @@ void IRVisitor::visit(const FloatImm*) {}
 void IRVisitor::visit(const StringImm*) {}
 void IRVisitor::visit(const Variable*) {}
 void IRVisitor::visit(const Cast* op) { visit_expr(op->value); }
-#define KILN_BINARY_NODE(T)              \
-  void IRVisitor::visit(const T* op) {   \
-    visit_expr(op->a);                   \
-    visit_expr(op->b);                   \
+#define KILN_BINARY_NODE(T)            \
+  void IRVisitor::visit(const T* op) { \
+    visit_expr(op->a);                 \
+    visit_expr(op->b);                 \
   }
 #include "kiln/ir/node_kinds.def"
 void IRVisitor::visit(const Not* op) { visit_expr(op->a); }
@@ -127,11 +127,11 @@ Expr IRMutator::visit(const Cast* op) {
   Expr v = mutate(op->value);
   return v.same_as(op->value) ? Expr(op) : Cast::make(op->dtype.with_lanes(v.dtype().lanes()), v);
 }
-#define KILN_BINARY_NODE(T)                                         \
-  Expr IRMutator::visit(const T* op) {                              \
-    Expr a = mutate(op->a), b = mutate(op->b);                      \
-    if (a.same_as(op->a) && b.same_as(op->b)) return Expr(op);      \
-    return T::make(a, b);                                           \
+#define KILN_BINARY_NODE(T)                                    \
+  Expr IRMutator::visit(const T* op) {                         \
+    Expr a = mutate(op->a), b = mutate(op->b);                 \
+    if (a.same_as(op->a) && b.same_as(op->b)) return Expr(op); \
+    return T::make(a, b);                                      \
   }
 #include "kiln/ir/node_kinds.def"
 Expr IRMutator::visit(const Not* op) {

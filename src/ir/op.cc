@@ -47,11 +47,12 @@ bool is_const(const Expr& e) {
 
 Expr max_value(DataType t) {
   DataType s = t.element_of();
-  if (s.is_int()) return make_const(t, s.bits() == 64 ? std::numeric_limits<int64_t>::max()
-                                                      : (int64_t{1} << (s.bits() - 1)) - 1);
+  if (s.is_int())
+    return make_const(t, s.bits() == 64 ? std::numeric_limits<int64_t>::max()
+                                        : (int64_t{1} << (s.bits() - 1)) - 1);
   if (s.is_uint() || s.is_bool())
-    return make_const(t, s.bits() >= 63 ? std::numeric_limits<int64_t>::max()
-                                        : (int64_t{1} << s.bits()) - 1);
+    return make_const(
+        t, s.bits() >= 63 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << s.bits()) - 1);
   if (s.bits() == 64) return make_const(t, std::numeric_limits<double>::max());
   if (s.bits() == 32 || s.is_bfloat16())
     return make_const(t, static_cast<double>(std::numeric_limits<float>::max()));
@@ -59,8 +60,9 @@ Expr max_value(DataType t) {
 }
 Expr min_value(DataType t) {
   DataType s = t.element_of();
-  if (s.is_int()) return make_const(t, s.bits() == 64 ? std::numeric_limits<int64_t>::min()
-                                                      : -(int64_t{1} << (s.bits() - 1)));
+  if (s.is_int())
+    return make_const(
+        t, s.bits() == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (s.bits() - 1)));
   if (s.is_uint() || s.is_bool()) return make_const(t, int64_t{0});
   if (s.bits() == 64) return make_const(t, std::numeric_limits<double>::lowest());
   if (s.bits() == 32 || s.is_bfloat16())
@@ -122,11 +124,17 @@ void match_types(Expr& a, Expr& b, const char* op) {
   } else if (tb.is_float() && !ta.is_float()) {
     a = cast(tb, a);
   } else if (ta.is_float() && tb.is_float()) {
-    if (ta.bits() < tb.bits()) a = cast(tb, a); else b = cast(ta, b);
+    if (ta.bits() < tb.bits())
+      a = cast(tb, a);
+    else
+      b = cast(ta, b);
   } else if ((ta.is_int() || ta.is_uint()) && (tb.is_int() || tb.is_uint())) {
-    if (ta.bits() < tb.bits()) a = cast(tb, a);
-    else if (tb.bits() < ta.bits()) b = cast(ta, b);
-    else KILN_ERROR << "operator " << op << ": cannot mix " << ta << " and " << tb;
+    if (ta.bits() < tb.bits())
+      a = cast(tb, a);
+    else if (tb.bits() < ta.bits())
+      b = cast(ta, b);
+    else
+      KILN_ERROR << "operator " << op << ": cannot mix " << ta << " and " << tb;
   } else {
     KILN_ERROR << "operator " << op << ": cannot match types " << ta << " and " << tb;
   }
@@ -157,8 +165,9 @@ Expr fold(const Expr& a, const Expr& b, FI fi, FF ff) {
 Expr operator+(Expr a, Expr b) {
   match_types(a, b, "+");
   DataType t = a.dtype();
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, x + y); },
-                    [&](double x, double y) { return make_const(t, x + y); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, x + y); },
+          [&](double x, double y) { return make_const(t, x + y); });
       r.defined())
     return r;
   if (is_zero(b) && !t.is_float()) return a;
@@ -169,8 +178,9 @@ Expr operator+(Expr a, Expr b) {
 Expr operator-(Expr a, Expr b) {
   match_types(a, b, "-");
   DataType t = a.dtype();
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, x - y); },
-                    [&](double x, double y) { return make_const(t, x - y); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, x - y); },
+          [&](double x, double y) { return make_const(t, x - y); });
       r.defined())
     return r;
   if (is_zero(b) && !t.is_float()) return a;
@@ -180,8 +190,9 @@ Expr operator-(Expr a, Expr b) {
 Expr operator*(Expr a, Expr b) {
   match_types(a, b, "*");
   DataType t = a.dtype();
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, x * y); },
-                    [&](double x, double y) { return make_const(t, x * y); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, x * y); },
+          [&](double x, double y) { return make_const(t, x * y); });
       r.defined())
     return r;
   if (!t.is_float()) {
@@ -197,8 +208,9 @@ Expr operator/(Expr a, Expr b) {
   match_types(a, b, "/");
   if (a.dtype().is_float()) {
     DataType t = a.dtype();
-    if (Expr r = fold(a, b, [&](int64_t, int64_t) { return Expr(); },
-                      [&](double x, double y) { return make_const(t, x / y); });
+    if (Expr r = fold(
+            a, b, [&](int64_t, int64_t) { return Expr(); },
+            [&](double x, double y) { return make_const(t, x / y); });
         r.defined())
       return r;
     return Div::make(a, b);
@@ -223,8 +235,9 @@ Expr floordiv(Expr a, Expr b) {
   DataType t = a.dtype();
   KILN_USER_CHECK(!t.is_float()) << "floordiv on floating-point " << t;
   if (auto y = as_const_int(b); y && *y == 0) KILN_ERROR << "floordiv by constant zero";
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, floordiv_i(x, y)); },
-                    [&](double, double) { return Expr(); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, floordiv_i(x, y)); },
+          [&](double, double) { return Expr(); });
       r.defined())
     return r;
   if (is_one(b)) return a;
@@ -236,8 +249,9 @@ Expr floormod(Expr a, Expr b) {
   DataType t = a.dtype();
   KILN_USER_CHECK(!t.is_float()) << "floormod on floating-point " << t;
   if (auto y = as_const_int(b); y && *y == 0) KILN_ERROR << "floormod by constant zero";
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, floormod_i(x, y)); },
-                    [&](double, double) { return Expr(); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, floormod_i(x, y)); },
+          [&](double, double) { return Expr(); });
       r.defined())
     return r;
   if (is_one(b)) return make_zero(t);
@@ -248,8 +262,9 @@ Expr truncdiv(Expr a, Expr b) {
   match_types(a, b, "truncdiv");
   DataType t = a.dtype();
   if (auto y = as_const_int(b); y && *y == 0) KILN_ERROR << "truncdiv by constant zero";
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, x / y); },
-                    [&](double x, double y) { return make_const(t, x / y); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, x / y); },
+          [&](double x, double y) { return make_const(t, x / y); });
       r.defined())
     return r;
   if (is_one(b)) return a;
@@ -260,8 +275,9 @@ Expr truncmod(Expr a, Expr b) {
   match_types(a, b, "truncmod");
   DataType t = a.dtype();
   if (auto y = as_const_int(b); y && *y == 0) KILN_ERROR << "truncmod by constant zero";
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, x % y); },
-                    [&](double, double) { return Expr(); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, x % y); },
+          [&](double, double) { return Expr(); });
       r.defined())
     return r;
   return Mod::make(a, b);
@@ -270,8 +286,9 @@ Expr truncmod(Expr a, Expr b) {
 Expr min(Expr a, Expr b) {
   match_types(a, b, "min");
   DataType t = a.dtype();
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, std::min(x, y)); },
-                    [&](double x, double y) { return make_const(t, std::min(x, y)); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, std::min(x, y)); },
+          [&](double x, double y) { return make_const(t, std::min(x, y)); });
       r.defined())
     return r;
   if (a.same_as(b)) return a;
@@ -281,21 +298,22 @@ Expr min(Expr a, Expr b) {
 Expr max(Expr a, Expr b) {
   match_types(a, b, "max");
   DataType t = a.dtype();
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return make_const(t, std::max(x, y)); },
-                    [&](double x, double y) { return make_const(t, std::max(x, y)); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return make_const(t, std::max(x, y)); },
+          [&](double x, double y) { return make_const(t, std::max(x, y)); });
       r.defined())
     return r;
   if (a.same_as(b)) return a;
   return Max::make(a, b);
 }
 
-
 namespace {
 template <typename Node, typename Cmp>
 Expr compare(Expr a, Expr b, const char* name, Cmp cmp) {
   match_types(a, b, name);
-  if (Expr r = fold(a, b, [&](int64_t x, int64_t y) { return cmp(x, y) ? const_true() : const_false(); },
-                    [&](double x, double y) { return cmp(x, y) ? const_true() : const_false(); });
+  if (Expr r = fold(
+          a, b, [&](int64_t x, int64_t y) { return cmp(x, y) ? const_true() : const_false(); },
+          [&](double x, double y) { return cmp(x, y) ? const_true() : const_false(); });
       r.defined())
     return r;
   return Node::make(a, b);
@@ -337,7 +355,8 @@ Expr operator||(Expr a, Expr b) {
 }
 Expr operator!(Expr a) {
   KILN_USER_CHECK(a.dtype().is_bool()) << "operator ! on " << a.dtype();
-  if (auto x = as_const_int(a)) return *x ? const_false(a.dtype().lanes()) : const_true(a.dtype().lanes());
+  if (auto x = as_const_int(a))
+    return *x ? const_false(a.dtype().lanes()) : const_true(a.dtype().lanes());
   return Not::make(a);
 }
 
@@ -352,8 +371,8 @@ Expr ceildiv(Expr a, Expr b) { return floordiv(a + b - 1, b); }
 namespace {
 Expr unary_intrin(const char* name, Expr x) {
   KILN_USER_CHECK(x.defined()) << name << " of an undefined value";
-  KILN_USER_CHECK(x.dtype().is_float()) << name << " needs a floating-point argument, got "
-                                        << x.dtype();
+  KILN_USER_CHECK(x.dtype().is_float())
+      << name << " needs a floating-point argument, got " << x.dtype();
   return Call::make(x.dtype(), name, {x}, CallKind::kPureIntrinsic);
 }
 }  // namespace

@@ -14,11 +14,16 @@ T* new_stmt() {
 
 const char* for_kind_name(ForKind k) {
   switch (k) {
-    case ForKind::kSerial: return "serial";
-    case ForKind::kParallel: return "parallel";
-    case ForKind::kVectorized: return "vectorized";
-    case ForKind::kUnrolled: return "unrolled";
-    case ForKind::kThreadBinding: return "thread_binding";
+    case ForKind::kSerial:
+      return "serial";
+    case ForKind::kParallel:
+      return "parallel";
+    case ForKind::kVectorized:
+      return "vectorized";
+    case ForKind::kUnrolled:
+      return "unrolled";
+    case ForKind::kThreadBinding:
+      return "thread_binding";
   }
   return "?";
 }
@@ -78,8 +83,8 @@ Stmt ProducerStore::make(Producer producer, Expr value, std::vector<Expr> indice
   return Stmt(n);
 }
 
-Stmt ProducerRealize::make(Producer producer, std::vector<Range> bounds, Expr condition,
-                           Stmt body, std::string storage_scope) {
+Stmt ProducerRealize::make(Producer producer, std::vector<Range> bounds, Expr condition, Stmt body,
+                           std::string storage_scope) {
   KILN_ICHECK(producer.defined() && body.defined()) << "ProducerRealize with undefined child";
   auto* n = new_stmt<ProducerRealize>();
   n->producer = std::move(producer);

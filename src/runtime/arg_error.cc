@@ -24,21 +24,33 @@ std::string format_got(int32_t kind, int64_t got) {
     }
     case kKilnGotTypeCode:
       switch (got) {
-        case kKilnInt: return "int";
-        case kKilnUInt: return "uint";
-        case kKilnFloat: return "float";
-        case kKilnOpaqueHandle: return "handle";
-        case kKilnNull: return "null";
-        case kKilnArrayHandle: return "array";
-        case kKilnStr: return "str";
-        default: return "type code " + std::to_string(got);
+        case kKilnInt:
+          return "int";
+        case kKilnUInt:
+          return "uint";
+        case kKilnFloat:
+          return "float";
+        case kKilnOpaqueHandle:
+          return "handle";
+        case kKilnNull:
+          return "null";
+        case kKilnArrayHandle:
+          return "array";
+        case kKilnStr:
+          return "str";
+        default:
+          return "type code " + std::to_string(got);
       }
     case kKilnGotDevice:
       switch (got) {
-        case kKilnCPU: return "cpu";
-        case kKilnCUDA: return "cuda";
-        case kKilnOpenCL: return "opencl";
-        default: return "device type " + std::to_string(got);
+        case kKilnCPU:
+          return "cpu";
+        case kKilnCUDA:
+          return "cuda";
+        case kKilnOpenCL:
+          return "opencl";
+        default:
+          return "device type " + std::to_string(got);
       }
     case kKilnGotAddress: {
       char buf[32];

@@ -4,10 +4,9 @@
 namespace kiln {
 
 runtime::Module build(const te::Schedule& sch, const std::vector<te::Tensor>& args,
-                      const Target& target, const std::string& name,
-                      const tir::LowerOptions& opt) {
-  KILN_USER_CHECK(!opt.nests_only) << "build " << name
-                                   << ": nests_only lowering cannot be compiled";
+                      const Target& target, const std::string& name, const tir::LowerOptions& opt) {
+  KILN_USER_CHECK(!opt.nests_only)
+      << "build " << name << ": nests_only lowering cannot be compiled";
   return build({tir::lower(sch, args, name, opt)}, target);
 }
 

@@ -26,8 +26,8 @@ Target Target::parse(const std::string& s) {
   while (is >> tok) {
     if (first) {
       first = false;
-      KILN_USER_CHECK(tok == "llvm") << "target '" << s << "': unknown target kind '" << tok
-                                     << "' (known: llvm)";
+      KILN_USER_CHECK(tok == "llvm")
+          << "target '" << s << "': unknown target kind '" << tok << "' (known: llvm)";
       t.kind = tok;
       continue;
     }
@@ -71,7 +71,9 @@ std::string Target::triple() const {
   return mtriple.empty() ? target_info::host_triple() : mtriple;
 }
 
-bool Target::is_host_arch() const { return arch_of(triple()) == arch_of(target_info::host_triple()); }
+bool Target::is_host_arch() const {
+  return arch_of(triple()) == arch_of(target_info::host_triple());
+}
 
 bool Target::has_feature(const std::string& feature) const {
   for (auto it = mattrs.rbegin(); it != mattrs.rend(); ++it) {

@@ -13,8 +13,7 @@ PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
   KILN_USER_CHECK(!name.empty()) << "lower: the function needs a name";
   std::unordered_set<const Object*> seen;
   for (size_t i = 0; i < args.size(); ++i) {
-    KILN_USER_CHECK(args[i].defined()) << "lower " << name << ": argument " << i
-                                       << " is undefined";
+    KILN_USER_CHECK(args[i].defined()) << "lower " << name << ": argument " << i << " is undefined";
     KILN_USER_CHECK(seen.insert(args[i].get()).second)
         << "lower " << name << ": tensor " << args[i].name() << " is passed twice";
   }

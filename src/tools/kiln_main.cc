@@ -2,7 +2,6 @@
 // it as a tensor expression, schedule it, lower, compile for this CPU, run, check against a
 // naive reference, export a shared library and load it back with the runtime alone).
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -28,8 +27,8 @@ double ms_since(Clock::time_point t0) {
 
 int run_demo(int n, int threads, const std::string& out_dir, bool show_ir) {
   if (threads > 0) kiln_set_num_threads(threads);
-  std::cout << "Kiln demo: C[y, x] = sum_k A[k, y] * B[k, x]  (the TVM paper's Figure 5), n = "
-            << n << "\n\n";
+  std::cout << "Kiln demo: C[y, x] = sum_k A[k, y] * B[k, x]  (the TVM paper's Figure 5), n = " << n
+            << "\n\n";
   auto t0 = Clock::now();
   auto A = te::placeholder({n, n}, DataType::Float(32), "A");
   auto B = te::placeholder({n, n}, DataType::Float(32), "B");

@@ -32,13 +32,13 @@ int main(int argc, char** argv) {
     Var i("i"), v("v");
     Expr idx = Ramp::make(i * 64 + v * 16, Expr(1), 16);
     DataType t = DataType::Float(32, 16);
-    Stmt body = For::make(
-        i, Expr(0), Expr(16), ForKind::kParallel,
-        For::make(v, Expr(0), Expr(4), ForKind::kSerial,
-                  Store::make(bufs[2]->data,
-                              Load::make(t, bufs[0]->data, idx) + Load::make(t, bufs[1]->data, idx) +
-                                  Broadcast::make(Expr(1.0f), 16),
-                              idx)));
+    Stmt body = For::make(i, Expr(0), Expr(16), ForKind::kParallel,
+                          For::make(v, Expr(0), Expr(4), ForKind::kSerial,
+                                    Store::make(bufs[2]->data,
+                                                Load::make(t, bufs[0]->data, idx) +
+                                                    Load::make(t, bufs[1]->data, idx) +
+                                                    Broadcast::make(Expr(1.0f), 16),
+                                                idx)));
     auto f = tir::PrimFunc::make("add_one", params, buffers, body);
     runtime::Module m = build({f}, Target::host());
     std::string path = std::string(argv[1]) + "/add.so";

@@ -528,7 +528,8 @@ TEST(E2EScheduleFuzz, RandomSchedulesMatchDefault) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, crash_handler);
   auto t0 = std::chrono::steady_clock::now();
   int cases = 0, failures = 0, prims_total = 0;
-  for (int pi = 0; pi < programs && failures < 3; ++pi) {
+  const int max_failures = env_int("KILN_FUZZ_MAX_FAILURES", 3);
+  for (int pi = 0; pi < programs && failures < max_failures; ++pi) {
     uint32_t seed = base + static_cast<uint32_t>(pi) * 7919u;
     Program prog = make_program(seed);
     std::vector<NDArray> inputs;
@@ -554,7 +555,8 @@ TEST(E2EScheduleFuzz, RandomSchedulesMatchDefault) {
       Outcome o = run_case(prog, prims, inputs, want, &applied);
       if (o.ok) continue;
       ++failures;
-      std::vector<Prim> small = shrink(prog, prims, inputs, want);
+      std::vector<Prim> small =
+          env_int("KILN_FUZZ_NO_SHRINK", 0) ? prims : shrink(prog, prims, inputs, want);
       std::vector<std::string> small_desc;
       Outcome so = run_case(prog, small, inputs, want, &small_desc);
       State st = start(prog);

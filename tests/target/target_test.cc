@@ -33,8 +33,9 @@ TEST(Target, VectorBits) {
   EXPECT_EQ(Target("llvm -mcpu=x86-64 -mattr=+avx512f").vector_bits(), 512);
   EXPECT_EQ(Target("llvm -mtriple=aarch64-linux-gnu").vector_bits(), 128);
   Target host = Target::host();
-  EXPECT_EQ(host.vector_bits(),
-            host.has_feature("avx512f") ? 512 : host.has_feature("avx2") ? 256 : 128);
+  EXPECT_EQ(host.vector_bits(), host.has_feature("avx512f") ? 512
+                                : host.has_feature("avx2")  ? 256
+                                                            : 128);
 }
 
 TEST(Target, Errors) {

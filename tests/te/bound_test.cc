@@ -17,7 +17,8 @@ std::string range_str(const BoundMap& b, const IterVar& iv) {
 
 TEST(InferBound, SplitAndFuse) {
   auto A = placeholder({37, 12}, DataType::Float(32), "A");
-  auto B = compute({37, 12}, [&](Var i, Var j) { return A(i, j) * 2.0f; }, "B");
+  auto B = compute(
+      {37, 12}, [&](Var i, Var j) { return A(i, j) * 2.0f; }, "B");
   auto s = create_schedule({B});
   auto [io, ii] = s[B].split(B->axis[0], 8);
   auto [jo, ji] = s[B].split_nparts(B->axis[1], 3);
@@ -33,7 +34,8 @@ TEST(InferBound, SplitAndFuse) {
 
 TEST(InferBound, FactorLargerThanExtent) {
   auto A = placeholder({5}, DataType::Float(32), "A");
-  auto B = compute({5}, [&](Var i) { return A(i) + 1.0f; }, "B");
+  auto B = compute(
+      {5}, [&](Var i) { return A(i) + 1.0f; }, "B");
   auto s = create_schedule({B});
   auto [io, ii] = s[B].split(B->axis[0], 16);
   BoundMap b = infer_bound(s);
@@ -44,8 +46,10 @@ TEST(InferBound, FactorLargerThanExtent) {
 TEST(InferBound, ComputeAtGivesSymbolicRegion) {
   // B reads a 3-wide window of P; P computed per tile of 4 outputs of B.
   auto A = placeholder({64}, DataType::Float(32), "A");
-  auto P = compute({66}, [&](Var i) { return A(min(i, 63)) * 2.0f; }, "P");
-  auto B = compute({64}, [&](Var i) { return P(i) + P(i + 1) + P(i + 2); }, "B");
+  auto P = compute(
+      {66}, [&](Var i) { return A(min(i, 63)) * 2.0f; }, "P");
+  auto B = compute(
+      {64}, [&](Var i) { return P(i) + P(i + 1) + P(i + 2); }, "B");
   auto s = create_schedule({B});
   auto [io, ii] = s[B].split(B->axis[0], 4);
   s[P].compute_at(s[B], io);
@@ -56,7 +60,8 @@ TEST(InferBound, ComputeAtGivesSymbolicRegion) {
 
 TEST(InferBound, ComputeRootGetsWholeRegionAndClampsToDomain) {
   auto A = placeholder({16}, DataType::Float(32), "A");
-  auto P = compute({16}, [&](Var i) { return A(i) * 2.0f; }, "P");
+  auto P = compute(
+      {16}, [&](Var i) { return A(i) * 2.0f; }, "P");
   // Reads P at i - 1 and i + 1: the region [-1, 16] is clamped to P's domain [0, 15].
   auto B = compute(
       {16},
@@ -72,7 +77,8 @@ TEST(InferBound, ComputeRootGetsWholeRegionAndClampsToDomain) {
 TEST(InferBound, ReductionAxesKeepTheirDomain) {
   auto A = placeholder({8, 20}, DataType::Float(32), "A");
   auto k = reduce_axis({0, 20}, "k");
-  auto B = compute({8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
+  auto B = compute(
+      {8}, [&](Var i) { return sum(A(i, k), {k}); }, "B");
   auto s = create_schedule({B});
   auto [ko, ki] = s[B].split(k, 6);
   BoundMap b = infer_bound(s);

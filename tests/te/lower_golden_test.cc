@@ -61,8 +61,10 @@ TEST(LowerGolden, CacheReadWriteComputeAt) {
 
 TEST(LowerGolden, NonDivisibleSplitInlineUnroll) {
   auto A = placeholder({10}, DataType::Float(32), "A");
-  auto D = compute({10}, [&](Var i) { return A(i) + 1.0f; }, "D");
-  auto E = compute({10}, [&](Var i) { return D(i) * 2.0f; }, "E");
+  auto D = compute(
+      {10}, [&](Var i) { return A(i) + 1.0f; }, "D");
+  auto E = compute(
+      {10}, [&](Var i) { return D(i) * 2.0f; }, "E");
   auto s = create_schedule({E});
   s[D].compute_inline();
   auto [o, in] = s[E].split(E->axis[0], 4);
@@ -84,7 +86,10 @@ TEST(LowerGolden, FuseAndTupleReduction) {
       },
       "argmax");
   auto outs = compute_multi(
-      {4}, [&](const std::vector<Var>& v) { return argmax({k->var, A(v[0], k)}, {k}); },
+      {4},
+      [&](const std::vector<Var>& v) {
+        return argmax({k->var, A(v[0], k)}, {k});
+      },
       "argmax");
   auto s = create_schedule({outs[0]});
   EXPECT_GOLDEN("argmax_nests", nests(s, {A, outs[0], outs[1]}));

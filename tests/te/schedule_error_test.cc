@@ -18,17 +18,19 @@ std::string error_of(const std::function<void()>& f) {
   return "<no error>";
 }
 
-#define EXPECT_ERROR(stmt, substr) \
-  EXPECT_THAT_ERROR(error_of([&] { stmt; }), substr)
+#define EXPECT_ERROR(stmt, substr) EXPECT_THAT_ERROR(error_of([&] { stmt; }), substr)
 #define EXPECT_THAT_ERROR(msg, substr) \
   EXPECT_NE(msg.find(substr), std::string::npos) << "message: " << msg
 
 struct Fixture {
   Tensor A = placeholder({16, 16}, DataType::Float(32), "A");
   IterVar k = reduce_axis({0, 16}, "k");
-  Tensor P = compute({16, 16}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "P");
-  Tensor R = compute({16}, [&](Var i) { return sum(P(i, k), {k}); }, "R");
-  Tensor Q = compute({16}, [&](Var i) { return A(i, 0) * 3.0f; }, "Q");
+  Tensor P = compute(
+      {16, 16}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "P");
+  Tensor R = compute(
+      {16}, [&](Var i) { return sum(P(i, k), {k}); }, "R");
+  Tensor Q = compute(
+      {16}, [&](Var i) { return A(i, 0) * 3.0f; }, "Q");
   Schedule s = create_schedule({R});
 };
 
@@ -82,14 +84,14 @@ TEST(ScheduleErrors, ComputeAtForeignAxis) {
 
 TEST(ScheduleErrors, ComputeAtOutput) {
   Fixture f;
-  EXPECT_ERROR(f.s[f.R].compute_at(f.s[f.P], f.P->axis[0]),
-               "compute_at: stage 'R' is an output");
+  EXPECT_ERROR(f.s[f.R].compute_at(f.s[f.P], f.P->axis[0]), "compute_at: stage 'R' is an output");
 }
 
 TEST(ScheduleErrors, InlineReductionOrOutput) {
   Fixture f;
   EXPECT_ERROR(f.s[f.R].compute_inline(), "compute_inline: stage 'R' is an output");
-  auto T = compute({16}, [&](Var i) { return f.R(i) * 2.0f; }, "T");
+  auto T = compute(
+      {16}, [&](Var i) { return f.R(i) * 2.0f; }, "T");
   Schedule s = create_schedule({T});
   EXPECT_ERROR(s[f.R].compute_inline(),
                "compute_inline: stage 'R' is a reduction and cannot be inlined");
@@ -139,9 +141,11 @@ TEST(ScheduleErrors, MissingInputArgument) {
 TEST(TensorErrors, WrongIndexCountAndBadLambda) {
   Fixture f;
   EXPECT_ERROR(f.A(Expr(1)), "tensor A has 2 dimensions but is indexed with 1 indices");
-  EXPECT_ERROR(compute({4, 4}, [&](Var i) { return f.A(i, i); }, "X"),
+  EXPECT_ERROR(compute(
+                   {4, 4}, [&](Var i) { return f.A(i, i); }, "X"),
                "compute: the lambda's parameter count does not match the shape's 2 dimensions");
-  EXPECT_ERROR(compute({4}, [&](Var i) { return sum(f.A(i, f.k), {f.k}) + 1.0f; }, "Y"),
+  EXPECT_ERROR(compute(
+                   {4}, [&](Var i) { return sum(f.A(i, f.k), {f.k}) + 1.0f; }, "Y"),
                "compute Y: a reduction must be the whole body");
 }
 

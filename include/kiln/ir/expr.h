@@ -95,7 +95,9 @@ struct IntImm : ExprNode<IntImm> {
   int64_t value = 0;
   static Expr make(DataType t, int64_t value);
   template <typename F>
-  void for_each_field(F&& f) const { f("value", value); }
+  void for_each_field(F&& f) const {
+    f("value", value);
+  }
 };
 
 struct FloatImm : ExprNode<FloatImm> {
@@ -103,7 +105,9 @@ struct FloatImm : ExprNode<FloatImm> {
   double value = 0;
   static Expr make(DataType t, double value);
   template <typename F>
-  void for_each_field(F&& f) const { f("value", value); }
+  void for_each_field(F&& f) const {
+    f("value", value);
+  }
 };
 
 struct StringImm : ExprNode<StringImm> {
@@ -111,14 +115,18 @@ struct StringImm : ExprNode<StringImm> {
   std::string value;
   static Expr make(std::string value);
   template <typename F>
-  void for_each_field(F&& f) const { f("value", value); }
+  void for_each_field(F&& f) const {
+    f("value", value);
+  }
 };
 
 struct Variable : ExprNode<Variable> {
   static constexpr NodeKind kKind = NodeKind::Variable;
   std::string name;
   template <typename F>
-  void for_each_field(F&& f) const { f("name", name); }
+  void for_each_field(F&& f) const {
+    f("name", name);
+  }
 };
 
 /// A variable handle. Each construction from a name makes a new, distinct variable.
@@ -181,9 +189,9 @@ class IterVar : public Ref<IterVarNode> {
 };
 
 struct CommReducerNode : Object {
-  std::vector<Var> lhs, rhs;       ///< the two arguments (one var per value in a tuple)
-  std::vector<Expr> result;        ///< combiner(lhs, rhs), one per value
-  std::vector<Expr> identity;      ///< identity element, one per value
+  std::vector<Var> lhs, rhs;   ///< the two arguments (one var per value in a tuple)
+  std::vector<Expr> result;    ///< combiner(lhs, rhs), one per value
+  std::vector<Expr> identity;  ///< identity element, one per value
 };
 /// A commutative, associative reduction combiner with its identity.
 class CommReducer : public Ref<CommReducerNode> {
@@ -212,7 +220,9 @@ struct Cast : ExprNode<Cast> {
   Expr value;
   static Expr make(DataType t, Expr value);
   template <typename F>
-  void for_each_field(F&& f) const { f("value", value); }
+  void for_each_field(F&& f) const {
+    f("value", value);
+  }
 };
 
 /// Binary operators share one layout; comparisons and logic produce Bool.
@@ -221,12 +231,15 @@ struct BinaryOpNode : ExprNode<T> {
   Expr a, b;
   static Expr make(Expr a, Expr b);
   template <typename F>
-  void for_each_field(F&& f) const { f("a", a); f("b", b); }
+  void for_each_field(F&& f) const {
+    f("a", a);
+    f("b", b);
+  }
 };
 
-#define KILN_DECLARE_BINARY(T)                                  \
-  struct T : BinaryOpNode<T> {                                  \
-    static constexpr NodeKind kKind = NodeKind::T;              \
+#define KILN_DECLARE_BINARY(T)                     \
+  struct T : BinaryOpNode<T> {                     \
+    static constexpr NodeKind kKind = NodeKind::T; \
   };
 KILN_DECLARE_BINARY(Add)
 KILN_DECLARE_BINARY(Sub)
@@ -252,7 +265,9 @@ struct Not : ExprNode<Not> {
   Expr a;
   static Expr make(Expr a);
   template <typename F>
-  void for_each_field(F&& f) const { f("a", a); }
+  void for_each_field(F&& f) const {
+    f("a", a);
+  }
 };
 
 /// Evaluates both branches; picks one per lane.
@@ -262,7 +277,9 @@ struct Select : ExprNode<Select> {
   static Expr make(Expr condition, Expr true_value, Expr false_value);
   template <typename F>
   void for_each_field(F&& f) const {
-    f("condition", condition); f("true_value", true_value); f("false_value", false_value);
+    f("condition", condition);
+    f("true_value", true_value);
+    f("false_value", false_value);
   }
 };
 
@@ -274,7 +291,9 @@ struct Load : ExprNode<Load> {
   static Expr make(DataType t, Var buffer_var, Expr index, Expr predicate = Expr());
   template <typename F>
   void for_each_field(F&& f) const {
-    f("buffer_var", buffer_var); f("index", index); f("predicate", predicate);
+    f("buffer_var", buffer_var);
+    f("index", index);
+    f("predicate", predicate);
   }
 };
 
@@ -285,7 +304,11 @@ struct Ramp : ExprNode<Ramp> {
   int lanes = 1;
   static Expr make(Expr base, Expr stride, int lanes);
   template <typename F>
-  void for_each_field(F&& f) const { f("base", base); f("stride", stride); f("lanes", lanes); }
+  void for_each_field(F&& f) const {
+    f("base", base);
+    f("stride", stride);
+    f("lanes", lanes);
+  }
 };
 
 struct Broadcast : ExprNode<Broadcast> {
@@ -294,7 +317,10 @@ struct Broadcast : ExprNode<Broadcast> {
   int lanes = 1;
   static Expr make(Expr value, int lanes);
   template <typename F>
-  void for_each_field(F&& f) const { f("value", value); f("lanes", lanes); }
+  void for_each_field(F&& f) const {
+    f("value", value);
+    f("lanes", lanes);
+  }
 };
 
 struct Let : ExprNode<Let> {
@@ -303,7 +329,11 @@ struct Let : ExprNode<Let> {
   Expr value, body;
   static Expr make(Var var, Expr value, Expr body);
   template <typename F>
-  void for_each_field(F&& f) const { f("var", var); f("value", value); f("body", body); }
+  void for_each_field(F&& f) const {
+    f("var", var);
+    f("value", value);
+    f("body", body);
+  }
 };
 
 /// How a Call behaves.
@@ -322,7 +352,11 @@ struct Call : ExprNode<Call> {
   CallKind call_kind = CallKind::kPureIntrinsic;
   static Expr make(DataType t, std::string name, std::vector<Expr> args, CallKind kind);
   template <typename F>
-  void for_each_field(F&& f) const { f("name", name); f("args", args); f("call_kind", call_kind); }
+  void for_each_field(F&& f) const {
+    f("name", name);
+    f("args", args);
+    f("call_kind", call_kind);
+  }
 };
 
 /// A reduction of `source` over `axis` with `combiner`; `value_index` picks the result of a
@@ -338,7 +372,10 @@ struct Reduce : ExprNode<Reduce> {
                    Expr condition, int value_index);
   template <typename F>
   void for_each_field(F&& f) const {
-    f("combiner", combiner); f("source", source); f("axis", axis); f("condition", condition);
+    f("combiner", combiner);
+    f("source", source);
+    f("axis", axis);
+    f("condition", condition);
     f("value_index", value_index);
   }
 };
@@ -350,7 +387,10 @@ struct ProducerLoad : ExprNode<ProducerLoad> {
   std::vector<Expr> indices;
   static Expr make(Producer producer, std::vector<Expr> indices);
   template <typename F>
-  void for_each_field(F&& f) const { f("producer", producer); f("indices", indices); }
+  void for_each_field(F&& f) const {
+    f("producer", producer);
+    f("indices", indices);
+  }
 };
 
 }  // namespace kiln::ir

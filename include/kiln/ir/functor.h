@@ -39,8 +39,8 @@ class ExprFunctor<R(const Expr&, Args...)> {
   }
 
  protected:
-#define KILN_EXPR_NODE(T)                             \
-  virtual R visit(const T* op, Args... args) {        \
+#define KILN_EXPR_NODE(T)                                       \
+  virtual R visit(const T* op, Args... args) {                  \
     return visit_expr_default(op, std::forward<Args>(args)...); \
   }
 #include "kiln/ir/node_kinds.def"
@@ -65,8 +65,8 @@ class StmtFunctor<R(const Stmt&, Args...)> {
   }
 
  protected:
-#define KILN_STMT_NODE(T)                             \
-  virtual R visit(const T* op, Args... args) {        \
+#define KILN_STMT_NODE(T)                                       \
+  virtual R visit(const T* op, Args... args) {                  \
     return visit_stmt_default(op, std::forward<Args>(args)...); \
   }
 #include "kiln/ir/node_kinds.def"

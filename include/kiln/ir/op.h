@@ -11,8 +11,8 @@
 #pragma once
 
 #include <optional>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/ir/expr.h"
@@ -27,7 +27,9 @@ template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
 Expr make_const(DataType t, T value) {
   return make_const(t, static_cast<int64_t>(value));
 }
-inline Expr make_const(DataType t, float value) { return make_const(t, static_cast<double>(value)); }
+inline Expr make_const(DataType t, float value) {
+  return make_const(t, static_cast<double>(value));
+}
 Expr make_zero(DataType t);
 Expr make_one(DataType t);
 Expr const_true(int lanes = 1);

@@ -39,18 +39,22 @@ struct LetStmt : StmtNode<LetStmt> {
   Stmt body;
   static Stmt make(Var var, Expr value, Stmt body);
   template <typename F>
-  void for_each_field(F&& f) const { f("var", var); f("value", value); f("body", body); }
+  void for_each_field(F&& f) const {
+    f("var", var);
+    f("value", value);
+    f("body", body);
+  }
 };
 
 /// Well-known AttrStmt keys.
 namespace attr {
-constexpr const char* kThreadExtent = "thread_extent";        ///< node: IterVar
-constexpr const char* kVirtualThread = "virtual_thread";      ///< node: IterVar
-constexpr const char* kRealizeScope = "realize_scope";        ///< node: Producer, value: scope
-constexpr const char* kStorageAlign = "storage_align";        ///< node: Producer
-constexpr const char* kPragmaPrefix = "pragma_";              ///< "pragma_<name>"
+constexpr const char* kThreadExtent = "thread_extent";    ///< node: IterVar
+constexpr const char* kVirtualThread = "virtual_thread";  ///< node: IterVar
+constexpr const char* kRealizeScope = "realize_scope";    ///< node: Producer, value: scope
+constexpr const char* kStorageAlign = "storage_align";    ///< node: Producer
+constexpr const char* kPragmaPrefix = "pragma_";          ///< "pragma_<name>"
 constexpr const char* kComputeScope = "compute_scope";
-constexpr const char* kStorageScope = "storage_scope";        ///< node: buffer var
+constexpr const char* kStorageScope = "storage_scope";  ///< node: buffer var
 }  // namespace attr
 
 struct AttrStmt : StmtNode<AttrStmt> {
@@ -62,7 +66,10 @@ struct AttrStmt : StmtNode<AttrStmt> {
   static Stmt make(Ref<Object> node, std::string key, Expr value, Stmt body);
   template <typename F>
   void for_each_field(F&& f) const {
-    f("node", node); f("key", key); f("value", value); f("body", body);
+    f("node", node);
+    f("key", key);
+    f("value", value);
+    f("body", body);
   }
 };
 
@@ -75,7 +82,9 @@ struct AssertStmt : StmtNode<AssertStmt> {
   static Stmt make(Expr condition, Expr message, Stmt body);
   template <typename F>
   void for_each_field(F&& f) const {
-    f("condition", condition); f("message", message); f("body", body);
+    f("condition", condition);
+    f("message", message);
+    f("body", body);
   }
 };
 
@@ -88,7 +97,10 @@ struct Store : StmtNode<Store> {
   static Stmt make(Var buffer_var, Expr value, Expr index, Expr predicate = Expr());
   template <typename F>
   void for_each_field(F&& f) const {
-    f("buffer_var", buffer_var); f("value", value); f("index", index); f("predicate", predicate);
+    f("buffer_var", buffer_var);
+    f("value", value);
+    f("index", index);
+    f("predicate", predicate);
   }
 };
 
@@ -100,7 +112,9 @@ struct ProducerStore : StmtNode<ProducerStore> {
   static Stmt make(Producer producer, Expr value, std::vector<Expr> indices);
   template <typename F>
   void for_each_field(F&& f) const {
-    f("producer", producer); f("value", value); f("indices", indices);
+    f("producer", producer);
+    f("value", value);
+    f("indices", indices);
   }
 };
 
@@ -116,7 +130,10 @@ struct ProducerRealize : StmtNode<ProducerRealize> {
                    std::string storage_scope = "");
   template <typename F>
   void for_each_field(F&& f) const {
-    f("producer", producer); f("bounds", bounds); f("condition", condition); f("body", body);
+    f("producer", producer);
+    f("bounds", bounds);
+    f("condition", condition);
+    f("body", body);
     f("storage_scope", storage_scope);
   }
 };
@@ -135,8 +152,12 @@ struct Allocate : StmtNode<Allocate> {
   int64_t constant_size() const;
   template <typename F>
   void for_each_field(F&& f) const {
-    f("buffer_var", buffer_var); f("dtype", dtype); f("extents", extents);
-    f("condition", condition); f("body", body); f("scope", scope);
+    f("buffer_var", buffer_var);
+    f("dtype", dtype);
+    f("extents", extents);
+    f("condition", condition);
+    f("body", body);
+    f("scope", scope);
   }
 };
 
@@ -154,8 +175,12 @@ struct For : StmtNode<For> {
                    std::string thread_tag = "");
   template <typename F>
   void for_each_field(F&& f) const {
-    f("loop_var", loop_var); f("min", min); f("extent", extent); f("for_kind", for_kind);
-    f("body", body); f("thread_tag", thread_tag);
+    f("loop_var", loop_var);
+    f("min", min);
+    f("extent", extent);
+    f("for_kind", for_kind);
+    f("body", body);
+    f("thread_tag", thread_tag);
   }
 };
 
@@ -166,7 +191,9 @@ struct IfThenElse : StmtNode<IfThenElse> {
   static Stmt make(Expr condition, Stmt then_case, Stmt else_case = Stmt());
   template <typename F>
   void for_each_field(F&& f) const {
-    f("condition", condition); f("then_case", then_case); f("else_case", else_case);
+    f("condition", condition);
+    f("then_case", then_case);
+    f("else_case", else_case);
   }
 };
 
@@ -176,7 +203,9 @@ struct SeqStmt : StmtNode<SeqStmt> {
   /// Flattens nested sequences and drops undefined entries; one statement is returned as is.
   static Stmt make(std::vector<Stmt> seq);
   template <typename F>
-  void for_each_field(F&& f) const { f("seq", seq); }
+  void for_each_field(F&& f) const {
+    f("seq", seq);
+  }
 };
 
 struct Evaluate : StmtNode<Evaluate> {
@@ -184,7 +213,9 @@ struct Evaluate : StmtNode<Evaluate> {
   Expr value;
   static Stmt make(Expr value);
   template <typename F>
-  void for_each_field(F&& f) const { f("value", value); }
+  void for_each_field(F&& f) const {
+    f("value", value);
+  }
 };
 
 // ---------------------------------------------------------------------------------------------

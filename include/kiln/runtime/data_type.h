@@ -21,9 +21,7 @@ class DataType {
 
   static constexpr DataType Int(int bits, int lanes = 1) { return DataType(kInt, bits, lanes); }
   static constexpr DataType UInt(int bits, int lanes = 1) { return DataType(kUInt, bits, lanes); }
-  static constexpr DataType Float(int bits, int lanes = 1) {
-    return DataType(kFloat, bits, lanes);
-  }
+  static constexpr DataType Float(int bits, int lanes = 1) { return DataType(kFloat, bits, lanes); }
   static constexpr DataType BFloat16(int lanes = 1) { return DataType(kBFloat, 16, lanes); }
   static constexpr DataType Bool(int lanes = 1) { return DataType(kUInt, 1, lanes); }
   static constexpr DataType Handle() { return DataType(kHandle, 64, 1); }

@@ -53,7 +53,7 @@ class ErrorBuilder {
 #define KILN_USER_CHECK(cond) \
   if (!(cond)) ::kiln::detail::ErrorBuilder(nullptr, __FILE__, __LINE__, false)
 /// Checks an internal invariant; failure means a compiler bug.
-#define KILN_ICHECK(cond)                                                                    \
-  if (!(cond))                                                                               \
+#define KILN_ICHECK(cond)                                                                       \
+  if (!(cond))                                                                                  \
   ::kiln::detail::ErrorBuilder("internal error: check failed: " #cond ": ", __FILE__, __LINE__, \
                                true)

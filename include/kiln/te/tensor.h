@@ -146,13 +146,17 @@ std::vector<Tensor> compute_multi(std::vector<Expr> shape, FComputeMulti f,
 
 /// Lambda forms: f takes one Var per dimension (1-D to 6-D).
 template <typename F, typename = std::enable_if_t<!std::is_convertible_v<F, FCompute>>>
-Tensor compute(std::vector<Expr> shape, F f, std::string name = "compute",
-               std::string tag = "") {
+Tensor compute(std::vector<Expr> shape, F f, std::string name = "compute", std::string tag = "") {
   auto call = [f](const std::vector<Var>& v) -> Expr {
     switch (v.size()) {
-      case 1: if constexpr (std::is_invocable_v<F, Var>) return f(v[0]); break;
-      case 2: if constexpr (std::is_invocable_v<F, Var, Var>) return f(v[0], v[1]); break;
-      case 3: if constexpr (std::is_invocable_v<F, Var, Var, Var>) return f(v[0], v[1], v[2]);
+      case 1:
+        if constexpr (std::is_invocable_v<F, Var>) return f(v[0]);
+        break;
+      case 2:
+        if constexpr (std::is_invocable_v<F, Var, Var>) return f(v[0], v[1]);
+        break;
+      case 3:
+        if constexpr (std::is_invocable_v<F, Var, Var, Var>) return f(v[0], v[1], v[2]);
         break;
       case 4:
         if constexpr (std::is_invocable_v<F, Var, Var, Var, Var>) return f(v[0], v[1], v[2], v[3]);
@@ -165,10 +169,11 @@ Tensor compute(std::vector<Expr> shape, F f, std::string name = "compute",
         if constexpr (std::is_invocable_v<F, Var, Var, Var, Var, Var, Var>)
           return f(v[0], v[1], v[2], v[3], v[4], v[5]);
         break;
-      default: break;
+      default:
+        break;
     }
-    KILN_ERROR << "compute: the lambda's parameter count does not match the shape's "
-               << v.size() << " dimensions";
+    KILN_ERROR << "compute: the lambda's parameter count does not match the shape's " << v.size()
+               << " dimensions";
   };
   return compute(std::move(shape), FCompute(call), std::move(name), std::move(tag));
 }
@@ -176,8 +181,8 @@ Tensor compute(std::vector<Expr> shape, F f, std::string name = "compute",
 /// A user-defined commutative reducer: `combine(a, b)` with `identity(dtype)`.
 class Reducer {
  public:
-  using FCombine = std::function<std::vector<Expr>(const std::vector<Expr>& a,
-                                                   const std::vector<Expr>& b)>;
+  using FCombine =
+      std::function<std::vector<Expr>(const std::vector<Expr>& a, const std::vector<Expr>& b)>;
   using FIdentity = std::function<std::vector<Expr>(const std::vector<DataType>& types)>;
   Reducer(FCombine combine, FIdentity identity, std::string name);
   /// Single-value reduction of `source` over `axis` where `where` holds.

@@ -17,7 +17,8 @@
 ///                                           "f: argument 0 (A): device expected cpu, got cuda"
 ///                                           "f: argument 2 (C): shape[1] expected 1024, got 512"
 ///                                           "f: argument 0 (A): strides[0] expected 8, got 16"
-///                                           "f: argument 0 (A): data pointer expected 64-byte aligned, got 0x..."
+///                                           "f: argument 0 (A): data pointer expected 64-byte
+///                                           aligned, got 0x..."
 ///   4. binds scalars (LetStmt p = cast(p.dtype, arg_value)) and buffer data vars
 ///      (data + byte_offset), then runs the original body inside
 ///      AttrStmt(null, "compute_scope", StringImm("<name>_compute_")), which the LLVM code
@@ -40,15 +41,15 @@ namespace kiln::tir {
 
 /// The fields kiln.array_get reads, with the dtype of the call.
 enum class ArrayField : int32_t {
-  kData = 0,          ///< handle: data + byte_offset
-  kNDim = 1,          ///< int32
-  kDTypeWord = 2,     ///< int32: the KilnDataType word, code | bits << 8 | lanes << 16
-  kDeviceType = 3,    ///< int32
-  kDeviceId = 4,      ///< int32
-  kShape = 5,         ///< int64: shape[d]
-  kStrides = 6,       ///< int64: strides[d] (only when strides is not NULL)
-  kStridesIsNull = 7, ///< bool: strides == NULL
-  kByteOffset = 8,    ///< int64
+  kData = 0,           ///< handle: data + byte_offset
+  kNDim = 1,           ///< int32
+  kDTypeWord = 2,      ///< int32: the KilnDataType word, code | bits << 8 | lanes << 16
+  kDeviceType = 3,     ///< int32
+  kDeviceId = 4,       ///< int32
+  kShape = 5,          ///< int64: shape[d]
+  kStrides = 6,        ///< int64: strides[d] (only when strides is not NULL)
+  kStridesIsNull = 7,  ///< bool: strides == NULL
+  kByteOffset = 8,     ///< int64
 };
 
 /// The KilnDataType word of `t` (what ArrayField::kDTypeWord reads for an array of type t).

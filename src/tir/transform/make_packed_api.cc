@@ -6,13 +6,12 @@
 // validated: argument count, all type codes, then per tensor ndim, dtype, device, shape,
 // strides (read only when the strides pointer is not NULL, via if_then_else) and alignment.
 // The original body ends the chain inside a compute_scope AttrStmt.
-#include "kiln/tir/packed_api.h"
-
 #include <string>
 #include <vector>
 
 #include "kiln/ir/op.h"
 #include "kiln/runtime/c_runtime_api.h"
+#include "kiln/tir/packed_api.h"
 
 namespace kiln::tir {
 
@@ -30,10 +29,10 @@ Expr intrin(DataType t, const char* name, std::vector<Expr> args) {
 }
 
 Stmt arg_check(Expr cond, const std::string& prefix, KilnGotKind kind, Expr got) {
-  return Evaluate::make(intrin(DataType::Int(32), builtin::kArgCheck,
-                               {std::move(cond), StringImm::make(prefix),
-                                IntImm::make(DataType::Int(32), kind),
-                                cast(DataType::Int(64), std::move(got))}));
+  return Evaluate::make(
+      intrin(DataType::Int(32), builtin::kArgCheck,
+             {std::move(cond), StringImm::make(prefix), IntImm::make(DataType::Int(32), kind),
+              cast(DataType::Int(64), std::move(got))}));
 }
 
 Expr array_get(const Var& arr, ArrayField field, DataType t, int dim = -1) {
@@ -63,7 +62,9 @@ PrimFunc make_packed_api(PrimFunc f) {
   auto check = [&](Expr cond, const std::string& prefix, KilnGotKind kind, Expr got) {
     steps.push_back(Step{arg_check(std::move(cond), prefix, kind, std::move(got)), Var(), Expr()});
   };
-  auto bind = [&](Var v, Expr value) { steps.push_back(Step{Stmt(), std::move(v), std::move(value)}); };
+  auto bind = [&](Var v, Expr value) {
+    steps.push_back(Step{Stmt(), std::move(v), std::move(value)});
+  };
 
   check(num_args == n,
         name + ": expected " + std::to_string(n) + (n == 1 ? " argument" : " arguments") + ", got ",
@@ -114,8 +115,8 @@ PrimFunc make_packed_api(PrimFunc f) {
     bind(arr, intrin(DataType::Handle(), builtin::kArgValue, {args, arg_i}));
     const int ndim = static_cast<int>(buf->shape.size());
     Expr got_ndim = array_get(arr, ArrayField::kNDim, DataType::Int(32));
-    check(got_ndim == ndim, label + "ndim expected " + std::to_string(ndim) + ", got ",
-          kKilnGotInt, got_ndim);
+    check(got_ndim == ndim, label + "ndim expected " + std::to_string(ndim) + ", got ", kKilnGotInt,
+          got_ndim);
     Expr word = array_get(arr, ArrayField::kDTypeWord, DataType::Int(32));
     check(word == static_cast<int32_t>(dtype_word(buf->dtype)),
           label + "dtype expected " + buf->dtype.str() + ", got ", kKilnGotDType, word);
@@ -136,8 +137,8 @@ PrimFunc make_packed_api(PrimFunc f) {
           check(got == cast(DataType::Int(64), sv), what + v->name + ", got ", kKilnGotInt, got);
         }
       } else {
-        KILN_ERROR << "make_packed_api: " << name << ": buffer " << buf->name << " dimension "
-                   << d << " has a shape that is neither a constant nor a variable";
+        KILN_ERROR << "make_packed_api: " << name << ": buffer " << buf->name << " dimension " << d
+                   << " has a shape that is neither a constant nor a variable";
       }
     }
     // Strides: NULL (compact) or equal to the buffer's strides (compact row-major if none).
@@ -153,8 +154,7 @@ PrimFunc make_packed_api(PrimFunc f) {
       auto c = as_const_int(strides[d]);
       if (!c) continue;  // symbolic strides are not checked
       check(if_then_else(is_null, const_true(), got == strides[d]),
-            label + "strides[" + std::to_string(d) + "] expected " + std::to_string(*c) +
-                ", got ",
+            label + "strides[" + std::to_string(d) + "] expected " + std::to_string(*c) + ", got ",
             kKilnGotInt, got);
     }
     Expr data = array_get(arr, ArrayField::kData, DataType::Handle());
