@@ -135,7 +135,7 @@ class CommandLine {
     std::ostream& os = status == 0 ? std::cout : std::cerr;
     os << "usage: " << prog_ << " [options]\n";
     for (const auto& [name, help] : flags_)
-      os << "  " << std::left << std::setw(14) << name << help << "\n";
+      os << "  " << std::left << std::setw(17) << name << help << "\n";
     std::exit(status);
   }
 

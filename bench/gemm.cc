@@ -18,8 +18,11 @@
 #include <immintrin.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -62,7 +65,11 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(long iters, float seed)
   }
   __m512 s = acc[0];
   for (int c = 1; c < kPeakChains; ++c) s = _mm512_add_ps(s, acc[c]);
-  return _mm512_reduce_add_ps(s);
+  float lanes[16];  // (not _mm512_reduce_add_ps: GCC 12's header warns -Wuninitialized in it)
+  _mm512_storeu_ps(lanes, s);
+  float r = 0;
+  for (float x : lanes) r += x;
+  return r;
 }
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters, float seed) {
@@ -266,7 +273,6 @@ void ensure_openblas_kernels(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_openblas_kernels(argv);
   bench::CommandLine cl(
       argc, argv,
       {{"--size", "M = N = K (default 1024; a multiple of --nr)"},
@@ -279,7 +285,7 @@ int main(int argc, char** argv) {
        {"--pack-a", "1: also pack A into micro-panels (default 0)"},
        {"--pack-at-panel", "0: pack all of B before the product instead of per panel (default 1)"},
        {"--threads", "thread counts to time, e.g. 1,2 (default 1,2)"},
-       {"--dump", "write the lowered IR and the assembly to FILE.ir/.s"}});
+       {"--dump", "write lowered IR, LLVM IR and assembly to BASE.ir/.ll/.s"}});
   const int n = static_cast<int>(cl.get_int("--size", 1024));
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
@@ -292,6 +298,9 @@ int main(int argc, char** argv) {
   if (n <= 0 || cfg.mr <= 0 || cfg.nr <= 0 || cfg.nr % cfg.lanes != 0 || n % cfg.nr != 0)
     cl.fail("need size > 0, mr > 0, nr a multiple of 16 and size a multiple of nr");
   if (reps < 1 || warmup < 0) cl.fail("need reps >= 1 and warmup >= 0");
+  if (cl.has("--json") && !std::ofstream(cl.get_string("--json", ""), std::ios::app))
+    cl.fail("cannot open '" + cl.get_string("--json", "") + "' for writing");
+  ensure_openblas_kernels(argv);
   const int M = n, N = n, K = n;
   const double flop = 2.0 * M * N * K;
 
@@ -315,7 +324,9 @@ int main(int argc, char** argv) {
             << "schedule: Bp[N/" << cfg.nr << ", K, " << cfg.nr << "] packed, register tile "
             << cfg.mr << "x" << cfg.nr << " (" << cfg.mr * cfg.nr / cfg.lanes
             << " zmm accumulators), kc " << (cfg.kc ? std::to_string(cfg.kc) : "= K")
-            << ", parallel over N panels\n";
+            << ", parallel over N panels, B panels packed "
+            << (cfg.pack_at_panel ? "in the panel loop" : "before the product")
+            << (cfg.pack_a ? ", A packed" : "") << "\n";
 
   // Peak, and the floor it implies.
   std::vector<double> peak(std::max(max_threads, 2) + 1, 0);
