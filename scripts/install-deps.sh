@@ -8,6 +8,7 @@ PKGS=(
   llvm-16-dev libzstd-dev zlib1g-dev libedit-dev libxml2-dev libffi-dev libncurses-dev  # LLVM codegen + ORC JIT
   libgtest-dev libgmock-dev libbenchmark-dev                         # tests and benchmarks
   libopenblas-dev                                                    # GEMM baseline in bench/
+  libdnnl-dev                                                        # oneDNN: conv baseline in bench/
   nlohmann-json3-dev                                                 # JSON (records, graph)
   libcli11-dev                                                       # the kiln command line
   clang-format
