@@ -62,21 +62,30 @@ inline double element(const NDArray& a, int64_t i) {
 /// Sets element i of `a` from a double (converted to the array's dtype).
 inline void set_element(const NDArray& a, int64_t i, double v) {
   DataType t = a.dtype();
-  if (t == DataType::Float(32)) a.data_as<float>()[i] = static_cast<float>(v);
-  else if (t == DataType::Float(64)) a.data_as<double>()[i] = v;
-  else if (t == DataType::Int(32)) a.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-  else if (t == DataType::Int(64)) a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
-  else if (t == DataType::Int(16)) a.data_as<int16_t>()[i] = static_cast<int16_t>(v);
-  else if (t == DataType::Int(8)) a.data_as<int8_t>()[i] = static_cast<int8_t>(v);
-  else if (t == DataType::UInt(8)) a.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
-  else if (t == DataType::UInt(32)) a.data_as<uint32_t>()[i] = static_cast<uint32_t>(v);
-  else KILN_ERROR << "e2e: unsupported dtype " << t;
+  if (t == DataType::Float(32))
+    a.data_as<float>()[i] = static_cast<float>(v);
+  else if (t == DataType::Float(64))
+    a.data_as<double>()[i] = v;
+  else if (t == DataType::Int(32))
+    a.data_as<int32_t>()[i] = static_cast<int32_t>(v);
+  else if (t == DataType::Int(64))
+    a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
+  else if (t == DataType::Int(16))
+    a.data_as<int16_t>()[i] = static_cast<int16_t>(v);
+  else if (t == DataType::Int(8))
+    a.data_as<int8_t>()[i] = static_cast<int8_t>(v);
+  else if (t == DataType::UInt(8))
+    a.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
+  else if (t == DataType::UInt(32))
+    a.data_as<uint32_t>()[i] = static_cast<uint32_t>(v);
+  else
+    KILN_ERROR << "e2e: unsupported dtype " << t;
 }
 
 /// A seeded random array. Floats: uniform in [lo, hi] with |x| >= min_abs (never zero). Ints:
 /// uniform integers in [lo, hi] except 0 (when the range holds anything else).
-inline NDArray random_array(std::vector<int64_t> shape, DataType t, uint32_t seed,
-                            double lo = -1.0, double hi = 1.0, double min_abs = 0.05) {
+inline NDArray random_array(std::vector<int64_t> shape, DataType t, uint32_t seed, double lo = -1.0,
+                            double hi = 1.0, double min_abs = 0.05) {
   NDArray a = NDArray::empty(std::move(shape), t);
   std::mt19937 rng(seed);
   if (t.is_float()) {
@@ -176,9 +185,8 @@ inline ::testing::AssertionResult all_close(const NDArray& got, const NDArray& w
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << got.numel() << " elements differ ("
-                                       << t << ", rtol " << rtol << ", atol " << atol << ")"
-                                       << os.str();
+  return ::testing::AssertionFailure() << bad << " of " << got.numel() << " elements differ (" << t
+                                       << ", rtol " << rtol << ", atol " << atol << ")" << os.str();
 }
 
 /// Calls `f` with arrays (any count; argument errors surface as kiln::Error).

@@ -12,6 +12,7 @@
 // seed and the lowered IR. Replay re-checks legality and skips a primitive that no longer
 // applies. KILN_FUZZ_SEED and KILN_FUZZ_CASES override the base seed and the case count.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -20,7 +21,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "e2e/e2e_util.h"
@@ -38,16 +38,6 @@ const DataType f32 = DataType::Float(32);
 // Random programs
 
 enum class StageKind { kElem, kBcast, kShift, kReduce };
-const char* kind_name(StageKind k) {
-  switch (k) {
-    case StageKind::kElem: return "elem";
-    case StageKind::kBcast: return "bcast";
-    case StageKind::kShift: return "shift";
-    case StageKind::kReduce: return "reduce";
-  }
-  return "?";
-}
-
 struct Program {
   std::vector<Tensor> inputs;  ///< inputs[0] is A; others are broadcast vectors
   std::vector<Tensor> stages;  ///< a chain; stages.back() is the output
@@ -63,6 +53,9 @@ struct Program {
 int rand_int(std::mt19937& rng, int lo, int hi) {
   return std::uniform_int_distribution<int>(lo, hi)(rng);
 }
+std::vector<int64_t> to_i64(const std::vector<int>& v) {
+  return std::vector<int64_t>(v.begin(), v.end());
+}
 bool coin(std::mt19937& rng, double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; }
 
 Program make_program(uint32_t seed) {
@@ -70,8 +63,8 @@ Program make_program(uint32_t seed) {
   Program p;
   int rank = rand_int(rng, 1, 3);
   std::vector<int> shape;
-  for (int d = 0; d < rank; ++d) shape.push_back(coin(rng, 0.15) ? rand_int(rng, 1, 3)
-                                                                 : rand_int(rng, 1, 40));
+  for (int d = 0; d < rank; ++d)
+    shape.push_back(coin(rng, 0.15) ? rand_int(rng, 1, 3) : rand_int(rng, 1, 40));
   auto to_expr = [](const std::vector<int>& s) {
     std::vector<Expr> e;
     for (int v : s) e.push_back(v);
@@ -88,15 +81,25 @@ Program make_program(uint32_t seed) {
     int r = static_cast<int>(shape.size());
     Tensor in = cur, out;
     if (kind == StageKind::kElem) {
-      int variant = rand_int(rng, 0, 2);
+      // Variant 3 also reads an earlier tensor of the same shape (a DAG, not a chain).
+      std::vector<Tensor> same;
+      for (const Tensor& t : p.stages)
+        if (!t.same_as(in) && t->shape.size() == shape.size() && shape_of(t) == to_i64(shape))
+          same.push_back(t);
+      if (shape_of(p.inputs[0]) == to_i64(shape)) same.push_back(p.inputs[0]);
+      int variant = rand_int(rng, 0, same.empty() ? 2 : 3);
+      Tensor other =
+          same.empty() ? Tensor() : same[rand_int(rng, 0, static_cast<int>(same.size()) - 1)];
       out = compute(to_expr(shape), FCompute([&](const std::vector<Var>& v) -> Expr {
                       std::vector<Expr> ix(v.begin(), v.end());
-                      if (variant == 0) return in(ix) * 0.75f + 0.25f;
+                      if (variant == 0) return in(ix)*0.75f + 0.25f;
                       if (variant == 1) return ir::max(in(ix), Expr(-0.3f)) * 1.5f;
-                      return in(ix) * in(ix) - 0.5f;
+                      if (variant == 2) return in(ix)*in(ix)-0.5f;
+                      return in(ix)-other(ix) * 0.5f;
                     }),
                     name);
       os << " -> " << name << "=elem" << variant;
+      if (variant == 3) os << "(reads " << other.name() << ")";
     } else if (kind == StageKind::kBcast) {
       int d = rand_int(rng, 0, r - 1);
       Tensor V = placeholder({shape[d]}, f32, "V" + std::to_string(p.inputs.size()));
@@ -113,7 +116,7 @@ Program make_program(uint32_t seed) {
       out = compute(to_expr(shape), FCompute([&](const std::vector<Var>& v) -> Expr {
                       std::vector<Expr> ix(v.begin(), v.end()), jx = ix;
                       jx[d] = ir::min(v[d] + 1, Expr(ext - 1));
-                      return in(ix) + in(jx) * 0.5f;
+                      return in(ix) + in(jx)*0.5f;
                     }),
                     name);
       os << " -> " << name << "=shift(axis " << d << ")";
@@ -194,9 +197,6 @@ std::vector<Stage> consumers(const Schedule& s, const Stage& st) {
   for (const Stage& c : s->stages) {
     if (c.same_as(st)) continue;
     for (const Tensor& t : c->op->input_tensors()) {
-      if (t->op->kind == OpKind::kPlaceholder && !t.op().same_as(st->op) &&
-          !t.op().same_as(st->origin_op))
-        continue;
       if (s[t].same_as(st)) {
         out.push_back(c);
         break;
@@ -204,12 +204,6 @@ std::vector<Stage> consumers(const Schedule& s, const Stage& st) {
     }
   }
   return out;
-}
-
-std::string leaf_name(const Stage& st, int i) {
-  if (i < 0 || i >= static_cast<int>(st->leaf_iter_vars.size())) return "<leaf " +
-                                                                     std::to_string(i) + ">";
-  return st->leaf_iter_vars[i]->var.name();
 }
 
 /// Applies `p` if it is legal in the current state; returns a description, or "" when skipped.
@@ -300,7 +294,6 @@ std::string apply(State& st, const Prim& p) {
           os << (order.size() > 1 ? ", " : "") << leaf(i)->var.name();
         }
         os << "})";
-        // A reorder must not move a loop that has a stage attached (keeps attach legal).
         sg.reorder(order);
         break;
       }
@@ -397,7 +390,9 @@ std::vector<Prim> make_prims(const Program& prog, std::mt19937& rng) {
     if (prog.kinds[i] != StageKind::kReduce && coin(rng, 0.3))
       try_add({PrimKind::kInline, i, 0, {}, 0});
   // 3. Loop transforms.
-  auto nleaves = [&](int h) { return static_cast<int>(st.s[st.handles[h]]->leaf_iter_vars.size()); };
+  auto nleaves = [&](int h) {
+    return static_cast<int>(st.s[st.handles[h]]->leaf_iter_vars.size());
+  };
   for (int h = 0; h < static_cast<int>(st.handles.size()); ++h) {
     int n = rand_int(rng, 0, 4);
     for (int t = 0; t < n; ++t) {
@@ -406,8 +401,11 @@ std::vector<Prim> make_prims(const Program& prog, std::mt19937& rng) {
       int what = rand_int(rng, 0, 9);
       if (what <= 4) {
         int f = coin(rng, 0.2) ? rand_int(rng, 1, 45) : rand_int(rng, 1, 9);
-        try_add({what == 4 ? PrimKind::kSplitNparts : PrimKind::kSplit, h, 0,
-                 {rand_int(rng, 0, nl - 1)}, f});
+        try_add({what == 4 ? PrimKind::kSplitNparts : PrimKind::kSplit,
+                 h,
+                 0,
+                 {rand_int(rng, 0, nl - 1)},
+                 f});
       } else if (what <= 6) {
         if (nl >= 2) try_add({PrimKind::kFuse, h, 0, {rand_int(rng, 0, nl - 2)}, 0});
       } else {
@@ -567,8 +565,7 @@ TEST(E2EScheduleFuzz, RandomSchedulesMatchDefault) {
       for (const std::string& d : applied) os << "  " << d << "\n";
       os << "smallest failing sequence (" << small_desc.size() << "):\n";
       for (const std::string& d : small_desc) os << "  " << d << "\n";
-      os << "its failure: " << so.why << "\nits lowered IR:\n"
-         << lowered_text(st.s, prog.args());
+      os << "its failure: " << so.why << "\nits lowered IR:\n" << lowered_text(st.s, prog.args());
       if (std::getenv("KILN_FUZZ_NESTS")) {
         tir::LowerOptions lo;
         lo.nests_only = true;
@@ -578,8 +575,7 @@ TEST(E2EScheduleFuzz, RandomSchedulesMatchDefault) {
       ADD_FAILURE() << os.str();
     }
   }
-  double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("schedule fuzz: %d programs, %d schedules, %d primitives, %d failures, %.1f s\n",
               programs, cases, prims_total, failures, secs);
 }

@@ -55,9 +55,8 @@ TEST(E2EElementwise, AddMulExpSelect) {
     SCOPED_TRACE(c.name);
     auto C = compute({n, m}, c.body, c.name);
     auto s = create_schedule({C});
-    NDArray want = reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
-      return c.ref(at(a, ix), at(b, ix));
-    });
+    NDArray want = reference(
+        {n, m}, f32, [&](const std::vector<int64_t>& ix) { return c.ref(at(a, ix), at(b, ix)); });
     expect_output(s, {A, B, C}, {a, b}, want);
   }
 }
@@ -67,7 +66,8 @@ TEST(E2EElementwise, BroadcastRowAndColumn) {
   auto A = placeholder({n, m}, f32, "A");
   auto row = placeholder({m}, f32, "row");
   auto col = placeholder({n, 1}, f32, "col");
-  auto C = compute({n, m}, [&](Var i, Var j) { return A(i, j) + row(j) * col(i, 0); }, "C");
+  auto C = compute(
+      {n, m}, [&](Var i, Var j) { return A(i, j) + row(j) * col(i, 0); }, "C");
   NDArray a = random_array({n, m}, f32, 3), r = random_array({m}, f32, 4),
           c = random_array({n, 1}, f32, 5);
   NDArray want = reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
@@ -118,22 +118,20 @@ TEST(E2EReduce, EachAxisEachReducer) {
             oshp.push_back(1);
           }
         }
-        auto C = compute(
-            oshape,
-            FCompute([&](const std::vector<Var>& v) {
-              std::vector<Expr> idx;
-              size_t p = 0;
-              for (int d = 0; d < 3; ++d) {
-                if (d == axis) {
-                  idx.push_back(k);
-                  if (keepdims) ++p;
-                } else {
-                  idx.push_back(v[p++]);
-                }
-              }
-              return r.fn(A(idx), {k});
-            }),
-            "C");
+        auto C = compute(oshape, FCompute([&](const std::vector<Var>& v) {
+                           std::vector<Expr> idx;
+                           size_t p = 0;
+                           for (int d = 0; d < 3; ++d) {
+                             if (d == axis) {
+                               idx.push_back(k);
+                               if (keepdims) ++p;
+                             } else {
+                               idx.push_back(v[p++]);
+                             }
+                           }
+                           return r.fn(A(idx), {k});
+                         }),
+                         "C");
         auto s = create_schedule({C});
         NDArray want = reference(oshp, f32, [&](const std::vector<int64_t>& o) {
           std::vector<int64_t> ix(3);
@@ -162,7 +160,12 @@ TEST(E2EReduce, TwoAxesAtOnce) {
   auto A = placeholder({4, 11, 13}, f32, "A");
   auto k1 = reduce_axis({0, 11}, "k1");
   auto k2 = reduce_axis({0, 13}, "k2");
-  auto C = compute({4}, [&](Var i) { return te::sum(A(i, k1, k2), {k1, k2}); }, "C");
+  auto C = compute(
+      {4},
+      [&](Var i) {
+        return te::sum(A(i, k1, k2), {k1, k2});
+      },
+      "C");
   NDArray a = random_array({4, 11, 13}, f32, 7);
   NDArray want = reference({4}, f32, [&](const std::vector<int64_t>& o) {
     double acc = 0;
@@ -192,12 +195,12 @@ struct Matmul {
     A = t ? placeholder({kk, n}, f32, "A") : placeholder({n, kk}, f32, "A");
     B = placeholder({kk, m}, f32, "B");
     std::vector<Expr> ashape = A->shape;
-    Ap = compute(ashape, [&](Var i, Var j) { return A(i, j) * 0.5f; }, "Ap");
+    Ap = compute(
+        ashape, [&](Var i, Var j) { return A(i, j) * 0.5f; }, "Ap");
     k = reduce_axis({0, kk}, "k");
     C = compute(
         {n, m},
-        [&](Var y, Var x) { return te::sum((trans_a ? Ap(k, y) : Ap(y, k)) * B(k, x), {k}); },
-        "C");
+        [&](Var y, Var x) { return te::sum((trans_a ? Ap(k, y) : Ap(y, k)) * B(k, x), {k}); }, "C");
   }
 
   void check(const Schedule& s, uint32_t seed) const {
@@ -226,8 +229,7 @@ const std::vector<PrimitiveCase>& primitive_cases() {
       {"split", [](Schedule& s, Matmul& mm) { s[mm.C].split(mm.C->axis[1], 8); }},
       {"split_reduce", [](Schedule& s, Matmul& mm) { s[mm.C].split(mm.C->reduce_axis[0], 5); }},
       {"split_nparts", [](Schedule& s, Matmul& mm) { s[mm.C].split_nparts(mm.C->axis[0], 3); }},
-      {"tile",
-       [](Schedule& s, Matmul& mm) { s[mm.C].tile(mm.C->axis[0], mm.C->axis[1], 8, 8); }},
+      {"tile", [](Schedule& s, Matmul& mm) { s[mm.C].tile(mm.C->axis[0], mm.C->axis[1], 8, 8); }},
       {"fuse", [](Schedule& s, Matmul& mm) { s[mm.C].fuse(mm.C->axis[0], mm.C->axis[1]); }},
       {"reorder",
        [](Schedule& s, Matmul& mm) {
@@ -255,8 +257,7 @@ const std::vector<PrimitiveCase>& primitive_cases() {
          auto [ko, ki] = s[mm.C].split(mm.C->reduce_axis[0], 4);
          s[BL].compute_at(s[mm.C], ko);
        }},
-      {"cache_read_root",
-       [](Schedule& s, Matmul& mm) { s.cache_read(mm.Ap, "global", {mm.C}); }},
+      {"cache_read_root", [](Schedule& s, Matmul& mm) { s.cache_read(mm.Ap, "global", {mm.C}); }},
       {"cache_write",
        [](Schedule& s, Matmul& mm) {
          Tensor CC = s.cache_write(mm.C, "local");
@@ -346,13 +347,13 @@ std::vector<MatmulParam> matmul_params() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Primitives, E2EMatmul, ::testing::ValuesIn(matmul_params()),
-    [](const ::testing::TestParamInfo<MatmulParam>& info) {
-      const MatmulParam& p = info.param;
-      return std::string(primitive_cases()[p.prim].name) + (p.trans_a ? "_AtB_" : "_AB_") +
-             std::to_string(p.n) + "x" + std::to_string(p.m) + "x" + std::to_string(p.k);
-    });
+INSTANTIATE_TEST_SUITE_P(Primitives, E2EMatmul, ::testing::ValuesIn(matmul_params()),
+                         [](const ::testing::TestParamInfo<MatmulParam>& info) {
+                           const MatmulParam& p = info.param;
+                           return std::string(primitive_cases()[p.prim].name) +
+                                  (p.trans_a ? "_AtB_" : "_AB_") + std::to_string(p.n) + "x" +
+                                  std::to_string(p.m) + "x" + std::to_string(p.k);
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // conv2d NCHW with a padding stage
@@ -449,11 +450,11 @@ struct Pipeline {
   Tensor A, B, C;
   Pipeline() {
     A = placeholder({n, m}, f32, "A");
-    B = compute({n, m}, [&](Var i, Var j) { return A(i, j) * 2.0f + 1.0f; }, "B");
+    B = compute(
+        {n, m}, [&](Var i, Var j) { return A(i, j) * 2.0f + 1.0f; }, "B");
     // Reads B at a neighbour (clamped) so that compute_at must widen B's region.
     C = compute(
-        {n, m},
-        [&](Var i, Var j) { return B(i, j) * B(i, ir::min(j + 1, Expr(m - 1))) + A(i, j); },
+        {n, m}, [&](Var i, Var j) { return B(i, j) * B(i, ir::min(j + 1, Expr(m - 1))) + A(i, j); },
         "C");
   }
   void check(const Schedule& s) const {
@@ -504,9 +505,8 @@ TEST(E2ESplit, NonDivisible) {
   const int n = 37;
   auto A = placeholder({n}, f32, "A");
   NDArray a = random_array({n}, f32, 31);
-  NDArray want = reference({n}, f32, [&](const std::vector<int64_t>& o) {
-    return std::exp(at(a, o)) * 3;
-  });
+  NDArray want =
+      reference({n}, f32, [&](const std::vector<int64_t>& o) { return std::exp(at(a, o)) * 3; });
   struct Case {
     const char* name;
     std::function<void(Schedule&, const Tensor&)> apply;
@@ -529,8 +529,7 @@ TEST(E2ESplit, NonDivisible) {
          s[C].split(o, 3);
        }},
       {"nparts6", [](Schedule& s, const Tensor& C) { s[C].split_nparts(C->axis[0], 6); }},
-      {"by64_larger_than_extent",
-       [](Schedule& s, const Tensor& C) { s[C].split(C->axis[0], 64); }},
+      {"by64_larger_than_extent", [](Schedule& s, const Tensor& C) { s[C].split(C->axis[0], 64); }},
       {"by5_reorder",
        [](Schedule& s, const Tensor& C) {
          auto [o, i] = s[C].split(C->axis[0], 5);
@@ -549,7 +548,8 @@ TEST(E2ESplit, NonDivisible) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto C = compute({n}, [&](Var i) { return ir::exp(A(i)) * 3.0f; }, "C");
+    auto C = compute(
+        {n}, [&](Var i) { return ir::exp(A(i)) * 3.0f; }, "C");
     auto s = create_schedule({C});
     c.apply(s, C);
     expect_output(s, {A, C}, {a}, want);
@@ -559,7 +559,8 @@ TEST(E2ESplit, NonDivisible) {
 TEST(E2ESplit, NonDivisible2DFuseThenSplit) {
   const int n = 37, m = 29;
   auto A = placeholder({n, m}, f32, "A");
-  auto C = compute({n, m}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "C");
+  auto C = compute(
+      {n, m}, [&](Var i, Var j) { return A(i, j) + 1.0f; }, "C");
   auto s = create_schedule({C});
   auto f = s[C].fuse(C->axis[0], C->axis[1]);
   auto [o, i] = s[C].split(f, 6);
@@ -567,8 +568,7 @@ TEST(E2ESplit, NonDivisible2DFuseThenSplit) {
   s[C].parallel(oo);
   s[C].vectorize(i);
   NDArray a = random_array({n, m}, f32, 32);
-  expect_output(s, {A, C}, {a},
-                reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
+  expect_output(s, {A, C}, {a}, reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
                   return at(a, ix) + 1;
                 }));
 }
@@ -577,15 +577,15 @@ TEST(E2EAnnotate, VectorizeInnerParallelOuter) {
   const int n = 64, m = 67;
   auto A = placeholder({n, m}, f32, "A");
   auto B = placeholder({m}, f32, "B");
-  auto C = compute({n, m}, [&](Var i, Var j) { return A(i, j) * B(j) + 0.5f; }, "C");
+  auto C = compute(
+      {n, m}, [&](Var i, Var j) { return A(i, j) * B(j) + 0.5f; }, "C");
   auto s = create_schedule({C});
   auto [jo, ji] = s[C].split(C->axis[1], 16);
   auto f = s[C].fuse(C->axis[0], jo);
   s[C].parallel(f);
   s[C].vectorize(ji);
   NDArray a = random_array({n, m}, f32, 33), b = random_array({m}, f32, 34);
-  expect_output(s, {A, B, C}, {a, b},
-                reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
+  expect_output(s, {A, B, C}, {a, b}, reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
                   return at(a, ix) * at(b, {ix[1]}) + 0.5;
                 }));
 }
@@ -631,10 +631,10 @@ TEST(E2EReduce, ArgmaxTuple) {
       s[outs[0]].reorder({ko, s[outs[0]].op_axis()[0], ki});
     }
     std::vector<NDArray> got = build_and_run(s, {A, outs[0], outs[1]}, {a});
-    EXPECT_TRUE(all_close(got[0], reference({n}, DataType::Int(32), [&](const auto& o) {
-                            return want_i[o[0]];
-                          })));
-    EXPECT_TRUE(all_close(got[1], reference({n}, f32, [&](const auto& o) { return want_v[o[0]]; })));
+    EXPECT_TRUE(all_close(
+        got[0], reference({n}, DataType::Int(32), [&](const auto& o) { return want_i[o[0]]; })));
+    EXPECT_TRUE(
+        all_close(got[1], reference({n}, f32, [&](const auto& o) { return want_v[o[0]]; })));
   }
 }
 
@@ -644,7 +644,8 @@ TEST(E2EReduce, UserDefinedAbsMax) {
   Reducer absmax = comm_reducer([](Expr a, Expr b) { return ir::max(ir::abs(a), ir::abs(b)); },
                                 [](DataType t) { return make_zero(t); }, "absmax");
   auto k = reduce_axis({0, m}, "k");
-  auto C = compute({n}, [&](Var i) { return absmax(A(i, k) * 3.0f, {k}); }, "C");
+  auto C = compute(
+      {n}, [&](Var i) { return absmax(A(i, k) * 3.0f, {k}); }, "C");
   NDArray a = random_array({n, m}, f32, 42);
   NDArray want = reference({n}, f32, [&](const std::vector<int64_t>& o) {
     double acc = 0;
@@ -675,14 +676,16 @@ namespace {
 TEST(E2EExtern, CallsCFunctionThenCompute) {
   const int n = 5, m = 19;
   auto A = placeholder({n, m}, f32, "A");
-  auto pre = compute({n, m}, [&](Var i, Var j) { return A(i, j) - 0.25f; }, "pre");
-  auto E = extern_op({{n, m}}, {f32}, {pre},
-                     [&](const std::vector<Buffer>& ins, const std::vector<Buffer>& outs) {
-                       return call_extern("kiln_e2e_square_plus_one",
-                                          {ins[0]->data, outs[0]->data, Expr(n * m)});
-                     },
-                     "square")[0];
-  auto C = compute({n, m}, [&](Var i, Var j) { return E(i, j) * 2.0f; }, "C");
+  auto pre = compute(
+      {n, m}, [&](Var i, Var j) { return A(i, j) - 0.25f; }, "pre");
+  auto E = extern_op(
+      {{n, m}}, {f32}, {pre},
+      [&](const std::vector<Buffer>& ins, const std::vector<Buffer>& outs) {
+        return call_extern("kiln_e2e_square_plus_one", {ins[0]->data, outs[0]->data, Expr(n * m)});
+      },
+      "square")[0];
+  auto C = compute(
+      {n, m}, [&](Var i, Var j) { return E(i, j) * 2.0f; }, "C");
   NDArray a = random_array({n, m}, f32, 51);
   NDArray want = reference({n, m}, f32, [&](const std::vector<int64_t>& o) {
     double p = static_cast<float>(at(a, o) - 0.25);
@@ -705,12 +708,13 @@ TEST(E2EDtype, Int32FloorDivModMulAdd) {
   const DataType i32 = DataType::Int(32);
   auto A = placeholder({n, m}, i32, "A");
   auto B = placeholder({n, m}, i32, "B");
-  auto C = compute({n, m},
-                   [&](Var i, Var j) {
-                     return A(i, j) * B(i, j) + A(i, j) / B(i, j) - A(i, j) % B(i, j) +
-                            ir::max(A(i, j), B(i, j)) * 3;
-                   },
-                   "C");
+  auto C = compute(
+      {n, m},
+      [&](Var i, Var j) {
+        return A(i, j) * B(i, j) + A(i, j) / B(i, j) - A(i, j) % B(i, j) +
+               ir::max(A(i, j), B(i, j)) * 3;
+      },
+      "C");
   NDArray a = random_array({n, m}, i32, 61, -1000, 1000), b = random_array({n, m}, i32, 62, -9, 9);
   auto fdiv = [](int64_t x, int64_t y) {
     int64_t q = x / y;
@@ -741,9 +745,10 @@ TEST(E2EDtype, Int8DotInt32Accumulate) {
   auto B = placeholder({kk, m}, i8, "B");
   auto k = reduce_axis({0, kk}, "k");
   auto C = compute(
-      {n, m},
-      [&](Var i, Var j) { return te::sum(cast(i32, A(i, k)) * cast(i32, B(k, j)), {k}); }, "C");
-  NDArray a = random_array({n, kk}, i8, 63, -128, 127), b = random_array({kk, m}, i8, 64, -128, 127);
+      {n, m}, [&](Var i, Var j) { return te::sum(cast(i32, A(i, k)) * cast(i32, B(k, j)), {k}); },
+      "C");
+  NDArray a = random_array({n, kk}, i8, 63, -128, 127),
+          b = random_array({kk, m}, i8, 64, -128, 127);
   NDArray want = reference({n, m}, i32, [&](const std::vector<int64_t>& o) {
     int64_t acc = 0;
     for (int q = 0; q < kk; ++q)
@@ -782,6 +787,117 @@ TEST(E2EDtype, Float64MatmulExp) {
   auto [jo, ji] = s[C].split(C->axis[1], 4);
   s[C].vectorize(ji);
   expect_output(s, {A, B, C}, {a, b}, want, {1e-12, 1e-12});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regressions for compiler bugs the schedule fuzzer found
+
+// split_nparts(15, 9) has a trailing outer iteration that covers nothing; a stage computed at
+// it must get extent 0, not -1 (was: kiln_workspace_alloc "requested size is too large").
+TEST(E2ERegression, SplitNpartsEmptyTailWithComputeAt) {
+  const int n = 15;
+  auto A = placeholder({n}, f32, "A");
+  auto B = compute(
+      {n}, [&](Var i) { return A(i) + 1.0f; }, "B");
+  auto C = compute(
+      {n}, [&](Var i) { return B(i) * 2.0f; }, "C");
+  auto s = create_schedule({C});
+  auto [o, i] = s[C].split_nparts(C->axis[0], 9);
+  s[B].compute_at(s[C], o);
+  NDArray a = random_array({n}, f32, 71);
+  expect_output(s, {A, C}, {a}, reference({n}, f32, [&](const std::vector<int64_t>& ix) {
+                  return (at(a, ix) + 1) * 2;
+                }));
+}
+
+// A split of a split's inner axis that does not divide it needs its own guard (was: only the
+// root axis was guarded, so r.inner ran past 7 and elements were summed twice).
+TEST(E2ERegression, NestedNonDivisibleSplitsGuardEachParent) {
+  const int n = 4, m = 23;
+  auto A = placeholder({n, m}, f32, "A");
+  auto r = reduce_axis({0, m}, "r");
+  auto C = compute(
+      {n}, [&](Var i) { return te::sum(A(i, r), {r}); }, "C");
+  auto D = compute(
+      {n, m}, [&](Var i, Var j) { return A(i, j) * 3.0f; }, "D");
+  NDArray a = random_array({n, m}, f32, 72);
+  {
+    auto s = create_schedule({C});
+    auto [o1, i1] = s[C].split(r, 7);
+    auto [o2, i2] = s[C].split(i1, 5);
+    s[C].split_nparts(i2, 6);
+    expect_output(s, {A, C}, {a}, reference({n}, f32, [&](const std::vector<int64_t>& ix) {
+                    double acc = 0;
+                    for (int q = 0; q < m; ++q) acc += at(a, {ix[0], q});
+                    return acc;
+                  }));
+  }
+  {
+    auto s = create_schedule({D});
+    auto [o1, i1] = s[D].split(D->axis[1], 7);
+    s[D].split(i1, 5);
+    expect_output(s, {A, D}, {a}, reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
+                    return at(a, ix) * 3;
+                  }));
+  }
+}
+
+// loop_partition copied a loop body that allocates a buffer without renaming it; the two
+// copies then confused storage_rewrite ("variable 'T1.local' is bound again inside its own
+// scope") and the statement simplifier (a guard of a later nest was dropped).
+TEST(E2ERegression, PartitionedBodyWithAllocation) {
+  auto A = placeholder({3, 17, 5}, f32, "A");
+  auto T1 = compute(
+      {3, 17, 5}, [&](Var i, Var j, Var k) { return A(i, j, k) * 2.0f; }, "T1");
+  auto s = create_schedule({T1});
+  Tensor T1L = s.cache_write(T1, "local");
+  auto ax = s[T1].op_axis();
+  auto [jo, ji] = s[T1].split(ax[1], 7);
+  s[T1L].compute_at(s[T1], ji);
+  s[T1].unroll(ji);
+  NDArray a = random_array({3, 17, 5}, f32, 73);
+  expect_output(s, {A, T1}, {a}, reference({3, 17, 5}, f32, [&](const std::vector<int64_t>& ix) {
+                  return at(a, ix) * 2;
+                }));
+}
+
+TEST(E2ERegression, PartitionedComputeAtThenNestedSplitReduction) {
+  auto A = placeholder({21, 23, 23}, f32, "A");
+  auto T0 = compute(
+      {21, 23, 23}, [&](Var i, Var j, Var k) { return ir::max(A(i, j, k), Expr(-0.3f)) * 1.5f; },
+      "T0");
+  auto r1 = reduce_axis({0, 21}, "r1");
+  auto T1 = compute(
+      {23, 23}, [&](Var i, Var j) { return te::max(T0(r1, i, j), {r1}); }, "T1");
+  auto r2 = reduce_axis({0, 23}, "r2");
+  auto T2 = compute(
+      {23}, [&](Var i) { return te::sum(T1(i, r2), {r2}); }, "T2");
+  auto s = create_schedule({T2});
+  s.cache_write(T0, "local");
+  Tensor T1L = s.cache_write(T1, "local");
+  auto ax = s[T1].op_axis();
+  auto [jo, ji] = s[T1].split(ax[1], 8);
+  s[T1].reorder({jo, ji, ax[0]});
+  auto [joo, joi] = s[T1].split(jo, 4);
+  auto fused = s[T1].fuse(joo, joi);
+  auto [o1, i1] = s[T2].split(r2, 7);
+  auto [o2, i2] = s[T2].split(i1, 5);
+  s[T2].split_nparts(i2, 6);
+  s[T1L].compute_at(s[T1], fused);
+  NDArray a = random_array({21, 23, 23}, f32, 74);
+  expect_output(s, {A, T2}, {a},
+                reference({23}, f32,
+                          [&](const std::vector<int64_t>& ix) {
+                            double acc = 0;
+                            for (int q = 0; q < 23; ++q) {
+                              double mx = -1e30;
+                              for (int p = 0; p < 21; ++p)
+                                mx = std::max(mx, std::max(at(a, {p, ix[0], q}), -0.3) * 1.5);
+                              acc += mx;
+                            }
+                            return acc;
+                          }),
+                {1e-4, 1e-4});
 }
 
 }  // namespace

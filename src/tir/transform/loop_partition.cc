@@ -116,7 +116,8 @@ class LoopPartitioner : public IRMutator {
         DataType t = op->loop_var.dtype();
         Stmt first = visit_loop(op, op->loop_var, op->min, make_const(t, split), op->body);
         Var v2 = op->loop_var.copy_with_suffix("");
-        Stmt body2 = substitute(op->body, {{op->loop_var, v2}});
+        // Fresh variables for everything the copy binds: the two loops sit side by side.
+        Stmt body2 = renew_defs(substitute(op->body, {{op->loop_var, v2}}));
         Stmt second =
             visit_loop(op, v2, op->min + make_const(t, split), make_const(t, n - split), body2);
         if (is_no_op(first)) return second;
