@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/error.h"
 #include "kiln/support/error.h"
 
 namespace kiln::autotune {
@@ -17,16 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error thrown";
-  return "";
-}
+using ::kiln::testing::error_of;
 
 uint64_t split_size(int64_t extent, int n, SplitPolicy p, int64_t max_factor = 0,
                     bool no_tail = true) {

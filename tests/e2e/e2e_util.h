@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
@@ -233,16 +234,7 @@ inline std::string lowered_text(const te::Schedule& sch, const std::vector<te::T
 }
 
 /// The message of the kiln::Error `f` throws (a test failure when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error thrown";
-  return "";
-}
+using ::kiln::testing::error_of;
 
 /// An array whose element at each multi-index is `f(index)` (for naive references).
 template <typename F>

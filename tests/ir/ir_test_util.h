@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kiln/ir/expr.h"
 
 namespace kiln::ir::testing {
@@ -28,14 +29,6 @@ inline Producer make_producer(const std::string& name, std::vector<Expr> shape,
 }
 
 /// Runs `f` and returns the message of the kiln::Error it throws ("" if none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::kiln::testing::error_of;
 
 }  // namespace kiln::ir::testing

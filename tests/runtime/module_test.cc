@@ -14,21 +14,13 @@
 #include <map>
 #include <string>
 
+#include "common/error.h"
 #include "kiln/support/error.h"
 
 namespace kiln::runtime {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error thrown";
-  return "";
-}
+using ::kiln::testing::error_of;
 
 /// fill(out: float32 array, value: float, count: int) writes `value` into the first `count`
 /// elements of `out`; checks its arguments like generated code does.

@@ -9,22 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kiln/support/error.h"
 
 namespace kiln::runtime {
 namespace {
 
 /// Runs `f`, expects a kiln::Error, and returns its message.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error thrown";
-  return "";
-}
+using ::kiln::testing::error_of;
 
 TEST(NDArray, EmptyShapeAndSizes) {
   NDArray a = NDArray::empty({2, 3, 4}, DataType::Float(32));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
@@ -83,15 +84,6 @@ inline NDArray poisoned(std::vector<int64_t> shape, DataType t) {
   return a;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no kiln::Error thrown";
-  return "";
-}
+using ::kiln::testing::error_of;
 
 }  // namespace kiln::testing

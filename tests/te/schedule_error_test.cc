@@ -3,20 +3,14 @@
 
 #include <functional>
 
+#include "common/error.h"
 #include "kiln/te/schedule.h"
 #include "kiln/tir/lower.h"
 
 namespace kiln::te {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using ::kiln::testing::error_of;
 
 #define EXPECT_ERROR(stmt, substr) EXPECT_THAT_ERROR(error_of([&] { stmt; }), substr)
 #define EXPECT_THAT_ERROR(msg, substr) \
