@@ -1,0 +1,186 @@
+// Reductions. The requested axes are normalized (negatives wrap, duplicates rejected); one
+// reduce_axis is made per reduced dimension and the output keeps the other dimensions (or
+// size-1 ones with keepdims). argmax/argmin are tuple reductions over (flat index, value)
+// whose combiner prefers the larger (smaller) value and, on equal values, the smaller index,
+// so the result is the first occurrence whatever order the loops visit elements in.
+#include "kiln/topi/reduction.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "topi_util.h"
+
+namespace kiln::topi {
+
+using namespace kiln::ir;  // NOLINT
+
+namespace {
+
+struct ReducePlan {
+  std::vector<int64_t> in_shape, out_shape;
+  std::vector<bool> reduced;  ///< per input dimension
+};
+
+ReducePlan plan_reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                       const std::string& op) {
+  ReducePlan p;
+  p.in_shape = detail::const_shape(x, op);
+  p.reduced.assign(p.in_shape.size(), axes.empty());
+  for (int a : axes) {
+    int n = detail::normalize_axis(a, p.in_shape, op);
+    KILN_USER_CHECK(!p.reduced[n]) << op << ": axis " << a << " is listed twice (shape "
+                                   << detail::shape_text(p.in_shape) << ")";
+    p.reduced[n] = true;
+  }
+  for (size_t d = 0; d < p.in_shape.size(); ++d) {
+    if (!p.reduced[d])
+      p.out_shape.push_back(p.in_shape[d]);
+    else if (keepdims)
+      p.out_shape.push_back(1);
+  }
+  return p;
+}
+
+/// Builds the reduce axes and a function mapping output indices to the input index.
+struct ReduceAxes {
+  std::vector<IterVar> axes;
+  std::function<std::vector<Expr>(const std::vector<Var>&)> input_index;
+  Expr flat_index;  ///< row-major position within the reduced dimensions
+};
+
+ReduceAxes make_axes(const ReducePlan& p, bool keepdims) {
+  ReduceAxes r;
+  std::vector<int> rdims;
+  for (size_t d = 0; d < p.in_shape.size(); ++d) {
+    if (!p.reduced[d]) continue;
+    r.axes.push_back(te::reduce_axis(Range(detail::ci(0), detail::ci(p.in_shape[d])),
+                                     "k" + std::to_string(r.axes.size())));
+    rdims.push_back(static_cast<int>(d));
+  }
+  Expr flat = detail::ci(0);
+  for (size_t j = 0; j < r.axes.size(); ++j)
+    flat = j == 0 ? Expr(r.axes[j]->var) : flat * detail::ci(p.in_shape[rdims[j]]) + r.axes[j]->var;
+  r.flat_index = flat;
+  ReducePlan plan = p;
+  std::vector<IterVar> axes = r.axes;
+  r.input_index = [plan, axes, keepdims](const std::vector<Var>& out) {
+    std::vector<Expr> idx;
+    size_t o = 0, k = 0;
+    for (size_t d = 0; d < plan.in_shape.size(); ++d) {
+      if (plan.reduced[d]) {
+        idx.push_back(axes[k++]->var);
+        if (keepdims) ++o;
+      } else {
+        idx.push_back(out[o++]);
+      }
+    }
+    return idx;
+  };
+  return r;
+}
+
+using ReduceFn = std::function<Expr(Expr, std::vector<IterVar>)>;
+
+te::Tensor reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                  const std::string& op, const std::string& name, const ReduceFn& f) {
+  ReducePlan p = plan_reduce(x, axes, keepdims, op);
+  ReduceAxes r = make_axes(p, keepdims);
+  return te::compute(
+      detail::to_exprs(p.out_shape),
+      [&](const std::vector<Var>& i) { return f(x(r.input_index(i)), r.axes); }, name,
+      detail::tag_of(tag::kCommReduce, op));
+}
+
+Expr lowest(DataType t) {
+  return t.is_float() ? make_const(t, -std::numeric_limits<double>::infinity()) : min_value(t);
+}
+Expr highest(DataType t) {
+  return t.is_float() ? make_const(t, std::numeric_limits<double>::infinity()) : max_value(t);
+}
+
+te::Tensor arg_reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                      DataType index_dtype, bool is_max, const std::string& op,
+                      const std::string& name) {
+  KILN_USER_CHECK(index_dtype == DataType::Int(32) || index_dtype == DataType::Int(64))
+      << op << ": index dtype must be int32 or int64, got " << index_dtype;
+  ReducePlan p = plan_reduce(x, axes, keepdims, op);
+  ReduceAxes r = make_axes(p, keepdims);
+  te::Reducer reducer(
+      [is_max](const std::vector<Expr>& a, const std::vector<Expr>& b) {
+        Expr better = is_max ? b[1] > a[1] : b[1] < a[1];
+        Expr take_b = better || (b[1] == a[1] && b[0] < a[0]);
+        return std::vector<Expr>{select(take_b, b[0], a[0]), select(take_b, b[1], a[1])};
+      },
+      [is_max](const std::vector<DataType>& t) {
+        return std::vector<Expr>{max_value(t[0]), is_max ? lowest(t[1]) : highest(t[1])};
+      },
+      op);
+  std::vector<te::Tensor> outs = te::compute_multi(
+      detail::to_exprs(p.out_shape),
+      [&](const std::vector<Var>& i) {
+        return reducer({cast(index_dtype, r.flat_index), x(r.input_index(i))}, r.axes);
+      },
+      name, detail::tag_of(tag::kCommReduceIdx, op));
+  return outs[0];
+}
+
+}  // namespace
+
+te::Tensor sum(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+               const std::string& name) {
+  return reduce(x, axes, keepdims, "sum", name,
+                [](Expr v, std::vector<IterVar> k) { return te::sum(v, k); });
+}
+
+te::Tensor mean(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                const std::string& name) {
+  ReducePlan p = plan_reduce(x, axes, keepdims, "mean");
+  int64_t count = 1;
+  for (size_t d = 0; d < p.in_shape.size(); ++d)
+    if (p.reduced[d]) count *= p.in_shape[d];
+  te::Tensor s = reduce(x, axes, keepdims, "mean", name + ".sum",
+                        [](Expr v, std::vector<IterVar> k) { return te::sum(v, k); });
+  return te::compute(
+      s->shape,
+      [&](const std::vector<Var>& i) {
+        Expr v = s(std::vector<Expr>(i.begin(), i.end()));
+        return v / make_const(v.dtype(), count);
+      },
+      name, detail::tag_of(tag::kElemWise, "mean"));
+}
+
+te::Tensor max(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+               const std::string& name) {
+  static const te::Reducer r = te::comm_reducer(
+      [](Expr a, Expr b) { return ir::max(a, b); }, lowest, "max");
+  return reduce(x, axes, keepdims, "max", name,
+                [](Expr v, std::vector<IterVar> k) { return r(v, k); });
+}
+
+te::Tensor min(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+               const std::string& name) {
+  static const te::Reducer r = te::comm_reducer(
+      [](Expr a, Expr b) { return ir::min(a, b); }, highest, "min");
+  return reduce(x, axes, keepdims, "min", name,
+                [](Expr v, std::vector<IterVar> k) { return r(v, k); });
+}
+
+te::Tensor prod(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                const std::string& name) {
+  return reduce(x, axes, keepdims, "prod", name,
+                [](Expr v, std::vector<IterVar> k) { return te::prod(v, k); });
+}
+
+te::Tensor argmax(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                  DataType index_dtype, const std::string& name) {
+  return arg_reduce(x, axes, keepdims, index_dtype, true, "argmax", name);
+}
+
+te::Tensor argmin(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
+                  DataType index_dtype, const std::string& name) {
+  return arg_reduce(x, axes, keepdims, index_dtype, false, "argmin", name);
+}
+
+}  // namespace kiln::topi

@@ -1,0 +1,258 @@
+// Default CPU schedules for element-wise, broadcast, shape, reduction and normalization ops.
+// Injective intermediates are inlined; an injective output is flattened to one loop, split by
+// the SIMD lanes, vectorized inside and parallel outside. Reductions parallelize their fused
+// spatial loop and vectorize a spatial inner loop placed inside the reduction loops when the
+// innermost input axis is spatial (sum over rows of a row-major matrix reads contiguous
+// vectors). Row-wise groups (softmax over the last axis, layer norm) compute their reductions
+// at the output's fused row loop so that each row is reduced and written by one thread.
+#include "kiln/topi/schedule_injective.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "kiln/ir/functor.h"
+#include "kiln/support/error.h"
+#include "kiln/topi/nn_norm.h"
+#include "kiln/topi/op_pattern.h"
+
+namespace kiln::topi {
+
+using namespace kiln::ir;  // NOLINT
+
+namespace {
+
+int64_t extent_of(const IterVar& iv) {
+  auto v = as_const_int(iv->dom->extent);
+  return v ? *v : -1;
+}
+
+int64_t product(const std::vector<IterVar>& axes) {
+  int64_t n = 1;
+  for (const IterVar& iv : axes) {
+    int64_t e = extent_of(iv);
+    if (e < 0) return -1;
+    n *= e;
+  }
+  return n;
+}
+
+bool is_compute(const te::Operation& op) { return op->kind == te::OpKind::kCompute; }
+
+const te::ComputeOpNode* as_compute(const te::Operation& op) {
+  return is_compute(op) ? static_cast<const te::ComputeOpNode*>(op.get()) : nullptr;
+}
+
+bool is_reduction(const te::Operation& op) {
+  const te::ComputeOpNode* c = as_compute(op);
+  return c && !c->reduce_axis.empty();
+}
+
+std::vector<te::Operation> ops_of(const std::vector<te::Tensor>& outs) {
+  std::vector<te::Operation> ops;
+  for (const te::Tensor& t : outs) {
+    te::Operation op = t.op();
+    if (std::none_of(ops.begin(), ops.end(), [&](const te::Operation& o) { return o.same_as(op); }))
+      ops.push_back(op);
+  }
+  return ops;
+}
+
+/// True if any tensor of the group is bool (bool vectors are not stored byte-wise).
+bool group_has_bool(const std::vector<te::Operation>& outs) {
+  for (const te::Operation& op : te::post_dfs_order(outs))
+    for (int i = 0; i < op->num_outputs(); ++i)
+      if (op->output_dtype(i).is_bool()) return true;
+  return false;
+}
+
+/// Inlines every injective compute stage that is not an output.
+void inline_injective(te::Schedule& s, const std::vector<te::Operation>& outs) {
+  std::unordered_set<const te::OperationNode*> out_set;
+  for (const te::Operation& op : outs) out_set.insert(op.get());
+  for (const te::Operation& op : te::post_dfs_order(outs)) {
+    if (!is_compute(op) || out_set.count(op.get()) || is_reduction(op)) continue;
+    if (is_injective_tag(op->tag)) s[op].compute_inline();
+  }
+}
+
+int lanes_for(DataType t, const Target& target) {
+  int bits = std::max(8, t.bits());
+  return std::max(1, target.vector_bits() / bits);
+}
+
+/// True when the reduction reads its input's innermost dimension with a reduction variable.
+bool reduces_innermost(const te::ComputeOpNode* c) {
+  VarSet rvars;
+  for (const IterVar& iv : c->reduce_axis) rvars.insert(iv->var);
+  bool found = false;
+  for (const Expr& b : c->body) {
+    post_order_visit(b, [&](const IRNode* n) {
+      if (n->kind != NodeKind::ProducerLoad) return;
+      const auto* pl = static_cast<const ProducerLoad*>(n);
+      if (pl->indices.empty()) return;
+      if (uses_var(pl->indices.back(),
+                   [&](const Variable* v) { return rvars.count(Var(v)) > 0; }))
+        found = true;
+    });
+  }
+  return found;
+}
+
+void schedule_reduce_stage(te::Schedule& s, const te::Operation& op, const Target& target,
+                           bool allow_vector) {
+  te::Stage st = s[op];
+  const te::ComputeOpNode* c = as_compute(op);
+  std::vector<IterVar> spatial = st.op_axis(), red = st.op_reduce_axis();
+  if (spatial.empty()) return;
+  int64_t n_spatial = product(spatial), n_red = product(red);
+  IterVar fused = spatial.size() > 1 ? st.fuse(spatial) : spatial[0];
+  int lanes = lanes_for(op->output_dtype(0), target);
+  bool big = n_spatial > 0 && n_red > 0 && n_spatial * n_red > kParallelThreshold;
+  if (allow_vector && c->num_outputs() == 1 && !reduces_innermost(c) && lanes > 1 &&
+      n_spatial >= lanes) {
+    auto [o, i] = st.split(fused, Expr(lanes));
+    std::vector<IterVar> order = {o};
+    order.insert(order.end(), red.begin(), red.end());
+    order.push_back(i);
+    st.reorder(order);
+    st.vectorize(i);
+    if (big && n_spatial / lanes > 1) st.parallel(o);
+  } else if (big && n_spatial > 1) {
+    st.parallel(fused);
+  }
+}
+
+/// The common treatment: injective intermediates inlined, every reduction scheduled, every
+/// injective output vectorized.
+void schedule_generic(te::Schedule& s, const std::vector<te::Operation>& outs,
+                      const Target& target) {
+  bool has_bool = group_has_bool(outs);
+  inline_injective(s, outs);
+  std::unordered_set<const te::OperationNode*> out_set;
+  for (const te::Operation& op : outs) out_set.insert(op.get());
+  for (const te::Operation& op : te::post_dfs_order(outs)) {
+    if (!is_compute(op)) continue;
+    if (is_reduction(op)) {
+      schedule_reduce_stage(s, op, target, !has_bool);
+    } else if (out_set.count(op.get())) {
+      schedule_injective_stage(s, op.output(0), target);
+    }
+  }
+}
+
+/// Row-wise group: `out` has the shape lead + row; every reduction in `reds` has shape lead and
+/// reduces its innermost input dimension. Returns false when the group does not fit.
+bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te::Operation>& reds,
+                   const Target& target) {
+  if (reds.empty()) return false;
+  size_t lead = reds[0]->output_shape(0).size();
+  for (const te::Operation& r : reds) {
+    const te::ComputeOpNode* c = as_compute(r);
+    if (!c || c->num_outputs() != 1 || r->output_shape(0).size() != lead || !reduces_innermost(c))
+      return false;
+  }
+  te::Stage st = s[out];
+  std::vector<IterVar> axes = st.op_axis();
+  if (lead == 0 || lead >= axes.size()) return false;
+  std::vector<IterVar> outer(axes.begin(), axes.begin() + static_cast<ptrdiff_t>(lead));
+  std::vector<IterVar> inner(axes.begin() + static_cast<ptrdiff_t>(lead), axes.end());
+  int64_t n_outer = product(outer), n_inner = product(inner);
+  IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
+  IterVar fi = inner.size() > 1 ? st.fuse(inner) : inner[0];
+  int lanes = lanes_for(out->dtype, target);
+  if (lanes > 1 && n_inner >= lanes && !out->dtype.is_bool()) {
+    auto [o, i] = st.split(fi, Expr(lanes));
+    st.vectorize(i);
+  }
+  if (n_outer > 1 && n_outer * n_inner > kParallelThreshold) st.parallel(fo);
+  for (const te::Operation& r : reds) s[r].compute_at(st, fo);
+  return true;
+}
+
+/// The reductions among `out`'s direct inputs.
+std::vector<te::Operation> input_reductions(const te::Tensor& out) {
+  std::vector<te::Operation> r;
+  for (const te::Tensor& t : out.op()->input_tensors())
+    if (is_reduction(t.op())) r.push_back(t.op());
+  return r;
+}
+
+}  // namespace
+
+void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Target& target) {
+  te::Stage st = s[out];
+  std::vector<IterVar> axes = st.op_axis();
+  if (axes.empty()) return;
+  if (st->leaf_iter_vars.size() != axes.size()) return;  // already scheduled
+  int64_t total = product(axes);
+  int lanes = lanes_for(out->dtype, target);
+  bool vec = lanes > 1 && total >= lanes && !group_has_bool({out.op()});
+  if (vec && axes.size() >= 2 && extent_of(axes.back()) >= lanes) {
+    // Keep the innermost axis whole so that broadcast reads along it stay contiguous vectors;
+    // the outer axes are fused into one (parallel) loop.
+    std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
+    IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
+    auto [o, i] = st.split(axes.back(), Expr(lanes));
+    st.vectorize(i);
+    if (total > kParallelThreshold && product(outer) > 1) st.parallel(fo);
+    return;
+  }
+  IterVar fused = axes.size() > 1 ? st.fuse(axes) : axes[0];
+  if (vec) {
+    auto [o, i] = st.split(fused, Expr(lanes));
+    st.vectorize(i);
+    if (total > kParallelThreshold) st.parallel(o);
+  } else if (total > kParallelThreshold) {
+    st.parallel(fused);
+  }
+}
+
+te::Schedule schedule_injective(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(!outs.empty()) << "schedule_injective: no output tensors";
+  std::vector<te::Operation> ops = ops_of(outs);
+  te::Schedule s = te::create_schedule(ops);
+  inline_injective(s, ops);
+  for (const te::Operation& op : ops) {
+    KILN_USER_CHECK(is_compute(op) && !is_reduction(op))
+        << "schedule_injective: output '" << op->name << "' (tag '" << op->tag
+        << "') is not an injective compute; use schedule_reduce";
+    schedule_injective_stage(s, op.output(0), target);
+  }
+  return s;
+}
+
+te::Schedule schedule_reduce(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(!outs.empty()) << "schedule_reduce: no output tensors";
+  std::vector<te::Operation> ops = ops_of(outs);
+  te::Schedule s = te::create_schedule(ops);
+  schedule_generic(s, ops, target);
+  return s;
+}
+
+te::Schedule schedule_softmax(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(outs.size() == 1) << "schedule_softmax: expects one output, got "
+                                    << outs.size();
+  const te::Tensor& out = outs[0];
+  KILN_USER_CHECK(out.op()->tag == tag::kSoftmaxOutput || out.op()->tag == tag::kLogSoftmaxOutput)
+      << "schedule_softmax: output '" << out.op()->name << "' has tag '" << out.op()->tag
+      << "', not a softmax output";
+  std::vector<te::Operation> ops = ops_of(outs);
+  te::Schedule s = te::create_schedule(ops);
+  inline_injective(s, ops);
+  if (!schedule_rows(s, out, input_reductions(out), target)) schedule_generic(s, ops, target);
+  return s;
+}
+
+te::Schedule schedule_norm(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(!outs.empty()) << "schedule_norm: no output tensors";
+  std::vector<te::Operation> ops = ops_of(outs);
+  te::Schedule s = te::create_schedule(ops);
+  inline_injective(s, ops);
+  if (outs.size() == 1 && outs[0].op()->tag == tag::kLayerNormOutput &&
+      schedule_rows(s, outs[0], input_reductions(outs[0]), target))
+    return s;
+  schedule_generic(s, ops, target);
+  return s;
+}
+
+}  // namespace kiln::topi

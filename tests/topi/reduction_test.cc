@@ -1,0 +1,159 @@
+// Reductions (sum, mean, max, min, prod, argmax, argmin) over single and multiple axes,
+// negative axes and keepdims, against naive C++; argmax/argmin ties resolve to the first index.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/topi/reduction.h"
+#include "topi/topi_test_util.h"
+
+namespace kiln::topi::testing {
+namespace {
+
+enum class Kind { kSum, kMean, kMax, kMin, kProd, kArgMax, kArgMin };
+
+/// Naive reduction of `x` over `axes` (normalized, any order); returns the output array.
+NDArray naive_reduce(const NDArray& x, std::vector<int> axes, bool keepdims, Kind k,
+                     DataType out_t) {
+  const Shape& in = x.shape();
+  int r = static_cast<int>(in.size());
+  std::vector<bool> red(r, axes.empty());
+  for (int a : axes) red[a < 0 ? a + r : a] = true;
+  Shape out;
+  for (int d = 0; d < r; ++d)
+    if (!red[d]) out.push_back(in[d]);
+    else if (keepdims) out.push_back(1);
+  Shape out_full(r);  // output index with reduced dims at 0
+  return reference(out, out_t, [&](const Shape& oi) {
+    Shape base(r, 0);
+    size_t o = 0;
+    for (int d = 0; d < r; ++d) {
+      if (!red[d]) base[d] = oi[o++];
+      else if (keepdims) ++o;
+    }
+    double acc = k == Kind::kProd ? 1 : 0, best = 0;
+    int64_t best_i = -1, count = 0, pos = 0;
+    // Iterate the reduced dims in row-major order.
+    Shape cur = base;
+    std::function<void(int)> rec = [&](int d) {
+      if (d == r) {
+        double v = at(x, cur);
+        ++count;
+        switch (k) {
+          case Kind::kSum:
+          case Kind::kMean: acc += v; break;
+          case Kind::kProd: acc *= v; break;
+          case Kind::kMax:
+          case Kind::kArgMax:
+            if (best_i < 0 || v > best) best = v, best_i = pos;
+            break;
+          case Kind::kMin:
+          case Kind::kArgMin:
+            if (best_i < 0 || v < best) best = v, best_i = pos;
+            break;
+        }
+        ++pos;
+        return;
+      }
+      if (!red[d]) return rec(d + 1);
+      for (int64_t v = 0; v < in[d]; ++v) {
+        cur[d] = v;
+        rec(d + 1);
+      }
+    };
+    rec(0);
+    switch (k) {
+      case Kind::kSum:
+      case Kind::kProd: return acc;
+      case Kind::kMean: return out_t.is_float() ? acc / count : std::floor(acc / count);
+      case Kind::kMax:
+      case Kind::kMin: return best;
+      default: return static_cast<double>(best_i);
+    }
+  });
+}
+
+struct Spec {
+  Shape shape;
+  std::vector<int> axes;
+  bool keepdims;
+};
+
+void check_all(const Spec& sp, DataType t, uint32_t seed, double lo, double hi) {
+  SCOPED_TRACE(::testing::Message() << "shape " << runtime::shape_str(sp.shape) << " axes "
+                                    << ::testing::PrintToString(sp.axes) << " keepdims "
+                                    << sp.keepdims << " " << t);
+  te::Tensor X = input(sp.shape, t, "X");
+  NDArray x = random_array(sp.shape, t, seed, lo, hi);
+  struct Op {
+    Kind k;
+    te::Tensor out;
+  };
+  std::vector<Op> ops = {{Kind::kSum, sum(X, sp.axes, sp.keepdims)},
+                         {Kind::kMean, mean(X, sp.axes, sp.keepdims)},
+                         {Kind::kMax, max(X, sp.axes, sp.keepdims)},
+                         {Kind::kMin, min(X, sp.axes, sp.keepdims)},
+                         {Kind::kProd, prod(X, sp.axes, sp.keepdims)}};
+  // Each reduction is its own kernel under schedule_reduce, but one build holds them all.
+  std::vector<te::Tensor> outs;
+  std::vector<NDArray> want;
+  for (const Op& op : ops) {
+    outs.push_back(op.out);
+    want.push_back(naive_reduce(x, sp.axes, sp.keepdims, op.k, t));
+  }
+  check({X}, outs, {x}, want, schedule_reduce, {1e-4, 1e-5});
+  for (Kind k : {Kind::kArgMax, Kind::kArgMin}) {
+    for (DataType it : {i32, i64}) {
+      te::Tensor A = k == Kind::kArgMax ? argmax(X, sp.axes, sp.keepdims, it)
+                                        : argmin(X, sp.axes, sp.keepdims, it);
+      check({X}, {A}, {x}, {naive_reduce(x, sp.axes, sp.keepdims, k, it)}, schedule_reduce);
+      if (it == i32) break;  // int64 once per spec below
+    }
+  }
+}
+
+TEST(TopiReduction, FloatAxesAndKeepdims) {
+  uint32_t seed = 1;
+  for (const Spec& sp : std::vector<Spec>{{{7, 13}, {1}, false},
+                                          {{7, 13}, {0}, true},
+                                          {{3, 5, 7}, {-1, 0}, false},
+                                          {{3, 5, 7}, {1}, true},
+                                          {{2, 3, 4}, {}, false},
+                                          {{1, 13}, {-2}, false},
+                                          {{70, 67}, {0}, false}}) {
+    check_all(sp, f32, seed++, 0.5, 1.5);  // positive values keep prod well-conditioned
+  }
+}
+
+TEST(TopiReduction, IntegersWithTies) {
+  // A small integer range makes ties frequent: argmax/argmin must return the first index.
+  uint32_t seed = 50;
+  for (const Spec& sp :
+       std::vector<Spec>{{{5, 17}, {1}, false}, {{6, 4, 3}, {0, 2}, true}, {{9, 33}, {0}, false}})
+    check_all(sp, i32, seed++, -2, 2);
+}
+
+TEST(TopiReduction, ArgmaxInt64AndOutputs) {
+  te::Tensor X = input({4, 9}, f32, "X");
+  NDArray x = random_array({4, 9}, f32, 77);
+  te::Tensor A = argmax(X, {-1}, false, i64);
+  EXPECT_EQ(A->dtype, i64);
+  EXPECT_EQ(A.op()->tag, "comm_reduce_idx,argmax");
+  check({X}, {A}, {x}, {naive_reduce(x, {1}, false, Kind::kArgMax, i64)}, schedule_reduce);
+}
+
+TEST(TopiReduction, ShapesAndErrors) {
+  te::Tensor X = input({2, 3, 4}, f32, "X");
+  EXPECT_EQ(shape_of(sum(X, {1}, true)), (Shape{2, 1, 4}));
+  EXPECT_EQ(shape_of(sum(X, {-1, 0})), (Shape{3}));
+  EXPECT_EQ(error_of([&] { sum(X, {3}); }),
+            "sum: axis 3 is out of range for a tensor of rank 3 (shape [2, 3, 4])");
+  EXPECT_EQ(error_of([&] { max(X, {1, -2}); }),
+            "max: axis -2 is listed twice (shape [2, 3, 4])");
+  EXPECT_EQ(error_of([&] { argmax(X, {0}, false, DataType::Float(32)); }),
+            "argmax: index dtype must be int32 or int64, got float32");
+}
+
+}  // namespace
+}  // namespace kiln::topi::testing

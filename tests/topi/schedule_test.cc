@@ -1,0 +1,118 @@
+// The topi CPU schedules: loop structure of the lowered code (inlining, vectorized inner loop,
+// parallel outer loop, reductions placed at the row loop), plus a timing print comparing the
+// default and topi schedules on a larger case (printed only; never asserted).
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "kiln/topi/broadcast.h"
+#include "kiln/topi/elemwise.h"
+#include "kiln/topi/nn_norm.h"
+#include "kiln/topi/reduction.h"
+#include "kiln/topi/transform.h"
+#include "topi/topi_test_util.h"
+
+namespace kiln::topi::testing {
+namespace {
+
+std::string lowered(const te::Schedule& s, const std::vector<te::Tensor>& args) {
+  return tir::to_string(lower(s, args, "f"));
+}
+
+int count(const std::string& s, const std::string& part) {
+  int n = 0;
+  for (size_t p = s.find(part); p != std::string::npos; p = s.find(part, p + 1)) ++n;
+  return n;
+}
+
+TEST(TopiSchedule, InjectiveInlinesAndVectorizes) {
+  te::Tensor A = input({64, 97}, f32, "A"), B = input({97}, f32, "B");
+  te::Tensor C = relu(add(A, B));
+  std::string ir = lowered(schedule_injective({C}, host_target()), {A, B, C});
+  EXPECT_EQ(count(ir, "parallel for"), 1) << ir;
+  EXPECT_EQ(ir.find("add["), std::string::npos) << ir;  // the add stage is inlined
+  EXPECT_NE(ir.find("ramp("), std::string::npos) << ir;  // vector accesses
+  // Small outputs stay serial.
+  te::Tensor S = input({3, 5}, f32, "S");
+  te::Tensor T = exp(S);
+  std::string small = lowered(schedule_injective({T}, host_target()), {S, T});
+  EXPECT_EQ(count(small, "parallel"), 0) << small;
+}
+
+TEST(TopiSchedule, BoolOutputsAreNotVectorized) {
+  te::Tensor A = input({40, 33}, f32, "A"), B = input({33}, f32, "B");
+  te::Tensor C = less(A, B);
+  std::string ir = lowered(schedule_injective({C}, host_target()), {A, B, C});
+  EXPECT_EQ(ir.find("ramp("), std::string::npos) << ir;
+}
+
+TEST(TopiSchedule, ReduceVectorizesOuterAxisReduction) {
+  te::Tensor A = input({64, 97}, f32, "A");
+  te::Tensor R0 = sum(A, {0});   // spatial inner axis is contiguous: vectorize it
+  std::string ir0 = lowered(schedule_reduce({R0}, host_target()), {A, R0});
+  EXPECT_NE(ir0.find("ramp("), std::string::npos) << ir0;
+  EXPECT_EQ(count(ir0, "parallel for"), 1) << ir0;
+  te::Tensor R1 = sum(A, {1});   // innermost reduced: serial k, parallel rows
+  std::string ir1 = lowered(schedule_reduce({R1}, host_target()), {A, R1});
+  EXPECT_EQ(ir1.find("ramp("), std::string::npos) << ir1;
+  EXPECT_EQ(count(ir1, "parallel for"), 1) << ir1;
+}
+
+TEST(TopiSchedule, SoftmaxAndLayerNormComputeAtRows) {
+  te::Tensor X = input({64, 100}, f32, "X");
+  te::Tensor S = softmax(X);
+  std::string ir = lowered(schedule_softmax({S}, host_target()), {X, S});
+  // One parallel row loop holding both reductions and the vectorized row.
+  EXPECT_EQ(count(ir, "parallel for"), 1) << ir;
+  size_t par = ir.find("parallel for");
+  EXPECT_LT(par, ir.find("softmax.max")) << ir;
+  te::Tensor G = input({100}, f32, "G"), B = input({100}, f32, "B");
+  te::Tensor L = layer_norm(X, G, B);
+  std::string irl = lowered(schedule_norm({L}, host_target()), {X, G, B, L});
+  EXPECT_EQ(count(irl, "parallel for"), 1) << irl;
+  EXPECT_NE(irl.find("ramp("), std::string::npos) << irl;
+}
+
+TEST(TopiSchedule, ErrorsNameTheStage) {
+  te::Tensor A = input({4, 4}, f32, "A");
+  te::Tensor R = sum(A, {1});
+  EXPECT_NE(error_of([&] { schedule_injective({R}, host_target()); })
+                .find("schedule_injective: output 'sum' (tag 'comm_reduce,sum') is not an "
+                      "injective compute"),
+            std::string::npos);
+}
+
+double time_ms(const te::Schedule& s, const std::vector<te::Tensor>& args,
+               const std::vector<NDArray>& arrays) {
+  runtime::Module m = build(s, args, host_target(), "f");
+  runtime::PackedFunc f = m.get_function("f");
+  call(f, arrays);  // warm up
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    call(f, arrays);
+    auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return best;
+}
+
+TEST(TopiSchedule, TimingPrint) {
+  const int64_t n = 512, m = 1024;
+  te::Tensor A = input({n, m}, f32, "A"), B = input({m}, f32, "B");
+  te::Tensor C = gelu(add(A, B));
+  te::Tensor S = softmax(A);
+  NDArray a = random_array({n, m}, f32, 1), b = random_array({m}, f32, 2),
+          c = poisoned({n, m}, f32), sm = poisoned({n, m}, f32);
+  double d0 = time_ms(te::create_schedule({C}), {A, B, C}, {a, b, c});
+  double d1 = time_ms(schedule_injective({C}, host_target()), {A, B, C}, {a, b, c});
+  double s0 = time_ms(te::create_schedule({S}), {A, S}, {a, sm});
+  double s1 = time_ms(schedule_softmax({S}, host_target()), {A, S}, {a, sm});
+  std::printf("gelu(add) %lldx%lld: default %.3f ms, topi %.3f ms\n", static_cast<long long>(n),
+              static_cast<long long>(m), d0, d1);
+  std::printf("softmax   %lldx%lld: default %.3f ms, topi %.3f ms\n", static_cast<long long>(n),
+              static_cast<long long>(m), s0, s1);
+}
+
+}  // namespace
+}  // namespace kiln::topi::testing
