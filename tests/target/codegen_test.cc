@@ -101,6 +101,39 @@ TEST(CodegenLLVM, VectorizedAdd16Lanes) {
   }
 }
 
+TEST(CodegenLLVM, VectorBoolStoreAndLoadUseOneBytePerElement) {
+  // M[i*16 : +16] = A[...] > 0 (bool vector stored as bytes); C = select(M, A, -1) reads it
+  // back as a vector. LLVM's <16 x i1> in memory would be bit-packed; Kiln stores bytes.
+  const int n = 64;
+  FuncBuilder fb;
+  Buffer a = fb.buffer("A", DataType::Float(32), {n});
+  Buffer m = fb.buffer("M", DataType::Bool(), {n});
+  Buffer c = fb.buffer("C", DataType::Float(32), {n});
+  Var i("i"), j("j");
+  DataType v16 = DataType::Float(32, 16);
+  Expr ii = Ramp::make(i * 16, Expr(1), 16), jj = Ramp::make(j * 16, Expr(1), 16);
+  Stmt body = SeqStmt::make(
+      {loop(i, n / 16,
+            Store::make(m->data, Load::make(v16, a->data, ii) > Broadcast::make(Expr(0.0f), 16),
+                        ii)),
+       loop(
+           j, n / 16,
+           Store::make(c->data,
+                       Select::make(Load::make(DataType::Bool(16), m->data, jj),
+                                    Load::make(v16, a->data, jj), Broadcast::make(Expr(-1.0f), 16)),
+                       jj))});
+  runtime::Module mod = build({fb.make("vbool", body)}, host());
+  NDArray av = random_f32({n}, 11);
+  NDArray mv = poisoned({n}, DataType::Bool());
+  NDArray cv = poisoned({n}, DataType::Float(32));
+  mod.get_function("vbool")(av, mv, cv);
+  for (int k = 0; k < n; ++k) {
+    float x = av.data_as<float>()[k];
+    ASSERT_EQ(mv.data_as<uint8_t>()[k], x > 0 ? 1 : 0) << "element " << k;
+    ASSERT_EQ(cv.data_as<float>()[k], x > 0 ? x : -1.0f) << "element " << k;
+  }
+}
+
 TEST(CodegenLLVM, StridedGatherAndPredicatedStore) {
   // B[i*8 + l] = A[l*4 + i] for l < 8 (a gather); only lanes with l < 5 are stored.
   const int rows = 4, lanes = 8;

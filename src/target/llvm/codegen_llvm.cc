@@ -129,8 +129,8 @@ std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target)
   std::string triple = target.triple();
   std::string err;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
-  KILN_USER_CHECK(t != nullptr) << "target '" << target.str() << "': LLVM has no target for triple '"
-                                << triple << "': " << err;
+  KILN_USER_CHECK(t != nullptr) << "target '" << target.str()
+                                << "': LLVM has no target for triple '" << triple << "': " << err;
   auto [cpu, fs] = cpu_and_features(target);
   llvm::TargetOptions opt;
   // Contract a*b + c into one FMA where the target has it (as TVM and clang -ffp-contract=fast
@@ -180,10 +180,17 @@ llvm::Type* CodeGenLLVM::ty(DataType t) {
     e = b_->getBFloatTy();
   } else if (t.is_float()) {
     switch (t.bits()) {
-      case 16: e = b_->getHalfTy(); break;
-      case 32: e = b_->getFloatTy(); break;
-      case 64: e = b_->getDoubleTy(); break;
-      default: fail("unsupported float type " + t.str());
+      case 16:
+        e = b_->getHalfTy();
+        break;
+      case 32:
+        e = b_->getFloatTy();
+        break;
+      case 64:
+        e = b_->getDoubleTy();
+        break;
+      default:
+        fail("unsupported float type " + t.str());
     }
   } else {
     e = b_->getIntNTy(t.bits());
@@ -194,7 +201,8 @@ llvm::Type* CodeGenLLVM::ty(DataType t) {
 llvm::Value* CodeGenLLVM::const_int(DataType t, int64_t v) {
   llvm::Type* et = ty(t.element_of());
   llvm::Constant* c = llvm::ConstantInt::getSigned(et, v);
-  if (t.lanes() > 1) return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(t.lanes()), c);
+  if (t.lanes() > 1)
+    return llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(t.lanes()), c);
   return c;
 }
 
@@ -261,8 +269,7 @@ void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
 }
 
 llvm::Function* CodeGenLLVM::emit_outlined(const std::string& name, const std::vector<Var>& params,
-                                           const std::function<void()>& body,
-                                           bool always_inline) {
+                                           const std::function<void()>& body, bool always_inline) {
   std::vector<llvm::Type*> ptys;
   for (const Var& p : params) ptys.push_back(ty(p.dtype()));
   auto* ft = llvm::FunctionType::get(b_->getInt32Ty(), ptys, false);
@@ -326,8 +333,9 @@ std::unique_ptr<llvm::Module> CodeGenLLVM::finish() {
     list.push_back('\0');
   }
   llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, list, true);
-  auto* gv = new llvm::GlobalVariable(*module_, init->getType(), true,
-                                      llvm::GlobalValue::ExternalLinkage, init, "__kiln_func_names");
+  auto* gv =
+      new llvm::GlobalVariable(*module_, init->getType(), true, llvm::GlobalValue::ExternalLinkage,
+                               init, "__kiln_func_names");
   gv->setVisibility(llvm::GlobalValue::DefaultVisibility);
 
   auto [cpu, fs] = cpu_and_features(target_);
@@ -446,9 +454,9 @@ llvm::Value* CodeGenLLVM::visit(const FloorDiv* op) {
   llvm::Value* r = b_->CreateSRem(a, b);
   llvm::Value* zero = const_int(t, 0);
   // q - 1 when r != 0 and sign(r) != sign(b).
-  llvm::Value* fix = b_->CreateAnd(b_->CreateICmpNE(r, zero),
-                                   b_->CreateICmpNE(b_->CreateICmpSLT(r, zero),
-                                                    b_->CreateICmpSLT(b, zero)));
+  llvm::Value* fix =
+      b_->CreateAnd(b_->CreateICmpNE(r, zero),
+                    b_->CreateICmpNE(b_->CreateICmpSLT(r, zero), b_->CreateICmpSLT(b, zero)));
   return b_->CreateSub(q, b_->CreateZExt(fix, q->getType()));
 }
 
@@ -461,9 +469,9 @@ llvm::Value* CodeGenLLVM::visit(const FloorMod* op) {
   if (c && is_pow2(*c)) return b_->CreateAnd(a, const_int(t, *c - 1));
   llvm::Value* r = b_->CreateSRem(a, b);
   llvm::Value* zero = const_int(t, 0);
-  llvm::Value* fix = b_->CreateAnd(b_->CreateICmpNE(r, zero),
-                                   b_->CreateICmpNE(b_->CreateICmpSLT(r, zero),
-                                                    b_->CreateICmpSLT(b, zero)));
+  llvm::Value* fix =
+      b_->CreateAnd(b_->CreateICmpNE(r, zero),
+                    b_->CreateICmpNE(b_->CreateICmpSLT(r, zero), b_->CreateICmpSLT(b, zero)));
   return b_->CreateSelect(fix, b_->CreateAdd(r, b), r);
 }
 
@@ -484,11 +492,11 @@ llvm::Value* CodeGenLLVM::visit(const Max* op) {
   return b_->CreateSelect(gt, a, b);
 }
 
-#define KILN_CMP(Node, FOP, SOP, UOP)                                 \
-  llvm::Value* CodeGenLLVM::visit(const Node* op) {                   \
-    llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);         \
-    DataType t = op->a.dtype();                                       \
-    if (t.is_float()) return b_->CreateFCmp(llvm::CmpInst::FOP, a, b); \
+#define KILN_CMP(Node, FOP, SOP, UOP)                                                  \
+  llvm::Value* CodeGenLLVM::visit(const Node* op) {                                    \
+    llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);                          \
+    DataType t = op->a.dtype();                                                        \
+    if (t.is_float()) return b_->CreateFCmp(llvm::CmpInst::FOP, a, b);                 \
     return b_->CreateICmp(t.is_int() ? llvm::CmpInst::SOP : llvm::CmpInst::UOP, a, b); \
   }
 KILN_CMP(EQ, FCMP_OEQ, ICMP_EQ, ICMP_EQ)
@@ -558,14 +566,21 @@ llvm::Align CodeGenLLVM::vector_align(const Var& buffer_var, DataType t, const E
   int64_t elem_bytes = std::max(1, t.element_of().bytes());
   if (!aligned_.count(buffer_var.get())) return llvm::Align(elem_bytes);
   Modular m = modular_of(base);
-  int64_t elems = m.coeff == 0 ? largest_pow2_divisor(m.base)
-                               : largest_pow2_divisor(std::gcd(m.coeff, m.base));
+  int64_t elems =
+      m.coeff == 0 ? largest_pow2_divisor(m.base) : largest_pow2_divisor(std::gcd(m.coeff, m.base));
   int64_t bytes = std::min<int64_t>(elems * elem_bytes, kAllocAlign);
   bytes = std::min<int64_t>(bytes, largest_pow2_divisor(elem_bytes * t.lanes()));
   return llvm::Align(std::max<int64_t>(bytes, elem_bytes));
 }
 
 llvm::Value* CodeGenLLVM::visit(const Load* op) {
+  if (op->dtype.is_bool()) {
+    // Bools are one byte each in memory; LLVM's <N x i1> would be bit-packed.
+    Expr bytes =
+        Load::make(DataType::UInt(8, op->dtype.lanes()), op->buffer_var, op->index, op->predicate);
+    return b_->CreateICmpNE(emit_expr(bytes),
+                            llvm::Constant::getNullValue(ty(DataType::UInt(8, op->dtype.lanes()))));
+  }
   DataType t = op->dtype;
   DataType elem = t.element_of();
   bool unpredicated = is_one(op->predicate);
@@ -606,6 +621,12 @@ llvm::Value* CodeGenLLVM::visit(const Load* op) {
 }
 
 void CodeGenLLVM::visit(const Store* op) {
+  if (op->value.dtype().is_bool()) {
+    DataType bytes = DataType::UInt(8, op->value.dtype().lanes());
+    visit(Store::make(op->buffer_var, Cast::make(bytes, op->value), op->index, op->predicate)
+              .as<Store>());
+    return;
+  }
   DataType t = op->value.dtype();
   DataType elem = t.element_of();
   llvm::Value* value = emit_expr(op->value);
@@ -674,18 +695,18 @@ llvm::Value* CodeGenLLVM::emit_if_then_else(const Expr& cond, const Expr& t, con
 
 llvm::Value* CodeGenLLVM::emit_math(const Call* op) {
   static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
-      {"exp", llvm::Intrinsic::exp},       {"exp2", llvm::Intrinsic::exp2},
-      {"log", llvm::Intrinsic::log},       {"log2", llvm::Intrinsic::log2},
-      {"log10", llvm::Intrinsic::log10},   {"sqrt", llvm::Intrinsic::sqrt},
-      {"fabs", llvm::Intrinsic::fabs},     {"floor", llvm::Intrinsic::floor},
-      {"ceil", llvm::Intrinsic::ceil},     {"round", llvm::Intrinsic::round},
-      {"trunc", llvm::Intrinsic::trunc},   {"nearbyint", llvm::Intrinsic::nearbyint},
-      {"pow", llvm::Intrinsic::pow},       {"fma", llvm::Intrinsic::fma},
-      {"sin", llvm::Intrinsic::sin},       {"cos", llvm::Intrinsic::cos},
+      {"exp", llvm::Intrinsic::exp},          {"exp2", llvm::Intrinsic::exp2},
+      {"log", llvm::Intrinsic::log},          {"log2", llvm::Intrinsic::log2},
+      {"log10", llvm::Intrinsic::log10},      {"sqrt", llvm::Intrinsic::sqrt},
+      {"fabs", llvm::Intrinsic::fabs},        {"floor", llvm::Intrinsic::floor},
+      {"ceil", llvm::Intrinsic::ceil},        {"round", llvm::Intrinsic::round},
+      {"trunc", llvm::Intrinsic::trunc},      {"nearbyint", llvm::Intrinsic::nearbyint},
+      {"pow", llvm::Intrinsic::pow},          {"fma", llvm::Intrinsic::fma},
+      {"sin", llvm::Intrinsic::sin},          {"cos", llvm::Intrinsic::cos},
       {"copysign", llvm::Intrinsic::copysign}};
-  static const std::unordered_set<std::string> libm = {
-      "tanh", "erf", "tan", "atan", "asin", "acos", "sinh", "cosh", "atan2", "log1p", "expm1",
-      "cbrt"};
+  static const std::unordered_set<std::string> libm = {"tanh",  "erf",   "tan",   "atan",
+                                                       "asin",  "acos",  "sinh",  "cosh",
+                                                       "atan2", "log1p", "expm1", "cbrt"};
   DataType t = op->dtype;
   std::vector<llvm::Value*> args;
   for (const Expr& a : op->args) args.push_back(emit_expr(a));
@@ -751,18 +772,24 @@ llvm::Value* CodeGenLLVM::emit_builtin(const Call* op) {
         llvm::Value* off = load_field(7, b_->getInt64Ty());
         return b_->CreateInBoundsGEP(b_->getInt8Ty(), data, off);
       }
-      case tir::ArrayField::kDeviceType: return load_field(1, b_->getInt32Ty());
-      case tir::ArrayField::kDeviceId: return load_field(2, b_->getInt32Ty());
-      case tir::ArrayField::kNDim: return load_field(3, b_->getInt32Ty());
-      case tir::ArrayField::kDTypeWord: return load_field(4, b_->getInt32Ty());
+      case tir::ArrayField::kDeviceType:
+        return load_field(1, b_->getInt32Ty());
+      case tir::ArrayField::kDeviceId:
+        return load_field(2, b_->getInt32Ty());
+      case tir::ArrayField::kNDim:
+        return load_field(3, b_->getInt32Ty());
+      case tir::ArrayField::kDTypeWord:
+        return load_field(4, b_->getInt32Ty());
       case tir::ArrayField::kShape:
       case tir::ArrayField::kStrides: {
         llvm::Value* p = load_field(field == tir::ArrayField::kShape ? 5 : 6, ptr);
         llvm::Value* q = b_->CreateInBoundsGEP(b_->getInt64Ty(), p, b_->getInt64(const_arg(2)));
         return b_->CreateLoad(b_->getInt64Ty(), q);
       }
-      case tir::ArrayField::kStridesIsNull: return b_->CreateIsNull(load_field(6, ptr));
-      case tir::ArrayField::kByteOffset: return load_field(7, b_->getInt64Ty());
+      case tir::ArrayField::kStridesIsNull:
+        return b_->CreateIsNull(load_field(6, ptr));
+      case tir::ArrayField::kByteOffset:
+        return load_field(7, b_->getInt64Ty());
     }
     fail("kiln.array_get: unknown field " + std::to_string(const_arg(1)));
   }
@@ -821,8 +848,8 @@ void CodeGenLLVM::emit_arg_check(const Call* op) {
   b_->SetInsertPoint(fail_bb);
   llvm::Value* got = cast_value(op->args[3].dtype(), DataType::Int(64), emit_expr(op->args[3]));
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
-  llvm::Function* fn = runtime_fn("kiln_set_arg_error", b_->getVoidTy(),
-                                  {ptr, b_->getInt32Ty(), b_->getInt64Ty()});
+  llvm::Function* fn =
+      runtime_fn("kiln_set_arg_error", b_->getVoidTy(), {ptr, b_->getInt32Ty(), b_->getInt64Ty()});
   llvm::Value* kind = cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2]));
   b_->CreateCall(fn, {emit_expr(op->args[1]), kind, got});
   emit_error_return(b_->getInt32(-1));
@@ -857,7 +884,8 @@ void CodeGenLLVM::visit(const AttrStmt* op) {
     std::string name = func_name_ + "_compute_";
     if (const StringImm* s = op->value.as<StringImm>()) name = s->value;
     std::vector<Var> params = free_vars(op->body);
-    llvm::Function* fn = emit_outlined(name, params, [&] { visit_stmt(op->body); }, false);
+    llvm::Function* fn = emit_outlined(
+        name, params, [&] { visit_stmt(op->body); }, false);
     std::vector<llvm::Value*> args;
     for (const Var& p : params) args.push_back(vars_.at(p.get()));
     emit_propagate(b_->CreateCall(fn, args));
@@ -873,8 +901,8 @@ void CodeGenLLVM::visit(const AssertStmt* op) {
   llvm::MDBuilder md(*ctx_);
   b_->CreateCondBr(cond, ok_bb, fail_bb, md.createBranchWeights(1 << 20, 1));
   b_->SetInsertPoint(fail_bb);
-  llvm::Function* fn = runtime_fn("kiln_set_last_error", b_->getVoidTy(),
-                                  {llvm::PointerType::getUnqual(*ctx_)});
+  llvm::Function* fn =
+      runtime_fn("kiln_set_last_error", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
   b_->CreateCall(fn, {emit_expr(op->message)});
   emit_error_return(b_->getInt32(-1));
   b_->CreateBr(ok_bb);
@@ -904,8 +932,8 @@ void CodeGenLLVM::visit(const SeqStmt* op) {
   for (const Stmt& s : op->seq) visit_stmt(s);
 }
 
-void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end,
-                            ForKind kind, const std::function<void()>& body) {
+void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end, ForKind kind,
+                            const std::function<void()>& body) {
   llvm::BasicBlock* pre = b_->GetInsertBlock();
   llvm::BasicBlock* head = llvm::BasicBlock::Create(*ctx_, "for_head", cur_.fn);
   llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(*ctx_, "for_body", cur_.fn);
@@ -922,7 +950,8 @@ void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value
   llvm::BranchInst* back = b_->CreateBr(head);
   i->addIncoming(next, b_->GetInsertBlock());
   if (kind == ForKind::kUnrolled) {
-    llvm::MDNode* unroll = llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, "llvm.loop.unroll.full")});
+    llvm::MDNode* unroll =
+        llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, "llvm.loop.unroll.full")});
     llvm::MDNode* loop = llvm::MDNode::getDistinct(*ctx_, {nullptr, unroll});
     loop->replaceOperandWith(0, loop);
     back->setMetadata(llvm::LLVMContext::MD_loop, loop);
@@ -979,8 +1008,8 @@ void CodeGenLLVM::emit_parallel_for(const For* op) {
   for (const Var& v : captured) fields.push_back(ty(v.dtype()));
   llvm::StructType* st = llvm::StructType::create(*ctx_, fields, base + "_closure");
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
-  auto* lambda_ty = llvm::FunctionType::get(b_->getInt32Ty(),
-                                            {b_->getInt64Ty(), b_->getInt64Ty(), ptr}, false);
+  auto* lambda_ty =
+      llvm::FunctionType::get(b_->getInt32Ty(), {b_->getInt64Ty(), b_->getInt64Ty(), ptr}, false);
   llvm::Function* lambda = llvm::Function::Create(lambda_ty, llvm::Function::InternalLinkage,
                                                   unique_name(base), module_.get());
   {
@@ -1005,8 +1034,8 @@ void CodeGenLLVM::emit_parallel_for(const For* op) {
   for (size_t i = 0; i < captured.size(); ++i) {
     b_->CreateStore(vars_.at(captured[i].get()), b_->CreateStructGEP(st, closure, i));
   }
-  llvm::Function* pfor = runtime_fn("kiln_parallel_for", b_->getInt32Ty(),
-                                    {b_->getInt64Ty(), ptr, ptr});
+  llvm::Function* pfor =
+      runtime_fn("kiln_parallel_for", b_->getInt32Ty(), {b_->getInt64Ty(), ptr, ptr});
   emit_propagate(b_->CreateCall(pfor, {extent, lambda, closure}));
   vars_.erase(min_var.get());
 }
