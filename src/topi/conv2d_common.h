@@ -1,0 +1,52 @@
+// Private helpers shared by the convolution schedules (conv2d.cc, conv2d_nchwc.cc,
+// depthwise_conv2d.cc, conv2d_transpose.cc): the accumulator stage of a main stage, the
+// schedule of a root padding stage, the NCHW row schedule.
+#pragma once
+
+#include "kiln/autotune/space.h"
+#include "kiln/target/target.h"
+#include "kiln/te/schedule.h"
+#include "kiln/topi/op_pattern.h"
+#include "topi_util.h"
+
+namespace kiln::topi::detail {
+
+/// The tag of pad_spatial's stage.
+inline std::string pad_tag() { return tag_of(tag::kInjective, "pad"); }
+
+/// True when `t` is a padding stage made by pad_spatial.
+inline bool is_pad(const te::Tensor& t) {
+  return t.op()->kind == te::OpKind::kCompute && t.op()->tag == pad_tag();
+}
+
+/// The accumulator stage of a complex op's main stage `main` whose group output is `out`:
+/// `main` itself in local scope when element-wise stages follow it, else a cache_write.
+inline te::Tensor accumulator(te::Schedule& s, const te::Tensor& main, const te::Tensor& out) {
+  if (main.op().same_as(out.op())) return s.cache_write(main, "local");
+  s[main].set_scope("local");
+  return main;
+}
+
+/// Schedules a root padding stage of a 4-d (NCHW) or 5-d (NCHWc) tensor: the axes up to the
+/// row fused and parallel; the innermost axis vectorized when asked (a channel block).
+inline void schedule_pad_root(te::Schedule& s, const te::Tensor& pad, bool vectorize_last) {
+  te::Stage sp = s[pad];
+  auto ax = sp.op_axis();
+  te::IterVar f = sp.fuse({ax[0], ax[1], ax[2]});
+  sp.parallel(f);
+  if (vectorize_last) sp.vectorize(ax.back());
+}
+
+/// The input tensors of a compute stage, in first-use order.
+inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) {
+  return t.op()->input_tensors();
+}
+
+/// The reference schedule of an NCHW convolution-like stage tagged `op_tag` feeding `out`
+/// (conv2d.cc): output rows parallel over n*oc (knob parallel_rows: n*oc*oh), each row
+/// accumulated in a local buffer at the row loop, reduction loops outside the row, the row
+/// split by tile_ow and vectorized (knob vectorize); root padding stages parallel.
+void schedule_nchw_rows(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
+                        const char* op_tag, const Target& target);
+
+}  // namespace kiln::topi::detail

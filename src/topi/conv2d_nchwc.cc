@@ -1,0 +1,297 @@
+// conv2d in the blocked layout NCHW[x]c, the x86 fast path (TVM's conv2d_NCHWc with the
+// conv2d_avx_common / conv2d_avx_1x1 schedules). Data [N, C/x, H, W, x] and a kernel packed
+// once into [O/y, C/x, KH, KW, x, y] make the innermost reduction step a broadcast of one input
+// value times one contiguous vector of y output channels. The schedule computes the output in
+// register tiles of tile_oh rows x tile_ow columns x y channels: an accumulator stage (a
+// cache_write, or the conv stage itself in local scope when an element-wise epilogue follows)
+// is computed at the ow-tile loop with loops ic_outer, kh, kw, ic_inner, oh, ow, oc_block; oh
+// and ow are unrolled and oc_block vectorized (split by the vector lanes when y is wider), so
+// after unrolling the accumulator has constant indices and lives in zmm registers, and each
+// reduction step is tile_oh * tile_ow broadcasts and FMAs with one kernel vector per lane
+// group. The tile loop (n, oc_chunk, oh_outer fused) is parallel; the padding is a root stage,
+// parallel and vectorized over the channel block; epilogue stages are inlined into the output.
+#include <algorithm>
+
+#include "conv2d_common.h"
+#include "kiln/topi/conv2d.h"
+
+namespace kiln::topi {
+
+using namespace kiln::ir;  // NOLINT
+using autotune::Config;
+using autotune::SplitPolicy;
+using detail::ci;
+
+namespace {
+
+constexpr const char* kOp = "conv2d_nchwc";
+/// Register budget of the accumulator tile, in vectors (32 zmm less the kernel vectors and a
+/// broadcast).
+constexpr int64_t kMaxAccumulators = 28;
+
+/// Output-channel chunks of `per_chunk` channels that one register tile covers: the largest of
+/// `want` and smaller powers of two dividing `chunks`.
+int64_t oc_chunks_per_tile(int64_t want, int64_t chunks) {
+  int64_t r = std::max<int64_t>(1, want);
+  while (r > 1 && chunks % r != 0) r /= 2;
+  return r;
+}
+
+/// Knob declarations shared by the template and the schedule; returns (ic_bn, oc_bn).
+std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int64_t OH,
+                                         int64_t OW, int64_t KH, int64_t KW, int64_t lanes) {
+  cfg.define_split("tile_ic", C, 2, SplitPolicy::kFactors, 64);
+  cfg.define_split("tile_oc", O, 2, SplitPolicy::kFactors, 64);
+  cfg.define_knob("oc_reg", {1, 2, 4});
+  cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
+  cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
+  cfg.define_bool("unroll_kw");
+  cfg.define_bool("unroll_ic");
+  if (cfg.is_fallback()) {
+    // Defaults (docs/conv2d-schedule.md): 16-lane channel blocks (so that chains of layers
+    // share one layout); the register tile covers V vectors of output channels (oc_reg chunks)
+    // by n output pixels (tile_oh x tile_ow) with V * n <= kMaxAccumulators, chosen to
+    // minimize the loads per FMA of a reduction step, 1/V + 1/n.
+    int64_t oc_bn = largest_divisor_at_most(O, lanes);
+    cfg.fallback_split("tile_oc", {-1, oc_bn});
+    cfg.fallback_split("tile_ic", {-1, largest_divisor_at_most(C, lanes)});
+    const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
+    double best = 1e9;
+    int64_t best_reg = 1, best_w = 1, best_h = 1;
+    for (int64_t reg : {1, 4}) {  // 2 measured slower (docs/conv2d-schedule.md)
+      if (oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
+      const int64_t v = vecs * reg, budget = kMaxAccumulators / v;
+      int64_t w = largest_divisor_at_most(OW, budget);
+      int64_t h = largest_divisor_at_most(OH, std::min<int64_t>(4, budget / w));
+      double score = 1.0 / v + 1.0 / (w * h);
+      if (score < best - 1e-9) {
+        best = score;
+        best_reg = reg;
+        best_w = w;
+        best_h = h;
+      }
+    }
+    cfg.fallback_knob("oc_reg", best_reg);
+    cfg.fallback_split("tile_ow", {-1, best_w});
+    cfg.fallback_split("tile_oh", {-1, best_h});
+    cfg.fallback_knob("unroll_kw", KW <= 3 ? 1 : 0);
+    cfg.fallback_knob("unroll_ic", 0);
+  }
+  (void)KH;
+  return {cfg.split("tile_ic").size[1], cfg.split("tile_oc").size[1]};
+}
+
+/// Vectorizes a channel-block axis of `extent`: split by the lanes (outer part unrolled) when
+/// it is a wider multiple of them.
+void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent, int64_t lanes) {
+  if (extent > lanes && extent % lanes == 0) {
+    auto [o, i] = st.split(iv, ci(lanes));
+    st.unroll(o);
+    st.vectorize(i);
+  } else {
+    st.vectorize(iv);
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> packed_conv2d_weight_shape(const std::vector<int64_t>& k, int64_t ic_bn,
+                                                int64_t oc_bn) {
+  const char* op = "pack_conv2d_weight";
+  KILN_USER_CHECK(k.size() == 4) << op << ": expected an OIHW kernel, got " << shape_str(k);
+  KILN_USER_CHECK(ic_bn > 0 && oc_bn > 0 && k[1] % ic_bn == 0 && k[0] % oc_bn == 0)
+      << op << ": blocks (ic " << ic_bn << ", oc " << oc_bn << ") must divide the kernel's "
+      << k[1] << " input and " << k[0] << " output channels (kernel " << shape_str(k) << ")";
+  return {k[0] / oc_bn, k[1] / ic_bn, k[2], k[3], ic_bn, oc_bn};
+}
+
+te::Tensor pack_conv2d_weight(const te::Tensor& kernel, int64_t ic_bn, int64_t oc_bn,
+                              const std::string& name) {
+  std::vector<int64_t> ps =
+      packed_conv2d_weight_shape(static_shape(kernel, "pack_conv2d_weight"), ic_bn, oc_bn);
+  return te::compute(
+      detail::to_exprs(ps),
+      [&](const std::vector<Var>& i) {
+        return kernel(i[0] * ci(oc_bn) + i[5], i[1] * ci(ic_bn) + i[4], i[2], i[3]);
+      },
+      name, detail::tag_of(tag::kInjective, "pack_conv2d_weight"));
+}
+
+std::vector<int64_t> conv2d_nchwc_shape(const std::vector<int64_t>& d,
+                                        const std::vector<int64_t>& k, const Conv2DParams& p) {
+  check_conv_params(p, kOp);
+  KILN_USER_CHECK(d.size() == 5 && k.size() == 6)
+      << kOp << ": expected data [N, C/x, H, W, x] and packed kernel [O/y, C/x, KH, KW, x, y], "
+      << "got data " << shape_str(d) << " and kernel " << shape_str(k);
+  KILN_USER_CHECK(p.groups == 1) << kOp << ": groups " << p.groups
+                                 << " is not supported in the blocked layout (use conv2d_nchw, "
+                                    "or depthwise_conv2d_nchwc for depthwise convolutions)";
+  KILN_USER_CHECK(d[1] == k[1] && d[4] == k[4])
+      << kOp << ": data " << shape_str(d) << " (" << d[1] * d[4] << " channels in blocks of "
+      << d[4] << ") does not match packed kernel " << shape_str(k) << " (" << k[1] * k[4]
+      << " input channels in blocks of " << k[4] << ")";
+  int64_t oh = conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top,
+                               p.padding.bottom);
+  int64_t ow = conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left,
+                               p.padding.right);
+  KILN_USER_CHECK(oh > 0 && ow > 0)
+      << kOp << ": the kernel " << k[2] << "x" << k[3] << " (dilation (" << p.dilation_h << ", "
+      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d)
+      << ", padding " << p.padding.str();
+  return {d[0], k[0], oh, ow, k[5]};
+}
+
+te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const Conv2DParams& p,
+                        const EpilogueSpec& ep, const std::string& name) {
+  std::vector<int64_t> ds = static_shape(data, kOp), ks = static_shape(kernel, kOp);
+  std::vector<int64_t> os = conv2d_nchwc_shape(ds, ks, p);
+  te::Tensor pad = pad_spatial(data, 2, p.padding, name + "_pad");
+  te::IterVar rco = te::reduce_axis({0, static_cast<int32_t>(ks[1])}, "ic_outer");
+  te::IterVar kh = te::reduce_axis({0, static_cast<int32_t>(ks[2])}, "kh");
+  te::IterVar kw = te::reduce_axis({0, static_cast<int32_t>(ks[3])}, "kw");
+  te::IterVar rci = te::reduce_axis({0, static_cast<int32_t>(ks[4])}, "ic_inner");
+  te::Tensor conv = te::compute(
+      detail::to_exprs(os),
+      [&](Var n, Var ob, Var y, Var x, Var oi) {
+        Expr h = y * ci(p.stride_h) + kh->var * ci(p.dilation_h);
+        Expr w = x * ci(p.stride_w) + kw->var * ci(p.dilation_w);
+        return te::sum(pad(n, rco, h, w, rci) * kernel(ob, rco, kh, kw, rci, oi),
+                       {rco, kh, kw, rci});
+      },
+      name, kOp);
+  if (ep.empty()) return conv;
+  const int64_t O = os[1] * os[4];
+  if (ep.bias.defined()) {
+    std::vector<int64_t> bs = static_shape(ep.bias, kOp);
+    KILN_USER_CHECK(bs == std::vector<int64_t>{O})
+        << kOp << ": bias " << shape_str(bs) << " must have one value per output channel ["
+        << O << "]";
+  }
+  if (ep.residual.defined()) {
+    std::vector<int64_t> rs = static_shape(ep.residual, kOp);
+    KILN_USER_CHECK(rs == os) << kOp << ": residual " << shape_str(rs)
+                              << " must have the output's shape " << shape_str(os);
+  }
+  const int64_t y_bn = os[4];
+  return te::compute(
+      detail::to_exprs(os),
+      [&](Var n, Var ob, Var y, Var x, Var oi) {
+        Expr v = conv(n, ob, y, x, oi);
+        if (ep.bias.defined()) v = v + ep.bias(ob * ci(y_bn) + oi);
+        if (ep.residual.defined()) v = v + ep.residual(n, ob, y, x, oi);
+        if (ep.relu) v = ir::max(v, make_zero(v.dtype()));
+        return v;
+      },
+      name + "_epilogue", detail::tag_of(tag::kElemWise, "conv2d_epilogue"));
+}
+
+Conv2DNCHWcLayout define_conv2d_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl,
+                                            const Target& target) {
+  conv2d_nchw_shape(wl.data_shape(), wl.kernel_shape(), wl.params);  // validates
+  KILN_USER_CHECK(wl.params.groups == 1)
+      << kOp << ": groups " << wl.params.groups << " is not supported in the blocked layout";
+  const int64_t lanes = std::max(1, target.vector_bits() / 32);
+  auto [ic_bn, oc_bn] = define_knobs(cfg, wl.in_channel, wl.out_channel, wl.out_height(),
+                                     wl.out_width(), wl.kernel_h, wl.kernel_w, lanes);
+  Conv2DNCHWcLayout l;
+  l.ic_bn = ic_bn;
+  l.oc_bn = oc_bn;
+  l.data_layout = nchwc_layout(ic_bn);
+  l.out_layout = nchwc_layout(oc_bn);
+  l.data_shape = nchwc_shape(wl.data_shape(), ic_bn, kOp);
+  l.kernel_shape = packed_conv2d_weight_shape(wl.kernel_shape(), ic_bn, oc_bn);
+  l.out_shape = nchwc_shape(wl.out_shape(), oc_bn, kOp);
+  return l;
+}
+
+void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
+                           const Target& target) {
+  te::Tensor conv = find_tagged({out}, kOp);
+  KILN_USER_CHECK(conv.defined()) << "schedule_conv2d_nchwc: no conv2d_nchwc stage feeds output '"
+                                  << out.name() << "'";
+  std::vector<int64_t> cs = static_shape(conv, kOp);
+  KILN_USER_CHECK(static_shape(out, kOp) == cs)
+      << "schedule_conv2d_nchwc: output '" << out.name() << "' must have the convolution's shape "
+      << shape_str(cs);
+  std::vector<te::Tensor> ins = detail::inputs_of(conv);
+  te::Tensor pad = ins[0];
+  std::vector<int64_t> ks = static_shape(ins[1], kOp);
+  const int64_t lanes = std::max(1, target.vector_bits() / 32);
+  const int64_t ic_bn = ks[4], oc_bn = ks[5];
+  define_knobs(cfg, ks[1] * ic_bn, ks[0] * oc_bn, cs[2], cs[3], ks[2], ks[3], lanes);
+  if (cfg.is_fallback()) {
+    cfg.fallback_split("tile_ic", {-1, ic_bn});
+    cfg.fallback_split("tile_oc", {-1, oc_bn});
+  }
+  KILN_USER_CHECK(cfg.split("tile_ic").size[1] == ic_bn && cfg.split("tile_oc").size[1] == oc_bn)
+      << "schedule_conv2d_nchwc: the config's channel blocks (tile_ic "
+      << cfg.split("tile_ic").size[1] << ", tile_oc " << cfg.split("tile_oc").size[1]
+      << ") differ from the tensors' (ic " << ic_bn << ", oc " << oc_bn << ")";
+
+  inline_injective_consumers(s, {out}, {conv});
+  if (detail::is_pad(pad)) detail::schedule_pad_root(s, pad, true);
+  te::Tensor acc = detail::accumulator(s, conv, out);
+
+  te::Stage so = s[out];
+  auto ax = so.op_axis();
+  const int64_t reg = oc_chunks_per_tile(cfg.knob("oc_reg"), cs[1]);
+  auto ob = so.split(ax[1], ci(reg));
+  auto oh = cfg.split("tile_oh").apply(so, ax[2]);
+  auto ow = cfg.split("tile_ow").apply(so, ax[3]);
+  so.reorder({ax[0], ob.first, oh[0], ow[0], ob.second, oh[1], ow[1], ax[4]});
+  te::IterVar tile = so.fuse({ax[0], ob.first, oh[0]});
+  so.parallel(tile);
+  so.unroll(ob.second);
+  so.unroll(oh[1]);
+  so.unroll(ow[1]);
+  vectorize_block(so, ax[4], oc_bn, lanes);
+
+  te::Stage sa = s[acc];
+  sa.compute_at(so, ow[0]);
+  auto aax = sa.op_axis();
+  auto rax = sa.op_reduce_axis();  // ic_outer, kh, kw, ic_inner
+  sa.reorder({aax[0], rax[0], rax[1], rax[2], rax[3], aax[1], aax[2], aax[3], aax[4]});
+  sa.unroll(aax[1]);
+  sa.unroll(aax[2]);
+  sa.unroll(aax[3]);
+  vectorize_block(sa, aax[4], oc_bn, lanes);
+  if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
+  if (cfg.knob("unroll_ic")) sa.unroll(rax[3]);
+}
+
+te::Schedule schedule_conv2d_nchwc(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(!outs.empty()) << "schedule_conv2d_nchwc: no outputs";
+  te::Schedule s = te::create_schedule(outs);
+  Config cfg = Config::fallback();
+  schedule_conv2d_nchwc(cfg, s, outs[0], target);
+  return s;
+}
+
+autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const EpilogueFlags& ep,
+                                         const Target& target) {
+  return {kOp, "1", [wl, ep, target](Config& cfg) {
+            Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target);
+            const DataType f32 = DataType::Float(32);
+            te::Tensor data = te::placeholder(detail::to_exprs(l.data_shape), f32, "data");
+            te::Tensor kernel =
+                te::placeholder(detail::to_exprs(l.kernel_shape), f32, "packed_kernel");
+            std::vector<te::Tensor> args = {data, kernel};
+            EpilogueSpec spec;
+            spec.relu = ep.relu;
+            if (ep.bias) {
+              spec.bias = te::placeholder({ci(wl.out_channel)}, f32, "bias");
+              args.push_back(spec.bias);
+            }
+            if (ep.residual) {
+              spec.residual = te::placeholder(detail::to_exprs(l.out_shape), f32, "residual");
+              args.push_back(spec.residual);
+            }
+            te::Tensor out = conv2d_nchwc(data, kernel, wl.params, spec);
+            te::Schedule s = te::create_schedule({out});
+            schedule_conv2d_nchwc(cfg, s, out, target);
+            args.push_back(out);
+            return autotune::Instance{s, args, cfg};
+          }};
+}
+
+}  // namespace kiln::topi

@@ -1,0 +1,241 @@
+// conv2d (NCHW and NCHW[x]c) against the naive reference of conv_ref.h: seeded random inputs,
+// NaN-poisoned outputs, odd sizes, strides 1/2, symmetric and asymmetric padding, dilation,
+// groups, 1x1 kernels; for each template the fallback config and a sample of random points of
+// its space; the fused epilogue (bias, relu, residual); shape-rule errors by message.
+#include <gtest/gtest.h>
+
+#include "conv_ref.h"
+#include "kiln/topi/conv2d.h"
+#include "topi_test_util.h"
+
+namespace kiln::topi {
+namespace {
+
+using autotune::Config;
+using autotune::Instance;
+using runtime::NDArray;
+using namespace testing;  // NOLINT
+
+/// Builds an instance and runs it on `inputs`; returns the (poisoned, then written) output.
+NDArray run_instance(const Instance& inst, const std::vector<NDArray>& inputs) {
+  runtime::Module m = build(inst.sch, inst.args, host_target(), "f");
+  NDArray out = poisoned(shape_of(inst.args.back()), f32);
+  std::vector<NDArray> all = inputs;
+  all.push_back(out);
+  call(m.get_function("f"), all);
+  return out;
+}
+
+Conv2DWorkload wl(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
+                  int64_t stride, Padding2D pad, int64_t dil = 1, int64_t groups = 1) {
+  Conv2DWorkload r;
+  r.batch = n;
+  r.in_channel = c;
+  r.height = h;
+  r.width = w;
+  r.out_channel = o;
+  r.kernel_h = kh;
+  r.kernel_w = kw;
+  r.params.stride_h = r.params.stride_w = stride;
+  r.params.padding = pad;
+  r.params.dilation_h = r.params.dilation_w = dil;
+  r.params.groups = groups;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape rules and errors
+
+TEST(Conv2DShape, OutputShapes) {
+  Conv2DParams p;
+  p.padding = Padding2D::all(1);
+  EXPECT_EQ(conv2d_nchw_shape({1, 3, 7, 7}, {8, 3, 3, 3}, p), (Shape{1, 8, 7, 7}));
+  p.stride_h = p.stride_w = 2;
+  p.padding = Padding2D::from({0, 1, 2, 1}, "t");
+  EXPECT_EQ(conv2d_nchw_shape({2, 4, 13, 13}, {6, 4, 3, 3}, p), (Shape{2, 6, 7, 7}));
+  Conv2DParams g;
+  g.groups = 2;
+  g.dilation_h = g.dilation_w = 2;
+  EXPECT_EQ(conv2d_nchw_shape({1, 4, 9, 9}, {6, 2, 3, 3}, g), (Shape{1, 6, 5, 5}));
+  EXPECT_EQ(conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 2, 1, 1, 8, 16}, Conv2DParams{}),
+            (Shape{1, 4, 7, 7, 16}));
+}
+
+TEST(Conv2DShape, Errors) {
+  Conv2DParams p;
+  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7, 7}, {8, 4, 3, 3}, p); })
+                .find("conv2d_nchw: kernel [8, 4, 3, 3] has 4 input channels per group, but "
+                      "data [1, 3, 7, 7] with groups 1 has 3"),
+            std::string::npos);
+  p.groups = 2;
+  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7, 7}, {8, 1, 3, 3}, p); })
+                .find("conv2d_nchw: groups 2 must divide the 3 input channels"),
+            std::string::npos);
+  p.groups = 1;
+  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 2, 2}, {8, 3, 3, 3}, p); })
+                .find("does not fit the padded input: data [1, 3, 2, 2]"),
+            std::string::npos);
+  p.stride_h = 0;
+  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7, 7}, {8, 3, 3, 3}, p); })
+                .find("conv2d_nchw: strides must be positive, got (0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7}, {8, 3, 3, 3}, Conv2DParams{}); })
+                .find("expected data [N, C, H, W]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Padding2D::from({1, 2, 3}, "conv2d"); })
+                .find("conv2d: padding [1, 2, 3] must have 1 (all sides), 2 (h, w) or 4"),
+            std::string::npos);
+  Conv2DParams g;
+  g.groups = 2;
+  EXPECT_NE(error_of([&] { conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 2, 1, 1, 8, 16}, g); })
+                .find("conv2d_nchwc: groups 2 is not supported in the blocked layout"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 1, 1, 1, 16, 16}, {}); })
+                .find("conv2d_nchwc: data [1, 2, 7, 7, 8] (16 channels in blocks of 8) does not "
+                      "match packed kernel"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { packed_conv2d_weight_shape({8, 6, 3, 3}, 4, 8); })
+                .find("pack_conv2d_weight: blocks (ic 4, oc 8) must divide"),
+            std::string::npos);
+  EXPECT_EQ(kConv2DPattern, OpPattern::kOutEWiseFusable);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NCHW
+
+class Conv2DNCHW : public ::testing::TestWithParam<Conv2DWorkload> {};
+
+TEST_P(Conv2DNCHW, FallbackAndSampledConfigs) {
+  const Conv2DWorkload w = GetParam();
+  SCOPED_TRACE(w.str());
+  NDArray data = random_array(w.data_shape(), f32, 1);
+  NDArray kernel = random_array(w.kernel_shape(), f32, 2);
+  NDArray want = ref_conv2d_nchw(data, kernel, w.params);
+  autotune::Template t = conv2d_nchw_template(w, host_target());
+  for (const Config& c : sample_configs(t, 3, 7)) {
+    Instance inst = autotune::instantiate(t, c);
+    SCOPED_TRACE(inst.config.str());
+    EXPECT_TRUE(all_close(run_instance(inst, {data, kernel}), want, {1e-4, 1e-4}));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2DNCHW,
+    ::testing::Values(wl(1, 3, 7, 7, 8, 3, 3, 1, Padding2D::all(1)),
+                      wl(2, 4, 13, 13, 6, 3, 3, 2, Padding2D::from({0, 1, 2, 1}, "t")),
+                      wl(1, 4, 13, 11, 8, 3, 3, 1, Padding2D::all(2), /*dil=*/2),
+                      wl(1, 4, 9, 9, 6, 3, 3, 1, Padding2D::all(1), 1, /*groups=*/2),
+                      wl(1, 6, 13, 13, 6, 3, 3, 2, Padding2D::all(1), 1, /*groups=*/6),
+                      wl(1, 5, 1, 1, 7, 1, 1, 1, Padding2D{})));
+
+TEST(Conv2DNCHW, DefaultScheduleWithReluConsumer) {
+  const Conv2DWorkload w = wl(1, 3, 13, 13, 5, 3, 3, 1, Padding2D::all(1));
+  te::Tensor data = input(w.data_shape(), f32, "data");
+  te::Tensor kernel = input(w.kernel_shape(), f32, "kernel");
+  te::Tensor conv = conv2d_nchw(data, kernel, w.params);
+  te::Tensor out = te::compute(
+      conv->shape, [&](const std::vector<ir::Var>& i) {
+        return ir::max(conv(std::vector<ir::Expr>(i.begin(), i.end())), ir::Expr(0.0f));
+      },
+      "relu", "elemwise,relu");
+  NDArray d = random_array(w.data_shape(), f32, 3), k = random_array(w.kernel_shape(), f32, 4);
+  NDArray ref = ref_conv2d_nchw(d, k, w.params);
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    ref.data_as<float>()[i] = std::max(ref.data_as<float>()[i], 0.0f);
+  te::Schedule s = schedule_conv2d_nchw({out}, host_target());
+  EXPECT_TRUE(all_close(run(s, {data, kernel}, {out}, {d, k})[0], ref, {1e-4, 1e-4}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// NCHW[x]c
+
+struct NCHWcCase {
+  Conv2DWorkload w;
+  int samples;
+};
+
+class Conv2DNCHWc : public ::testing::TestWithParam<NCHWcCase> {};
+
+/// Runs every sampled config of the NCHWc template (with the given epilogue) against the
+/// reference.
+void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, uint64_t seed) {
+  SCOPED_TRACE(w.str());
+  NDArray data = random_array(w.data_shape(), f32, 11);
+  NDArray kernel = random_array(w.kernel_shape(), f32, 12);
+  NDArray bias = random_array({w.out_channel}, f32, 13);
+  NDArray residual = random_array(w.out_shape(), f32, 14);
+  NDArray want = ref_conv2d_nchw(data, kernel, w.params);
+  float* r = want.data_as<float>();
+  const int64_t hw = w.out_height() * w.out_width();
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    if (ep.bias) r[i] += bias.data_as<float>()[(i / hw) % w.out_channel];
+    if (ep.residual) r[i] += residual.data_as<float>()[i];
+    if (ep.relu) r[i] = std::max(r[i], 0.0f);
+  }
+  autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+  for (const Config& c : sample_configs(t, samples, seed)) {
+    Instance inst = autotune::instantiate(t, c);
+    SCOPED_TRACE(inst.config.str());
+    Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(inst.config, w, host_target());
+    std::vector<NDArray> ins = {to_nchwc(data, l.ic_bn),
+                                pack_kernel_ref(kernel, l.ic_bn, l.oc_bn)};
+    if (ep.bias) ins.push_back(bias);
+    if (ep.residual) ins.push_back(to_nchwc(residual, l.oc_bn));
+    NDArray got = run_instance(inst, ins);
+    EXPECT_EQ(got.shape(), l.out_shape);
+    EXPECT_TRUE(all_close(from_nchwc(got), want, {1e-4, 1e-4}));
+  }
+}
+
+TEST_P(Conv2DNCHWc, FallbackAndSampledConfigs) {
+  check_nchwc(GetParam().w, {}, GetParam().samples, 21);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2DNCHWc,
+    ::testing::Values(NCHWcCase{wl(1, 16, 7, 7, 32, 3, 3, 1, Padding2D::all(1)), 6},
+                      NCHWcCase{wl(1, 8, 13, 13, 16, 3, 3, 2, Padding2D{1, 0, 2, 1}), 6},
+                      NCHWcCase{wl(1, 3, 13, 13, 16, 7, 7, 2, Padding2D::all(3)), 4},
+                      NCHWcCase{wl(1, 32, 7, 7, 32, 1, 1, 1, Padding2D{}), 6},
+                      NCHWcCase{wl(1, 16, 13, 13, 16, 1, 1, 2, Padding2D{}), 4},
+                      NCHWcCase{wl(1, 8, 11, 9, 16, 3, 3, 1, Padding2D::all(2), 2), 4},
+                      NCHWcCase{wl(2, 4, 7, 7, 8, 3, 3, 1, Padding2D::all(1)), 3},
+                      NCHWcCase{wl(1, 16, 1, 1, 16, 1, 1, 1, Padding2D{}), 2}));
+
+TEST(Conv2DNCHWcEpilogue, BiasReluResidual) {
+  check_nchwc(wl(1, 16, 7, 7, 32, 3, 3, 1, Padding2D::all(1)), {true, true, true}, 3, 5);
+}
+
+TEST(Conv2DNCHWcEpilogue, BiasOnly1x1) {
+  check_nchwc(wl(1, 16, 7, 7, 16, 1, 1, 1, Padding2D{}), {true, false, false}, 1, 6);
+}
+
+TEST(Conv2DNCHWc, PackWeightCompute) {
+  te::Tensor k = input({32, 8, 3, 3}, f32, "k");
+  te::Tensor pk = pack_conv2d_weight(k, 4, 16);
+  NDArray kd = random_array({32, 8, 3, 3}, f32, 9);
+  te::Schedule s = te::create_schedule({pk});
+  EXPECT_TRUE(all_close(run(s, {k}, {pk}, {kd})[0], pack_kernel_ref(kd, 4, 16)));
+}
+
+TEST(Conv2DNCHWc, ScheduleRejectsMismatchedConfig) {
+  const Conv2DWorkload w = wl(1, 16, 7, 7, 32, 3, 3, 1, Padding2D::all(1));
+  autotune::Template t = conv2d_nchwc_template(w, {}, host_target());
+  autotune::ConfigSpace space = autotune::define_space(t);
+  // A point of the space with ic block 16, applied to tensors blocked by 8.
+  Config c = Config::fallback();
+  Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(c, w, host_target());
+  ASSERT_EQ(l.ic_bn, 16);
+  Instance inst = autotune::instantiate(t, Config::fallback());
+  Config applied = space.at(inst.config.choice());
+  te::Tensor data = input(nchwc_shape(w.data_shape(), 8), f32, "data");
+  te::Tensor kernel = input(packed_conv2d_weight_shape(w.kernel_shape(), 8, 16), f32, "k");
+  te::Tensor out = conv2d_nchwc(data, kernel, w.params);
+  te::Schedule s = te::create_schedule({out});
+  EXPECT_NE(error_of([&] { schedule_conv2d_nchwc(applied, s, out, host_target()); })
+                .find("differ from the tensors' (ic 8, oc 16)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::topi
