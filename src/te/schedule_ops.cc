@@ -82,8 +82,7 @@ LoopSet enclosing_loops(const Stage& st) {
 }
 
 /// Value of each root (and intermediate) iter var in terms of the leaf vars.
-std::unordered_map<const IterVarNode*, Expr> pass_up_index(const StageNode* st,
-                                                           const BoundMap& b) {
+std::unordered_map<const IterVarNode*, Expr> pass_up_index(const StageNode* st, const BoundMap& b) {
   std::unordered_map<const IterVarNode*, Expr> v;
   for (const IterVar& iv : st->leaf_iter_vars) v[iv.get()] = iv->var;
   for (auto it = st->relations.rbegin(); it != st->relations.rend(); ++it) {
@@ -283,7 +282,7 @@ class NestBuilder {
         stores.push_back(ProducerStore::make(Producer(outs[i].get()), v, idx));
       }
       Stmt body = guard(st, c->axis, values, SeqStmt::make(stores));
-      return wrap_loops(st, 0, leaves.size(), body, {});
+      return wrap_loops(st, 0, leaves.size(), body);
     }
     // Reduction: init at the first reduction loop, update inside all loops.
     size_t p = 0;
@@ -311,7 +310,7 @@ class NestBuilder {
     Expr cond = substitute(inl_.mutate(r0->condition), root_map);
     if (!is_one(cond)) update = IfThenElse::make(cond, update);
     update = guard(st, c->root_iter_vars(), values, update);
-    update = wrap_loops(st, p, leaves.size(), update, {});
+    update = wrap_loops(st, p, leaves.size(), update);
     // Init nest: the data-parallel loops after p, with fresh variables.
     VarMap<Expr> fresh;
     std::vector<std::pair<size_t, Var>> init_loops;
@@ -336,7 +335,7 @@ class NestBuilder {
     }
     for (auto it = init_loops.rbegin(); it != init_loops.rend(); ++it)
       init = make_loop(st, leaves[it->first], it->second, init, /*marker=*/false);
-    return wrap_loops(st, 0, p, SeqStmt::make({init, update}), {});
+    return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
   }
 
   /// Injects `pipeline` (a function of the loop body) at the marker of loop `iv`.
@@ -364,7 +363,8 @@ class NestBuilder {
     return loop;
   }
 
-  Stmt wrap_loops(const Stage& st, size_t begin, size_t end, Stmt body, const VarMap<Expr>&) {
+  /// Wraps `body` in the stage's leaf loops [begin, end), each with its attach marker.
+  Stmt wrap_loops(const Stage& st, size_t begin, size_t end, Stmt body) {
     for (size_t i = end; i-- > begin;)
       body = make_loop(st, st->leaf_iter_vars[i], st->leaf_iter_vars[i]->var, body, true);
     return body;
@@ -402,9 +402,9 @@ class NestBuilder {
     Stmt body = e->body;
     auto bind = [&](const Buffer& buf, const Tensor& t) {
       std::vector<Expr> zeros(t->shape.size(), Expr(0));
-      Expr addr = Call::make(DataType::Handle(), builtin::kAddressOf,
-                             {ProducerLoad::make(Producer(t.get()), zeros)},
-                             CallKind::kPureIntrinsic);
+      Expr addr =
+          Call::make(DataType::Handle(), builtin::kAddressOf,
+                     {ProducerLoad::make(Producer(t.get()), zeros)}, CallKind::kPureIntrinsic);
       body = LetStmt::make(buf->data, addr, body);
     };
     for (size_t i = 0; i < e->output_buffers.size(); ++i)
