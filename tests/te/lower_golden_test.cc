@@ -97,3 +97,26 @@ TEST(LowerGolden, FuseAndTupleReduction) {
 
 }  // namespace
 }  // namespace kiln::te
+
+namespace kiln::te {
+namespace {
+
+TEST(LowerRegression, NonDivisibleTileKeepsConstantLocalAccumulator) {
+  // A 6-row register tile over 100 rows: the main tiles' accumulator must stay a constant
+  // 6 x 16 buffer (LLVM keeps it in registers), and the tail tile's gets a constant bound.
+  auto A = placeholder({100, 32}, DataType::Float(32), "A");
+  auto B = placeholder({32, 16}, DataType::Float(32), "B");
+  auto k = reduce_axis({0, 32}, "k");
+  auto C = compute(
+      {100, 16}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), {k}); }, "C");
+  auto s = create_schedule({C});
+  auto CL = s.cache_write(C, "local");
+  auto [io, jo, ii, ji] = s[C].tile(s[C].op_axis()[0], s[C].op_axis()[1], 6, 16);
+  s[CL].compute_at(s[C], jo);
+  std::string text = tir::to_string(lower(s, {A, B, C}, "f"));
+  EXPECT_NE(text.find("allocate C.local[float32 * 96] in local"), std::string::npos) << text;
+  EXPECT_NE(text.find("allocate C.local_1[float32 * 64] in local"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace kiln::te

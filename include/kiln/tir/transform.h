@@ -84,7 +84,9 @@ PrimFunc unroll(PrimFunc f, const UnrollOptions& opt = {});
 /// of nested Allocate/SeqStmt (not crossing a loop or an attribute), whose lifetimes in
 /// sequence do not overlap share one allocation (the greatest size), hoisted to the top of the
 /// chain. Allocations never used are removed. Conservative: a statement touching two buffers
-/// keeps them apart.
+/// keeps them apart. First, an allocation whose size depends on enclosing loop variables gets
+/// the constant upper bound of its size over the loops' ranges (no heap allocation per
+/// iteration for the tail tile of a non-divisible split).
 PrimFunc storage_rewrite(PrimFunc f);
 
 /// Removes statements that do nothing: Evaluate of a constant, loops with an empty body or

@@ -4,13 +4,9 @@
 // ProducerRealize, which becomes an Allocate of stride_0 * extent_0 elements; strides are
 // row-major over the realize extents, a stride being padded up to `offset` modulo `factor` for
 // an aligned dimension. Loads and stores subtract the realize mins and dot with the strides;
-// argument tensors use their Buffer's flat_index on the buffer's data var. A realize extent
-// that depends on enclosing loops (the tail of a non-divisible tile) is replaced by its constant
-// upper bound, so the allocation has a constant size (a stack buffer, not a heap allocation per
-// iteration) and every iteration's region fits it.
+// argument tensors use their Buffer's flat_index on the buffer's data var.
 #include <map>
 
-#include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
 #include "kiln/tir/transform.h"
@@ -57,22 +53,6 @@ class StorageFlattener : public IRMutator {
     return IRMutator::visit(op);
   }
 
-  Stmt visit(const For* op) override {
-    ana_.bind(op->loop_var, Range(op->min, op->extent));
-    return IRMutator::visit(op);
-  }
-
-  /// The extent itself when constant, else its constant upper bound if the enclosing loops'
-  /// ranges give one.
-  Expr constant_upper_bound(const Expr& extent) {
-    if (as_const_int(extent)) return extent;
-    arith::ConstIntBound b = ana_.const_int_bound(extent);
-    if (b.max_value != arith::ConstIntBound::kPosInf && b.max_value >= 0 &&
-        b.max_value < (int64_t{1} << 31))
-      return make_const(extent.dtype(), b.max_value);
-    return extent;
-  }
-
   Stmt visit(const ProducerRealize* op) override {
     const ProducerNode* p = op->producer.get();
     KILN_ICHECK(!layouts_.count(p))
@@ -96,7 +76,7 @@ class StorageFlattener : public IRMutator {
         }
       }
       lay.strides[k] = stride;
-      stride = stride * cast(stride.dtype(), constant_upper_bound(op->bounds[k]->extent));
+      stride = stride * cast(stride.dtype(), op->bounds[k]->extent);
     }
     for (const Range& r : op->bounds) lay.mins.push_back(r->min);
     std::string scope = op->storage_scope;
@@ -155,7 +135,6 @@ class StorageFlattener : public IRMutator {
 
   const ExternBufferMap& extern_;
   std::unordered_map<const ProducerNode*, FlatLayout> layouts_;
-  arith::Analyzer ana_;
   std::unordered_map<const ProducerNode*, std::string> scope_;
   std::unordered_map<const ProducerNode*, std::map<int64_t, std::pair<int64_t, int64_t>>> align_;
 };

@@ -8,8 +8,14 @@
 // the size is constant and leaves are never crossed). Allocations never touched are dropped.
 // Leaves are rewritten recursively, so regions inside loops get the same treatment. When no
 // slot is shared and nothing is dropped, the region is left as it was.
+//
+// Before that, an allocation whose size still depends on enclosing loop variables (the tail
+// tile of a non-divisible split, after loop partitioning made the main tiles constant) gets
+// the constant upper bound of its size over the loops' ranges, so it need not be allocated on
+// the heap per iteration; its indexing is unchanged and stays within the bound.
 #include <algorithm>
 
+#include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
 #include "kiln/tir/transform.h"
@@ -32,6 +38,32 @@ struct Slot {
   int64_t size = 0;
   int64_t last = -1;
   int members = 0;
+};
+
+/// Replaces loop-dependent allocation sizes by their constant upper bound (see the top).
+class BoundAllocations : public IRMutator {
+ protected:
+  using IRMutator::visit;
+  Stmt visit(const For* op) override {
+    ana_.bind(op->loop_var, Range(op->min, op->extent));
+    return IRMutator::visit(op);
+  }
+  Stmt visit(const Allocate* op) override {
+    Stmt s = IRMutator::visit(op);
+    const Allocate* a = s.as<Allocate>();
+    if (a->constant_size() >= 0 || a->extents.empty()) return s;
+    Expr size = a->extents[0];
+    for (size_t i = 1; i < a->extents.size(); ++i) size = size * a->extents[i];
+    arith::ConstIntBound b = ana_.const_int_bound(size);
+    if (b.max_value == arith::ConstIntBound::kPosInf || b.max_value < 0 ||
+        b.max_value >= (int64_t{1} << 31))
+      return s;
+    return Allocate::make(a->buffer_var, a->dtype, {make_const(size.dtype(), b.max_value)},
+                          a->condition, a->body, a->scope);
+  }
+
+ private:
+  arith::Analyzer ana_;
 };
 
 bool reusable(const Allocate* a) { return a->constant_size() > 0 && is_one(a->condition); }
@@ -169,7 +201,7 @@ class StorageRewriter : public IRMutator {
 }  // namespace
 
 PrimFunc storage_rewrite(PrimFunc f) {
-  Stmt body = StorageRewriter().mutate(f->body);
+  Stmt body = StorageRewriter().mutate(BoundAllocations().mutate(f->body));
   return body.same_as(f->body) ? f : f.with_body(body);
 }
 
