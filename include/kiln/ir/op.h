@@ -116,6 +116,12 @@ constexpr const char* kSetError = "kiln.set_error";
 /// sets the last error to prefix + got formatted by got_kind and makes the function return -1;
 /// got is evaluated only then (see tir/packed_api.h).
 constexpr const char* kArgCheck = "kiln.arg_check";
+/// dpbusd(acc, a, b), all int32 with equal lanes: per lane, acc + sum over the 4 bytes i of
+/// zext(byte i of a) * sext(byte i of b) (u8 x s8 dot products of 4, wrapping int32; x86
+/// AVX512-VNNI's vpdpbusd). Element-wise, so it vectorizes; the LLVM code generator emits
+/// vpdpbusd for 16 lanes on targets with avx512vnni and fuses `x + dpbusd(0, a, b)` into
+/// dpbusd(x, a, b). Used by topi/quantized.h.
+constexpr const char* kDpbusd = "dpbusd";
 }  // namespace builtin
 
 /// Replaces variables by expressions (by identity).

@@ -1,0 +1,52 @@
+/// \file batch_matmul.h
+/// \brief Batched matrix products: C[b] = A[b]·B[b] (B [batch, K, N]) or A[b]·B[b]ᵀ
+/// (transpose_b: B [batch, N, K], the layout of attention's Q·Kᵀ and of TVM's batch_matmul).
+///
+/// Pattern kind: `kOutEWiseFusable` (kDensePattern in dense.h). A batch extent of 1 on one
+/// side broadcasts against the other. Errors name the op and both shapes.
+///
+/// The CPU schedule template ("batch_matmul_cpu") uses dense.h's register-blocked
+/// micro-kernel: the output [b, M, N] is tiled mr × nb (knobs tile_y, tile_x: multiples of
+/// 16), each tile accumulated in a local tile computed at the row-tile loop (rows and nb/16
+/// vectors unrolled, 16 lanes vectorized), k split by tile_k with its inner part unrolled when
+/// `unroll` is set. With B [batch, K, N] the micro-kernel reads B's rows directly; with the
+/// transposed B, B is packed per (batch, panel) into Bp[K, nb] inside the parallel
+/// batch × panel loop, just before the row tiles that read it (so it stays in that core's L2).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/autotune/template.h"
+#include "kiln/target/target.h"
+#include "kiln/te/schedule.h"
+#include "kiln/te/tensor.h"
+#include "kiln/topi/op_pattern.h"
+
+namespace kiln::topi {
+
+namespace tag {
+constexpr const char* kBatchMatmul = "batch_matmul";
+constexpr const char* kBatchMatmulPack = "batch_matmul_pack";
+}  // namespace tag
+
+/// C[b, m, n] = sum_k A[b, m, k] · (transpose_b ? B[b, n, k] : B[b, k, n]); A [BA, M, K],
+/// B [BB, K, N] or [BB, N, K], BA == BB or one of them 1. pattern: out_ewise_fusable
+te::Tensor batch_matmul(const te::Tensor& A, const te::Tensor& B, bool transpose_b = false,
+                        const std::string& name = "batch_matmul");
+
+/// A batch_matmul workload: A [batch, M, K], B [batch, K, N] (or [batch, N, K] transposed).
+struct BatchMatmulWorkload {
+  int64_t batch = 1, M = 1, N = 1, K = 1;
+  bool transpose_b = false;
+};
+
+/// Schedules `C` (from batch_matmul, the group output) in `s` with knobs tile_x, tile_y, tile_k
+/// and unroll of `cfg`.
+void schedule_batch_matmul(autotune::Config& cfg, te::Schedule& s, const te::Tensor& C,
+                           const Target& target);
+
+/// The template "batch_matmul_cpu": arguments A, B, C.
+autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Target& target);
+
+}  // namespace kiln::topi

@@ -1,0 +1,190 @@
+// Batched matrix products and their CPU schedule template. The compute is one reduction over k
+// with the batch index broadcast when one side has batch 1. The schedule is dense.cc's
+// register-blocked micro-kernel per batch: the output is tiled mr × nb, a local accumulator
+// tile (k outermost, rows unrolled, nb/16 vectors unrolled, 16 lanes vectorized) is computed at
+// the row-tile loop, and the fused batch × column-panel loop is parallel. With B [batch, K, N]
+// the kernel's vector loads read B's rows directly; with the transposed B [batch, N, K] the
+// template reads B through a packing stage Bp[batch, N/nb, K, nb] computed at the parallel
+// batch × panel loop, so each panel is transposed once into a contiguous, L2-resident block.
+#include "kiln/topi/batch_matmul.h"
+
+#include <algorithm>
+
+#include "topi_util.h"
+
+namespace kiln::topi {
+
+using namespace kiln::ir;  // NOLINT
+using autotune::Config;
+using detail::ci;
+
+namespace {
+
+struct BmmShapes {
+  int64_t BA, BB, batch, M, N, K;
+};
+
+BmmShapes check_bmm(const te::Tensor& A, const te::Tensor& B, bool transpose_b) {
+  const char* op = "batch_matmul";
+  auto as = detail::const_shape(A, op), bs = detail::const_shape(B, op);
+  KILN_USER_CHECK(as.size() == 3 && bs.size() == 3)
+      << op << ": inputs must be 3-D, got A " << detail::shape_text(as) << " and B "
+      << detail::shape_text(bs);
+  KILN_USER_CHECK(A->dtype == B->dtype && A->dtype.is_float())
+      << op << ": inputs must share one float dtype, got " << A->dtype << " and " << B->dtype;
+  const int64_t kb = transpose_b ? bs[2] : bs[1];
+  const int64_t N = transpose_b ? bs[1] : bs[2];
+  KILN_USER_CHECK(as[2] == kb) << op << ": reduction extents differ: A " << detail::shape_text(as)
+                               << ", B " << detail::shape_text(bs)
+                               << (transpose_b ? " (transposed)" : "");
+  KILN_USER_CHECK(as[0] == bs[0] || as[0] == 1 || bs[0] == 1)
+      << op << ": batch extents differ: A " << detail::shape_text(as) << ", B "
+      << detail::shape_text(bs);
+  return {as[0], bs[0], std::max(as[0], bs[0]), as[1], N, as[2]};
+}
+
+Expr batch_index(const Var& b, int64_t extent) { return extent == 1 ? Expr(0) : Expr(b); }
+
+/// Bp[b, no, k, ni] = B[b, no*nb + ni, k] (0 past N): B [BB, N, K] transposed into panels.
+te::Tensor pack_bt(const te::Tensor& B, int64_t N, int64_t K, int64_t nb) {
+  const int64_t BB = *as_const_int(B->shape[0]), panels = (N + nb - 1) / nb;
+  return te::compute(
+      {ci(BB), ci(panels), ci(K), ci(nb)},
+      [&](Var b, Var no, Var k, Var ni) {
+        Expr n = no * ci(nb) + ni;
+        if (N % nb == 0) return B(b, n, k);
+        return if_then_else(n < ci(N), B(b, min(n, ci(N - 1)), k), make_zero(B->dtype));
+      },
+      "Bp", tag::kBatchMatmulPack);
+}
+
+/// The transposed product read through packed panels (the template's compute).
+te::Tensor batch_matmul_nt_packed(const te::Tensor& A, const te::Tensor& B, int64_t nb,
+                                  const std::string& name) {
+  BmmShapes sh = check_bmm(A, B, true);
+  te::Tensor Bp = pack_bt(B, sh.N, sh.K, nb);
+  auto k = te::reduce_axis({0, ci(sh.K)}, "k");
+  return te::compute(
+      {ci(sh.batch), ci(sh.M), ci(sh.N)},
+      [&](Var b, Var m, Var n) {
+        return te::sum(A(batch_index(b, sh.BA), m, k) *
+                           Bp(batch_index(b, sh.BB), floordiv(n, ci(nb)), k, floormod(n, ci(nb))),
+                       {k});
+      },
+      name, tag::kBatchMatmul);
+}
+
+std::vector<int64_t> filter_leq(const std::vector<int64_t>& c, int64_t bound) {
+  std::vector<int64_t> r;
+  for (int64_t v : c)
+    if (v <= bound) r.push_back(v);
+  if (r.empty()) r.push_back(c.front());
+  return r;
+}
+
+int64_t define_tile_x(Config& cfg, int64_t N) {
+  std::vector<int64_t> c = filter_leq({16, 32, 48, 64}, (N + 15) / 16 * 16);
+  cfg.define_knob("tile_x", c);
+  if (cfg.is_fallback()) cfg.fallback_knob("tile_x", c.back());
+  return cfg.knob("tile_x");
+}
+
+}  // namespace
+
+te::Tensor batch_matmul(const te::Tensor& A, const te::Tensor& B, bool transpose_b,
+                        const std::string& name) {
+  BmmShapes sh = check_bmm(A, B, transpose_b);
+  auto k = te::reduce_axis({0, ci(sh.K)}, "k");
+  return te::compute(
+      {ci(sh.batch), ci(sh.M), ci(sh.N)},
+      [&](Var b, Var m, Var n) {
+        Expr bb = batch_index(b, sh.BB);
+        Expr rhs = transpose_b ? B(bb, n, k) : B(bb, k, n);
+        return te::sum(A(batch_index(b, sh.BA), m, k) * rhs, {k});
+      },
+      name, tag::kBatchMatmul);
+}
+
+void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
+                           const Target& target) {
+  KILN_USER_CHECK(C->op->tag == tag::kBatchMatmul)
+      << "schedule_batch_matmul: stage " << C.name() << " is not a batch_matmul (tag '"
+      << C->op->tag << "')";
+  auto cs = detail::const_shape(C, "schedule_batch_matmul");
+  const int64_t M = cs[1], N = cs[2];
+  const auto* cop = static_cast<const te::ComputeOpNode*>(C->op.get());
+  const int64_t K = *as_const_int(cop->reduce_axis[0]->dom->extent);
+  te::Tensor Bp;
+  for (const te::Tensor& t : cop->input_tensors())
+    if (t->op->tag == tag::kBatchMatmulPack) Bp = t;
+
+  const int64_t nb = define_tile_x(cfg, N);
+  if (Bp.defined()) {
+    KILN_USER_CHECK(*as_const_int(Bp->shape[3]) == nb)
+        << "schedule_batch_matmul: config tile_x = " << nb << " but B is packed in panels of "
+        << *as_const_int(Bp->shape[3]);
+  }
+  std::vector<int64_t> ys = filter_leq({1, 2, 3, 4, 6, 8}, M);
+  cfg.define_knob("tile_y", ys);
+  cfg.define_split("tile_k", K, 2, autotune::SplitPolicy::kFactors, 16);
+  cfg.define_bool("unroll");
+  if (cfg.is_fallback()) {
+    const int64_t want = nb >= 48 ? 6 : 8;
+    int64_t mr = ys.front();
+    for (int64_t v : ys)
+      if (v <= want) mr = v;
+    cfg.fallback_knob("tile_y", mr);
+    cfg.fallback_split("tile_k", {-1, M == 1 ? 4 : 1});
+    cfg.fallback_knob("unroll", M == 1 ? 1 : 0);
+  }
+  const int64_t mr = cfg.knob("tile_y");
+  const int lanes = std::max(1, std::min(16, target.vector_bits() / C->dtype.bits()));
+
+  te::Tensor acc = s.cache_write(C, "local");
+  te::Stage so = s[C];
+  auto oax = so.op_axis();
+  auto [io, jo, ii, ji] = so.tile(oax[1], oax[2], ci(mr), ci(nb));
+  so.reorder({oax[0], jo, io, ii, ji});
+  so.vectorize(so.split(ji, ci(lanes)).second);
+  te::IterVar outer = so.fuse(oax[0], jo);
+  so.parallel(outer);
+
+  if (Bp.defined()) {
+    te::Stage sp = s[Bp];
+    sp.compute_at(so, outer);
+    auto pax = sp.op_axis();
+    sp.vectorize(sp.split(pax[3], ci(lanes)).second);
+  }
+
+  te::Stage sa = s[acc];
+  sa.compute_at(so, io);
+  auto aax = sa.op_axis();
+  auto [cjo, cji] = sa.split(aax[2], ci(lanes));
+  auto ks = cfg.split("tile_k").apply(sa, sa.op_reduce_axis()[0]);
+  sa.reorder({ks[0], ks[1], aax[1], cjo, cji});
+  sa.unroll(aax[1]);
+  sa.unroll(cjo);
+  sa.vectorize(cji);
+  if (cfg.knob("unroll") && cfg.split("tile_k").size[1] > 1) sa.unroll(ks[1]);
+}
+
+autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Target& target) {
+  KILN_USER_CHECK(w.batch > 0 && w.M > 0 && w.N > 0 && w.K > 0)
+      << "batch_matmul_template: extents must be positive, got batch=" << w.batch
+      << " M=" << w.M << " N=" << w.N << " K=" << w.K;
+  return autotune::Template{
+      "batch_matmul_cpu", "1", [w, target](Config& cfg) {
+        const int64_t nb = define_tile_x(cfg, w.N);
+        te::Tensor A = te::placeholder({ci(w.batch), ci(w.M), ci(w.K)}, DataType::Float(32), "A");
+        te::Tensor B = w.transpose_b
+                           ? te::placeholder({ci(w.batch), ci(w.N), ci(w.K)}, DataType::Float(32), "B")
+                           : te::placeholder({ci(w.batch), ci(w.K), ci(w.N)}, DataType::Float(32), "B");
+        te::Tensor C = w.transpose_b ? batch_matmul_nt_packed(A, B, nb, "batch_matmul")
+                                     : batch_matmul(A, B, false);
+        te::Schedule s = te::create_schedule({C});
+        schedule_batch_matmul(cfg, s, C, target);
+        return autotune::Instance{s, {A, B, C}, cfg};
+      }};
+}
+
+}  // namespace kiln::topi
