@@ -11,6 +11,8 @@ PKGS=(
   libdnnl-dev                                                        # oneDNN: conv baseline in bench/
   nlohmann-json3-dev                                                 # JSON (records, graph)
   libcli11-dev                                                       # the kiln command line
+  libonnx-dev libprotobuf-dev protobuf-compiler                      # ONNX model format (frontend)
+  libonnx-testdata                                                   # ONNX conformance tests
   clang-format
 )
 

@@ -1,0 +1,72 @@
+/// \file onnx_model.h
+/// \brief Reading ONNX files: a parsed, checked description of a model (no ONNX or protobuf
+/// types in this header), and the tensors it holds as runtime::NDArrays.
+///
+///   frontend::OnnxModel m = frontend::load_onnx_model("resnet18.onnx");
+///   for (const auto& n : m.nodes) std::cout << n.op_type << "\n";
+/// Errors name the file and what is wrong with it: missing, not an ONNX model, truncated, an
+/// initializer with external data or an unsupported element type, a node input that nothing
+/// produces.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kiln/runtime/ndarray.h"
+
+namespace kiln::frontend {
+
+/// A dimension is a size (>= 0) or a symbolic name ("batch") with size -1.
+struct OnnxDim {
+  int64_t size = -1;
+  std::string param;
+};
+
+/// A graph input or output: name, element type, shape (empty when unknown).
+struct OnnxValueInfo {
+  std::string name;
+  DataType dtype;
+  bool has_shape = false;
+  std::vector<OnnxDim> shape;
+};
+
+/// An attribute value. Graph-valued attributes (If/Loop bodies) are not represented: the
+/// node's `has_subgraph` is set instead.
+using OnnxAttr = std::variant<int64_t, double, std::string, std::vector<int64_t>,
+                              std::vector<double>, std::vector<std::string>, runtime::NDArray>;
+
+struct OnnxNode {
+  std::string op_type;
+  std::string domain;               ///< "" is the default ONNX domain
+  std::string name;                 ///< may be empty in the file; then "<op_type>_<index>"
+  std::vector<std::string> inputs;  ///< "" marks an omitted optional input
+  std::vector<std::string> outputs;
+  std::map<std::string, OnnxAttr> attrs;
+  bool has_subgraph = false;
+};
+
+struct OnnxModel {
+  std::string path;
+  int64_t ir_version = 0;
+  std::map<std::string, int64_t> opsets;  ///< domain -> version ("" = ai.onnx)
+  std::string producer;
+  std::vector<OnnxValueInfo> inputs;  ///< graph inputs that are not initializers
+  std::vector<OnnxValueInfo> outputs;
+  std::map<std::string, runtime::NDArray> initializers;
+  std::vector<OnnxNode> nodes;  ///< in file order (ONNX requires topological order)
+
+  /// The opset of the default domain (0 if none is declared).
+  int64_t default_opset() const;
+};
+
+/// Parses and checks an ONNX model file.
+OnnxModel load_onnx_model(const std::string& path);
+/// Parses a model from bytes; `what` names the source in errors.
+OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what);
+/// Reads a serialized TensorProto (the ONNX test suites' input_0.pb / output_0.pb files).
+runtime::NDArray load_onnx_tensor(const std::string& path);
+
+}  // namespace kiln::frontend
