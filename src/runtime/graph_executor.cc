@@ -1,0 +1,586 @@
+// The graph executor. Loading parses graph.json (nlohmann-json) into nodes and entries and
+// validates everything up front, so that run() cannot fail on a malformed graph: nodes in
+// topological order (every input refers to an earlier node's existing output), node_row_ptr
+// consistent with each node's outputs, one shape / dtype / storage id per entry, argument
+// nodes exactly the "null" nodes, and argument (input and param) storage never shared with
+// another entry, so inputs and params survive run() and can be reused across runs. Every error
+// names the graph and the node or entry at fault. It then allocates one buffer per storage id
+// sized to the largest entry using it, builds a KilnArray view per entry over its buffer, copies
+// the params in after checking their shape and dtype, looks up each op node's function once and
+// pre-packs its arguments (input views then output views). run() is a loop of packed calls.
+#include "kiln/runtime/graph_executor.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kiln/runtime/params.h"
+#include "kiln/support/error.h"
+
+namespace kiln::runtime {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Entry {
+  std::vector<int64_t> shape;
+  DataType dtype;
+  int64_t storage_id = 0;
+  size_t nbytes = 0;
+  int node = 0;  ///< the node producing it
+  KilnArray view{};
+};
+
+struct Node {
+  std::string op;  ///< "null" or "kiln_op"
+  std::string name;
+  std::vector<std::pair<int, int>> inputs;  ///< (node, output index)
+  std::string func_name;
+};
+
+struct OpCall {
+  int node = 0;
+  PackedFunc fn;
+  std::vector<KilnValue> args;
+  std::vector<int32_t> codes;
+};
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s.empty() ? "(none)" : s;
+}
+
+/// Reads a whole file; throws naming `what` and the path.
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_USER_CHECK(in.good()) << what << ": cannot open '" << path << "': " << std::strerror(errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Builds errors that name the graph (and the node / entry) at fault.
+struct Ctx {
+  std::string source;
+  [[noreturn]] void fail(const std::string& what) const {
+    KILN_ERROR << "graph '" << source << "': " << what;
+  }
+  const json& field(const json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object() || !obj.contains(key)) fail(where + "missing \"" + key + "\"");
+    return obj.at(key);
+  }
+  const json& array(const json& obj, const char* key, const std::string& where) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_array()) fail(where + "\"" + key + "\" is not a list");
+    return v;
+  }
+  /// An integer, or a string holding one (TVM writes "num_inputs": "2").
+  int64_t integer(const json& v, const std::string& what) const {
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      size_t used = 0;
+      int64_t x = 0;
+      try {
+        x = std::stoll(s, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used == s.size() && !s.empty()) return x;
+    }
+    fail(what + " is not an integer: " + v.dump());
+  }
+  std::string string(const json& v, const std::string& what) const {
+    if (!v.is_string()) fail(what + " is not a string: " + v.dump());
+    return v.get<std::string>();
+  }
+};
+
+std::string node_where(int i, const std::string& name) {
+  return "node " + std::to_string(i) + " ('" + name + "'): ";
+}
+
+}  // namespace
+
+struct GraphExecutor::Impl {
+  std::string source;
+  Module lib;
+  std::vector<Node> nodes;
+  std::vector<int64_t> row_ptr;
+  std::vector<Entry> entries;
+  std::vector<NDArray> storage;  ///< one uint8 buffer per storage id (undefined when unused)
+  std::vector<OpCall> ops;
+  std::vector<std::string> input_names, output_names, param_names;
+  std::vector<int> input_eids, output_eids;
+  std::vector<bool> input_set;
+  size_t storage_bytes = 0;
+
+  void parse(const std::string& text);
+  void plan_and_bind(const std::map<std::string, NDArray>& params);
+
+  int input_index(const std::string& name, const char* what) const {
+    auto it = std::find(input_names.begin(), input_names.end(), name);
+    KILN_USER_CHECK(it != input_names.end()) << what << ": unknown input '" << name
+                                             << "'; the graph's inputs are: " << join(input_names);
+    return static_cast<int>(it - input_names.begin());
+  }
+  NDArray copy_entry(int eid) const {
+    const Entry& e = entries[eid];
+    NDArray out = NDArray::empty(e.shape, e.dtype);
+    if (e.nbytes) std::memcpy(out.data(), e.view.data, e.nbytes);
+    return out;
+  }
+};
+
+void GraphExecutor::Impl::parse(const std::string& text) {
+  Ctx cx{source};
+  json g;
+  try {
+    g = json::parse(text);
+  } catch (const json::exception& e) {
+    cx.fail(std::string("invalid JSON: ") + e.what());
+  }
+  if (!g.is_object()) cx.fail("the top level is not a JSON object");
+  if (g.contains("version") && cx.integer(g["version"], "\"version\"") != 1) {
+    cx.fail("unsupported version " + g["version"].dump() + " (this runtime reads version 1)");
+  }
+
+  // Nodes.
+  const json& jnodes = cx.array(g, "nodes", "");
+  const json& jrow = cx.array(g, "node_row_ptr", "");
+  if (jrow.size() != jnodes.size() + 1) {
+    cx.fail("\"node_row_ptr\" has " + std::to_string(jrow.size()) + " elements, expected " +
+            std::to_string(jnodes.size() + 1) + " (number of nodes + 1)");
+  }
+  for (size_t i = 0; i < jrow.size(); ++i) {
+    row_ptr.push_back(cx.integer(jrow[i], "node_row_ptr[" + std::to_string(i) + "]"));
+    if ((i == 0 && row_ptr[0] != 0) || (i > 0 && row_ptr[i] < row_ptr[i - 1])) {
+      cx.fail("\"node_row_ptr\" must start at 0 and not decrease (element " + std::to_string(i) +
+              " is " + std::to_string(row_ptr[i]) + ")");
+    }
+  }
+  auto num_outputs_of = [&](int n) { return static_cast<int>(row_ptr[n + 1] - row_ptr[n]); };
+  for (size_t i = 0; i < jnodes.size(); ++i) {
+    const json& jn = jnodes[i];
+    int ni = static_cast<int>(i);
+    Node n;
+    std::string where = "node " + std::to_string(i) + ": ";
+    if (!jn.is_object()) cx.fail(where + "not a JSON object");
+    n.name = cx.string(cx.field(jn, "name", where), where + "\"name\"");
+    where = node_where(ni, n.name);
+    n.op = cx.string(cx.field(jn, "op", where), where + "\"op\"");
+    if (n.op != "null" && n.op != "kiln_op") {
+      cx.fail(where + "unknown op \"" + n.op + "\" (expected \"null\" or \"kiln_op\")");
+    }
+    if (jn.contains("inputs")) {
+      const json& ins = cx.array(jn, "inputs", where);
+      for (size_t k = 0; k < ins.size(); ++k) {
+        std::string w = where + "input " + std::to_string(k) + " ";
+        if (!ins[k].is_array() || ins[k].size() < 2 || ins[k].size() > 3) {
+          cx.fail(w + ins[k].dump() + " is not [node, output_index]");
+        }
+        int64_t src = cx.integer(ins[k][0], w + "node");
+        int64_t idx = cx.integer(ins[k][1], w + "output index");
+        if (src < 0 || src >= ni) {
+          cx.fail(w + ins[k].dump() + " does not refer to an earlier node (nodes must be in " +
+                  "topological order)");
+        }
+        if (idx < 0 || idx >= num_outputs_of(static_cast<int>(src))) {
+          cx.fail(w + ins[k].dump() + ": node " + std::to_string(src) + " ('" + nodes[src].name +
+                  "') has " + std::to_string(num_outputs_of(src)) + " output(s)");
+        }
+        n.inputs.emplace_back(static_cast<int>(src), static_cast<int>(idx));
+      }
+    }
+    if (n.op == "null") {
+      if (!n.inputs.empty()) cx.fail(where + "a \"null\" node has no inputs");
+      if (num_outputs_of(ni) != 1) {
+        cx.fail(where + "a \"null\" node has 1 output, node_row_ptr gives it " +
+                std::to_string(num_outputs_of(ni)));
+      }
+    } else {
+      const json& attrs = cx.field(jn, "attrs", where);
+      n.func_name =
+          cx.string(cx.field(attrs, "func_name", where + "attrs: "), where + "attrs.func_name");
+      if (n.func_name.empty()) cx.fail(where + "attrs.func_name is empty");
+      int64_t nin =
+          cx.integer(cx.field(attrs, "num_inputs", where + "attrs: "), where + "attrs.num_inputs");
+      int64_t nout = cx.integer(cx.field(attrs, "num_outputs", where + "attrs: "),
+                                where + "attrs.num_outputs");
+      if (nin != static_cast<int64_t>(n.inputs.size())) {
+        cx.fail(where + "attrs.num_inputs is " + std::to_string(nin) + " but the node has " +
+                std::to_string(n.inputs.size()) + " inputs");
+      }
+      if (nout < 1 || nout != num_outputs_of(ni)) {
+        cx.fail(where + "attrs.num_outputs is " + std::to_string(nout) +
+                " but node_row_ptr gives it " + std::to_string(num_outputs_of(ni)) + " output(s)");
+      }
+    }
+    nodes.push_back(std::move(n));
+  }
+
+  // Per-entry attributes.
+  size_t num_entries = static_cast<size_t>(row_ptr.back());
+  const json& attrs = cx.field(g, "attrs", "");
+  const json& jshape = cx.array(attrs, "shape", "attrs: ");
+  const json& jdtype = cx.array(attrs, "dtype", "attrs: ");
+  const json& jsid = cx.array(attrs, "storage_id", "attrs: ");
+  for (auto [key, arr] : {std::pair<const char*, const json*>{"shape", &jshape},
+                          {"dtype", &jdtype},
+                          {"storage_id", &jsid}}) {
+    if (arr->size() != num_entries) {
+      cx.fail(std::string("attrs.") + key + " has " + std::to_string(arr->size()) +
+              " elements, expected one per entry: " + std::to_string(num_entries));
+    }
+  }
+  entries.resize(num_entries);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    for (int64_t eid = row_ptr[n]; eid < row_ptr[n + 1]; ++eid) {
+      Entry& e = entries[eid];
+      e.node = static_cast<int>(n);
+      std::string where = "entry " + std::to_string(eid) + " (node " + std::to_string(n) + " '" +
+                          nodes[n].name + "' output " + std::to_string(eid - row_ptr[n]) + "): ";
+      const json& s = jshape[eid];
+      if (!s.is_array()) cx.fail(where + "shape " + s.dump() + " is not a list");
+      for (const json& x : s) {
+        int64_t ext = cx.integer(x, where + "shape extent");
+        if (ext < 0) cx.fail(where + "negative extent in shape " + s.dump());
+        e.shape.push_back(ext);
+      }
+      std::string dt = cx.string(jdtype[eid], where + "dtype");
+      try {
+        e.dtype = DataType::parse(dt);
+      } catch (const Error& err) {
+        cx.fail(where + "bad dtype '" + dt + "': " + err.what());
+      }
+      if (e.dtype.is_void() || e.dtype.is_handle()) cx.fail(where + "bad dtype '" + dt + "'");
+      e.storage_id = cx.integer(jsid[eid], where + "storage_id");
+      if (e.storage_id < 0 || e.storage_id >= static_cast<int64_t>(num_entries)) {
+        cx.fail(where + "storage_id " + std::to_string(e.storage_id) + " out of range [0, " +
+                std::to_string(num_entries) + ")");
+      }
+      size_t bytes = static_cast<size_t>(e.dtype.bytes());
+      for (int64_t ext : e.shape) {
+        if (ext != 0 && bytes > SIZE_MAX / static_cast<size_t>(ext)) {
+          cx.fail(where + "shape " + s.dump() + " is too large");
+        }
+        bytes *= static_cast<size_t>(ext);
+      }
+      e.nbytes = bytes;
+    }
+  }
+
+  // Argument nodes and inputs.
+  const json& jargs = cx.array(g, "arg_nodes", "");
+  std::set<int> arg_set;
+  for (const json& a : jargs) {
+    int64_t n = cx.integer(a, "arg_nodes element");
+    if (n < 0 || n >= static_cast<int64_t>(nodes.size())) {
+      cx.fail("arg_nodes: " + std::to_string(n) + " is not a node index");
+    }
+    if (nodes[n].op != "null") {
+      cx.fail("arg_nodes: " + node_where(static_cast<int>(n), nodes[n].name) +
+              "is a \"kiln_op\" node, not an argument (\"null\") node");
+    }
+    arg_set.insert(static_cast<int>(n));
+  }
+  std::map<std::string, int> arg_by_name;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (nodes[n].op != "null") continue;
+    std::string where = node_where(static_cast<int>(n), nodes[n].name);
+    if (!arg_set.count(static_cast<int>(n)))
+      cx.fail(where + "a \"null\" node missing from arg_nodes");
+    if (!arg_by_name.emplace(nodes[n].name, static_cast<int>(n)).second) {
+      cx.fail(where + "another argument node has the same name");
+    }
+  }
+  const json& jinputs = cx.array(g, "inputs", "");
+  for (const json& x : jinputs) {
+    std::string name = cx.string(x, "an element of \"inputs\"");
+    auto it = arg_by_name.find(name);
+    if (it == arg_by_name.end()) {
+      cx.fail("\"inputs\" names '" + name + "', which is not an argument node");
+    }
+    if (std::find(input_names.begin(), input_names.end(), name) != input_names.end()) {
+      cx.fail("\"inputs\" names '" + name + "' twice");
+    }
+    input_names.push_back(name);
+    input_eids.push_back(static_cast<int>(row_ptr[it->second]));
+  }
+  for (const auto& [name, n] : arg_by_name) {
+    if (std::find(input_names.begin(), input_names.end(), name) == input_names.end()) {
+      param_names.push_back(name);
+    }
+  }
+
+  // Outputs.
+  const json& jheads = cx.array(g, "heads", "");
+  if (jheads.empty()) cx.fail("\"heads\" is empty: the graph has no outputs");
+  for (size_t k = 0; k < jheads.size(); ++k) {
+    const json& h = jheads[k];
+    std::string w = "heads[" + std::to_string(k) + "] ";
+    if (!h.is_array() || h.size() < 2 || h.size() > 3)
+      cx.fail(w + h.dump() + " is not [node, output_index]");
+    int64_t n = cx.integer(h[0], w + "node");
+    int64_t idx = cx.integer(h[1], w + "output index");
+    if (n < 0 || n >= static_cast<int64_t>(nodes.size()) || idx < 0 ||
+        idx >= num_outputs_of(static_cast<int>(n))) {
+      cx.fail(w + h.dump() + " does not refer to a node output");
+    }
+    output_eids.push_back(static_cast<int>(row_ptr[n] + idx));
+    output_names.push_back(num_outputs_of(static_cast<int>(n)) == 1
+                               ? nodes[n].name
+                               : nodes[n].name + ":" + std::to_string(idx));
+  }
+  if (g.contains("outputs")) {
+    const json& jo = cx.array(g, "outputs", "");
+    if (jo.size() != jheads.size()) {
+      cx.fail("\"outputs\" has " + std::to_string(jo.size()) + " names for " +
+              std::to_string(jheads.size()) + " heads");
+    }
+    for (size_t k = 0; k < jo.size(); ++k) {
+      output_names[k] = cx.string(jo[k], "an element of \"outputs\"");
+    }
+  }
+
+  // Argument storage is exclusive: inputs and params must survive run().
+  std::map<int64_t, int> users;
+  for (const Entry& e : entries) ++users[e.storage_id];
+  for (int n : arg_set) {
+    const Entry& e = entries[row_ptr[n]];
+    if (users[e.storage_id] > 1) {
+      cx.fail(node_where(n, nodes[n].name) + "argument storage_id " + std::to_string(e.storage_id) +
+              " is shared with another entry (input and param storage must not be reused)");
+    }
+  }
+}
+
+void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& params) {
+  Ctx cx{source};
+  // Storage: one buffer per used storage id, sized to its largest entry.
+  std::vector<size_t> sizes;
+  for (const Entry& e : entries) {
+    if (static_cast<size_t>(e.storage_id) >= sizes.size()) sizes.resize(e.storage_id + 1, 0);
+    sizes[e.storage_id] = std::max(sizes[e.storage_id], e.nbytes);
+  }
+  std::vector<bool> used(sizes.size(), false);
+  for (const Entry& e : entries) used[e.storage_id] = true;
+  storage.resize(sizes.size());
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    if (!used[s]) continue;
+    storage[s] = NDArray::empty({static_cast<int64_t>(sizes[s])}, DataType::UInt(8));
+    storage_bytes += sizes[s];
+  }
+  for (Entry& e : entries) {
+    e.view.data = storage[e.storage_id].data();
+    e.view.device = Device::cpu().to_c();
+    e.view.ndim = static_cast<int32_t>(e.shape.size());
+    e.view.dtype =
+        KilnDataType{static_cast<uint8_t>(e.dtype.code()), static_cast<uint8_t>(e.dtype.bits()),
+                     static_cast<uint16_t>(e.dtype.lanes())};
+    e.view.shape = e.shape.data();
+    e.view.strides = nullptr;
+    e.view.byte_offset = 0;
+  }
+
+  // Params.
+  for (const auto& [name, arr] : params) {
+    if (std::find(param_names.begin(), param_names.end(), name) == param_names.end()) {
+      cx.fail("params has '" + name +
+              "', which is not a param of the graph (its params: " + join(param_names) + ")");
+    }
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const std::string& name = nodes[n].name;
+    if (nodes[n].op != "null" ||
+        std::find(param_names.begin(), param_names.end(), name) == param_names.end()) {
+      continue;
+    }
+    const Entry& e = entries[row_ptr[n]];
+    auto it = params.find(name);
+    if (it == params.end()) {
+      cx.fail(node_where(static_cast<int>(n), name) +
+              "param missing from params (an argument node not listed in \"inputs\" is a param)");
+    }
+    const NDArray& p = it->second;
+    if (p.dtype() != e.dtype || p.shape() != e.shape) {
+      cx.fail(node_where(static_cast<int>(n), name) + "param is " + p.dtype().str() + " " +
+              shape_str(p.shape()) + " in params, the graph expects " + e.dtype.str() + " " +
+              shape_str(e.shape));
+    }
+    if (e.nbytes) std::memcpy(e.view.data, p.data(), e.nbytes);
+  }
+
+  // Functions, looked up once per name, and pre-packed arguments.
+  std::map<std::string, PackedFunc> funcs;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Node& node = nodes[n];
+    if (node.op != "kiln_op") continue;
+    auto it = funcs.find(node.func_name);
+    if (it == funcs.end()) {
+      try {
+        it = funcs.emplace(node.func_name, lib.get_function(node.func_name)).first;
+      } catch (const Error& err) {
+        cx.fail(node_where(static_cast<int>(n), node.name) + err.what());
+      }
+    }
+    OpCall call;
+    call.node = static_cast<int>(n);
+    call.fn = it->second;
+    auto push = [&](int eid) {
+      KilnValue v;
+      v.v_handle = &entries[eid].view;
+      call.args.push_back(v);
+      call.codes.push_back(kKilnArrayHandle);
+    };
+    for (auto [src, idx] : node.inputs) push(static_cast<int>(row_ptr[src] + idx));
+    for (int64_t eid = row_ptr[n]; eid < row_ptr[n + 1]; ++eid) push(static_cast<int>(eid));
+    ops.push_back(std::move(call));
+  }
+  input_set.assign(input_names.size(), false);
+}
+
+GraphExecutor GraphExecutor::create(const std::string& graph_json, const Module& lib,
+                                    const std::map<std::string, NDArray>& params,
+                                    const std::string& source) {
+  KILN_USER_CHECK(lib.defined()) << "graph '" << source << "': the lib module is undefined";
+  auto impl = std::make_shared<Impl>();
+  impl->source = source;
+  impl->lib = lib;
+  impl->parse(graph_json);
+  impl->plan_and_bind(params);
+  GraphExecutor ex;
+  ex.impl_ = std::move(impl);
+  return ex;
+}
+
+GraphExecutor GraphExecutor::load(const std::string& dir) {
+  namespace fs = std::filesystem;
+  KILN_USER_CHECK(fs::is_directory(dir))
+      << "module '" << dir << "': not a directory (a module directory holds graph.json, lib.so "
+      << "and params.bin)";
+  std::string graph_path = (fs::path(dir) / "graph.json").string();
+  std::string text = read_file(graph_path, "module '" + dir + "'");
+  Module lib = Module::load((fs::path(dir) / "lib.so").string());
+  std::string params_path = (fs::path(dir) / "params.bin").string();
+  std::map<std::string, NDArray> params;
+  if (fs::exists(params_path)) params = load_params(params_path);
+  return create(text, lib, params, graph_path);
+}
+
+const GraphExecutor::Impl& GraphExecutor::get(const char* what) const {
+  KILN_USER_CHECK(impl_ != nullptr) << "GraphExecutor::" << what << ": the executor is undefined";
+  return *impl_;
+}
+
+GraphExecutor::Impl& GraphExecutor::get(const char* what) {
+  KILN_USER_CHECK(impl_ != nullptr) << "GraphExecutor::" << what << ": the executor is undefined";
+  return *impl_;
+}
+
+void GraphExecutor::set_input(const std::string& name, const NDArray& value) {
+  Impl& g = get("set_input");
+  set_input(g.input_index(name, "set_input"), value);
+}
+
+void GraphExecutor::set_input(int index, const NDArray& value) {
+  Impl& g = get("set_input");
+  KILN_USER_CHECK(index >= 0 && index < static_cast<int>(g.input_names.size()))
+      << "set_input: input index " << index << " out of range; the graph has "
+      << g.input_names.size() << " input(s)";
+  const std::string& name = g.input_names[index];
+  KILN_USER_CHECK(value.defined()) << "set_input '" << name << "': the array is undefined";
+  const Entry& e = g.entries[g.input_eids[index]];
+  KILN_USER_CHECK(value.dtype() == e.dtype)
+      << "set_input '" << name << "': dtype expected " << e.dtype << ", got " << value.dtype();
+  KILN_USER_CHECK(value.shape() == e.shape)
+      << "set_input '" << name << "': shape expected " << shape_str(e.shape) << ", got "
+      << shape_str(value.shape());
+  KILN_USER_CHECK(value.device() == Device::cpu())
+      << "set_input '" << name << "': array is on " << value.device().str() << ", not cpu:0";
+  if (e.nbytes) std::memcpy(e.view.data, value.data(), e.nbytes);
+  g.input_set[index] = true;
+}
+
+void GraphExecutor::run() {
+  Impl& g = get("run");
+  for (size_t i = 0; i < g.input_names.size(); ++i) {
+    KILN_USER_CHECK(g.input_set[i])
+        << "run: input '" << g.input_names[i] << "' was not set (call set_input first)";
+  }
+  for (const OpCall& op : g.ops) {
+    try {
+      op.fn.call_packed(op.args.data(), op.codes.data(), static_cast<int32_t>(op.args.size()));
+    } catch (const Error& err) {
+      KILN_ERROR << "run: node " << op.node << " ('" << g.nodes[op.node].name << "'), function '"
+                 << g.nodes[op.node].func_name << "': " << err.what();
+    }
+  }
+}
+
+NDArray GraphExecutor::get_output(int index) const {
+  const Impl& g = get("get_output");
+  KILN_USER_CHECK(index >= 0 && index < static_cast<int>(g.output_eids.size()))
+      << "get_output: output index " << index << " out of range; the graph has "
+      << g.output_eids.size() << " output(s)";
+  return g.copy_entry(g.output_eids[index]);
+}
+
+NDArray GraphExecutor::get_output(const std::string& name) const {
+  const Impl& g = get("get_output");
+  auto it = std::find(g.output_names.begin(), g.output_names.end(), name);
+  KILN_USER_CHECK(it != g.output_names.end())
+      << "get_output: unknown output '" << name
+      << "'; the graph's outputs are: " << join(g.output_names);
+  return get_output(static_cast<int>(it - g.output_names.begin()));
+}
+
+NDArray GraphExecutor::get_input(const std::string& name) const {
+  const Impl& g = get("get_input");
+  return g.copy_entry(g.input_eids[g.input_index(name, "get_input")]);
+}
+
+int GraphExecutor::num_inputs() const {
+  return static_cast<int>(get("num_inputs").input_names.size());
+}
+int GraphExecutor::num_outputs() const {
+  return static_cast<int>(get("num_outputs").output_names.size());
+}
+std::vector<std::string> GraphExecutor::input_names() const {
+  return get("input_names").input_names;
+}
+std::vector<std::string> GraphExecutor::output_names() const {
+  return get("output_names").output_names;
+}
+std::vector<std::string> GraphExecutor::param_names() const {
+  return get("param_names").param_names;
+}
+
+TensorInfo GraphExecutor::input_info(int index) const {
+  const Impl& g = get("input_info");
+  KILN_USER_CHECK(index >= 0 && index < static_cast<int>(g.input_names.size()))
+      << "input_info: input index " << index << " out of range";
+  const Entry& e = g.entries[g.input_eids[index]];
+  return TensorInfo{g.input_names[index], e.shape, e.dtype};
+}
+
+TensorInfo GraphExecutor::output_info(int index) const {
+  const Impl& g = get("output_info");
+  KILN_USER_CHECK(index >= 0 && index < static_cast<int>(g.output_names.size()))
+      << "output_info: output index " << index << " out of range";
+  const Entry& e = g.entries[g.output_eids[index]];
+  return TensorInfo{g.output_names[index], e.shape, e.dtype};
+}
+
+int GraphExecutor::num_nodes() const { return static_cast<int>(get("num_nodes").nodes.size()); }
+int GraphExecutor::num_op_nodes() const { return static_cast<int>(get("num_op_nodes").ops.size()); }
+size_t GraphExecutor::storage_bytes() const { return get("storage_bytes").storage_bytes; }
+
+}  // namespace kiln::runtime
