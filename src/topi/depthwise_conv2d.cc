@@ -6,7 +6,11 @@
 // per kh row and reused across kw; channel chunks x output rows run in parallel. The padding
 // is produced either as a root pass (pad_at = 0: one extra read and write of the input), or at
 // the row loop (pad_at = 1: the KH padded input rows of one output row, in L1), or at the
-// channel-chunk loop (pad_at = 2: one padded plane of the chunk, in L2).
+// channel-chunk loop (pad_at = 2: one padded plane of the chunk, in L2), or not at all
+// (pad_at = 3, "inline", the fallback: the conv reads the input in place through
+// `if_then_else(likely(in bounds), x, 0)`; loop_partition splits the row-in-tile and the
+// ow-tile loops into border / interior / border parts, so the interior tiles carry no checks,
+// the first row of a tile keeps one row check and only the border tiles check columns).
 #include <algorithm>
 
 #include "conv2d_common.h"
@@ -23,6 +27,8 @@ namespace {
 
 constexpr const char* kNCHW = "depthwise_conv2d_nchw";
 constexpr const char* kNCHWc = "depthwise_conv2d_nchwc";
+/// pad_at value: the padding is inlined into the convolution (no padded copy).
+constexpr int64_t kPadInline = 3;
 
 void check_window(int64_t oh, int64_t ow, const std::vector<int64_t>& d,
                   const std::vector<int64_t>& k, const Conv2DParams& p, const char* op) {
@@ -38,21 +44,26 @@ int64_t define_knobs(Config& cfg, int64_t C, int64_t OH, int64_t OW, int64_t KH,
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 8);
   cfg.define_bool("unroll_kw");
-  cfg.define_knob("pad_at", {0, 1, 2});
+  cfg.define_knob("pad_at", {0, 1, 2, kPadInline});
   if (cfg.is_fallback()) {
     int64_t bn = largest_divisor_at_most(C, lanes);
     cfg.fallback_split("tile_c", {-1, bn});
     int64_t vecs = std::max<int64_t>(1, bn / lanes);
     cfg.fallback_split("tile_ow", {-1, largest_divisor_at_most(OW, 14 / vecs)});
     cfg.fallback_knob("unroll_kw", 1);
-    cfg.fallback_knob("pad_at", 1);
-    // Rows per tile (up to 8): each tile pads (rows - 1) * stride + KH input rows, so more rows
-    // copy less; the padded rows ((W + pads) x bn floats each) should stay within ~96 KiB (L2;
-    // 1, 2, 4, 8 rows measured in docs/conv2d-schedule.md).
+    // Inline padding: no copy; loop_partition leaves the interior tiles without checks
+    // (D1-D9 geomean vs oneDNN 1.3 against 0.87 for pad_at 1, docs/conv2d-schedule.md).
+    const int64_t pad_at = kPadInline;
+    cfg.fallback_knob("pad_at", pad_at);
+    // Rows per tile (up to 8). With pad_at 1 each tile pads (rows - 1) * stride + KH input
+    // rows, so more rows copy less; the padded rows ((W + pads) x bn floats each) should stay
+    // within ~96 KiB (L2; 1, 2, 4, 8 rows measured in docs/conv2d-schedule.md). Inline: the
+    // first row of each tile keeps its row check, so more rows check less.
     const int64_t row_bytes = (IW + 2) * bn * 4;
     int64_t rows = 1;
     for (int64_t r = 8; r > 1; --r)
-      if (OH % r == 0 && ((r - 1) * stride + KH) * row_bytes <= 96 * 1024) {
+      if (OH % r == 0 &&
+          (pad_at == kPadInline || ((r - 1) * stride + KH) * row_bytes <= 96 * 1024)) {
         rows = r;
         break;
       }
@@ -283,7 +294,9 @@ void schedule_depthwise_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Ten
 
   if (detail::is_pad(pad)) {
     te::Stage sp = s[pad];
-    if (pad_at == 0) {
+    if (pad_at == kPadInline) {
+      sp.compute_inline();
+    } else if (pad_at == 0) {
       detail::schedule_pad_root(s, pad, true);
     } else {
       sp.compute_at(so, pad_at == 1 ? row : chunk);

@@ -81,7 +81,7 @@ te::Tensor pad_spatial(const te::Tensor& x, int h_axis, const Padding2D& p,
         idx[h_axis + 1] = w - ci(p.left);
         Expr cond = conds[0];
         for (size_t k = 1; k < conds.size(); ++k) cond = cond && conds[k];
-        return if_then_else(cond, x(idx), make_zero(x->dtype));
+        return if_then_else(likely(cond), x(idx), make_zero(x->dtype));
       },
       name, detail::tag_of(tag::kInjective, "pad"));
 }

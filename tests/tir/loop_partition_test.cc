@@ -1,4 +1,7 @@
-// loop_partition: guards from non-divisible splits leave the main loop.
+// loop_partition: guards from non-divisible splits leave the main loop; likely conditions of
+// if_then_else/select expressions (padding) leave the interior of the loop range. Every case
+// runs through the tir interpreter before and after the pass (out-of-bounds reads throw, so a
+// dropped check is caught).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -96,6 +99,179 @@ TEST(LoopPartition, UnprovableGuardIsKeptWithoutLikely) {
   PrimFunc g = loop_partition(f);
   Stmt expected = loop(i, 0, 10, IfThenElse::make(cond, C.store({i}, A.load({i}))));
   EXPECT_TRUE(structural_equal(g->body, expected)) << to_string(g);
+}
+
+int count_calls(const Stmt& s, const std::string& name) {
+  int n = 0;
+  post_order_visit(s, [&](const IRNode* x) {
+    if (x->kind == NodeKind::Call) n += static_cast<const Call*>(x)->name == name;
+  });
+  return n;
+}
+
+/// Runs f and g on the same random buffers (sizes in param order) and expects equal results.
+void expect_same_random(const PrimFunc& f, const PrimFunc& g, const std::vector<int>& sizes) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> d(-8, 8);
+  std::vector<std::vector<double>> bufs;
+  for (int n : sizes) {
+    std::vector<double> b(n);
+    for (double& x : b) x = d(rng) * 0.25;
+    bufs.push_back(b);
+  }
+  auto want = run_func(f, bufs);
+  auto got = run_func(g, bufs);
+  EXPECT_EQ(want, got);
+}
+
+/// A 1-D padded stencil: for i in [0, n): for k in [0, 3) (kind kk):
+///   C[i] = C[i] + if_then_else(likely(0 <= i + k - 1 && i + k - 1 < n), A[i + k - 1], 0) * W[k]
+PrimFunc stencil_1d(int n, ForKind kk) {
+  Buffer A = Buffer::make("A", f32, {n}), W = Buffer::make("W", f32, {3});
+  Buffer C = Buffer::make("C", f32, {n});
+  Var i("i"), k("k");
+  Expr x = i + k - 1;
+  Expr v = if_then_else(likely(x >= 0 && x < n), A.load({x}), make_zero(f32));
+  Stmt body = loop(i, 0, n, loop(k, 0, 3, C.store({i}, C.load({i}) + v * W.load({k})), kk));
+  return make_func("stencil", {A, W, C}, body);
+}
+
+TEST(LoopPartition, PaddedStencil1DHasCheckFreeInterior) {
+  for (ForKind kk : {ForKind::kSerial, ForKind::kUnrolled}) {
+    PrimFunc f = stencil_1d(10, kk);
+    PrimFunc g = loop_partition(f);
+    verify(g, "loop_partition");
+    EXPECT_FALSE(has_call(g->body, builtin::kLikely));
+    // i in [0, 1) (left border), [1, 9) (interior, no check), [9, 10) (right border).
+    const SeqStmt* seq = g->body.as<SeqStmt>();
+    ASSERT_TRUE(seq && seq->seq.size() == 3) << to_string(g);
+    const For* mid = seq->seq[1].as<For>();
+    ASSERT_TRUE(mid);
+    EXPECT_TRUE(is_const_int(mid->min, 1) && is_const_int(mid->extent, 8)) << to_string(g);
+    EXPECT_EQ(count_calls(mid->body, builtin::kIfThenElse), 0) << to_string(g);
+    // The borders keep only the side of the check that can fail there.
+    EXPECT_EQ(count_calls(seq->seq[0], builtin::kIfThenElse), 1);
+    EXPECT_EQ(count_calls(seq->seq[2], builtin::kIfThenElse), 1);
+    if (kk == ForKind::kSerial) KILN_EXPECT_GOLDEN("loop_partition_stencil_1d", to_string(g));
+    expect_same_random(f, g, {10, 3, 10});
+  }
+}
+
+/// A 2-D padded 3x3 convolution of an H x W image (padding 1, stride s):
+/// for y, x in the output: for kh, kw (kw unrolled):
+///   C[y, x] += if_then_else(likely(in bounds(y*s + kh - 1, x*s + kw - 1)), A[...], 0) * K[kh, kw]
+PrimFunc conv_2d(int H, int W, int s) {
+  int OH = (H + 2 - 3) / s + 1, OW = (W + 2 - 3) / s + 1;
+  Buffer A = Buffer::make("A", f32, {H, W}), K = Buffer::make("K", f32, {3, 3});
+  Buffer C = Buffer::make("C", f32, {OH, OW});
+  Var y("y"), x("x"), kh("kh"), kw("kw");
+  Expr h = y * s + kh - 1, w = x * s + kw - 1;
+  Expr in = h >= 0 && h < H && w >= 0 && w < W;
+  Expr v = if_then_else(likely(in), A.load({h, w}), make_zero(f32)) * K.load({kh, kw});
+  Stmt st = C.store({y, x}, C.load({y, x}) + v);
+  Stmt body =
+      loop(y, 0, OH, loop(x, 0, OW, loop(kh, 0, 3, loop(kw, 0, 3, st, ForKind::kUnrolled))));
+  return make_func("conv", {A, K, C}, body);
+}
+
+/// The loop nest of the interior: the middle part of the middle part.
+const For* interior(const PrimFunc& g) {
+  const SeqStmt* rows = g->body.as<SeqStmt>();
+  if (!rows || rows->seq.size() != 3) return nullptr;
+  const For* y = rows->seq[1].as<For>();
+  if (!y) return nullptr;
+  const SeqStmt* cols = y->body.as<SeqStmt>();
+  if (!cols || cols->seq.size() != 3) return nullptr;
+  return cols->seq[1].as<For>();
+}
+
+TEST(LoopPartition, Padded3x3Stride1PartitionsRowsAndColumns) {
+  PrimFunc f = conv_2d(9, 8, 1);
+  PrimFunc g = loop_partition(f);
+  verify(g, "loop_partition");
+  const For* mid = interior(g);
+  ASSERT_TRUE(mid) << to_string(g);
+  EXPECT_TRUE(is_const_int(mid->min, 1) && is_const_int(mid->extent, 6)) << to_string(g);
+  EXPECT_EQ(count_calls(mid->body, builtin::kIfThenElse), 0) << to_string(g);
+  // Row y in [1, 8) and columns x in [1, 7): 3 x 3 parts, 8 of them with checks.
+  EXPECT_EQ(count_calls(g->body, builtin::kIfThenElse), 8) << to_string(g);
+  expect_same_random(f, g, {9 * 8, 9, 9 * 8});
+}
+
+TEST(LoopPartition, Padded3x3Stride2PartitionsRowsAndColumns) {
+  // H = W = 8, stride 2: output 4 x 4; the bottom/right borders never read out of range, so
+  // only the top/left border parts remain.
+  PrimFunc f = conv_2d(8, 8, 2);
+  PrimFunc g = loop_partition(f);
+  verify(g, "loop_partition");
+  KILN_EXPECT_GOLDEN("loop_partition_conv_s2", to_string(g));
+  expect_same_random(f, g, {64, 9, 16});
+  // Odd sizes: both borders.
+  PrimFunc f2 = conv_2d(9, 11, 2);
+  PrimFunc g2 = loop_partition(f2);
+  verify(g2, "loop_partition");
+  const For* mid = interior(g2);
+  ASSERT_TRUE(mid) << to_string(g2);
+  EXPECT_EQ(count_calls(mid->body, builtin::kIfThenElse), 0) << to_string(g2);
+  expect_same_random(f2, g2, {99, 9, 5 * 6});
+}
+
+TEST(LoopPartition, LikelySelectIsPartitionedToo) {
+  Buffer A = Buffer::make("A", f32, {12}), C = Buffer::make("C", f32, {12});
+  Var i("i");
+  Expr v = select(likely(i >= 2 && i < 10), A.load({i}), make_zero(f32));
+  PrimFunc f = make_func("sel", {A, C}, loop(i, 0, 12, C.store({i}, v)));
+  PrimFunc g = loop_partition(f);
+  const SeqStmt* seq = g->body.as<SeqStmt>();
+  ASSERT_TRUE(seq && seq->seq.size() == 3) << to_string(g);
+  const For* mid = seq->seq[1].as<For>();
+  ASSERT_TRUE(mid);
+  EXPECT_TRUE(mid->body.as<Store>() && mid->body.as<Store>()->value.as<Load>()) << to_string(g);
+  expect_same_random(f, g, {12, 12});
+}
+
+TEST(LoopPartition, UnprovableExpressionConditionsAreLeftAlone) {
+  Buffer A = Buffer::make("A", f32, {12}), C = Buffer::make("C", f32, {12});
+  Var i("i");
+  // Data-dependent, and not affine in i: no split, only the likely wrapper goes.
+  for (Expr cond : {A.load({i}) > 0.0f, floormod(i, 3) >= 1}) {
+    PrimFunc f = make_func(
+        "keep", {A, C},
+        loop(i, 0, 12, C.store({i}, if_then_else(likely(cond), A.load({i}), make_zero(f32)))));
+    PrimFunc g = loop_partition(f);
+    Stmt expected = loop(i, 0, 12, C.store({i}, if_then_else(cond, A.load({i}), make_zero(f32))));
+    EXPECT_TRUE(structural_equal(g->body, expected)) << to_string(g);
+  }
+  // An affine check with no interior (the loop is too short): left alone.
+  Var j("j");
+  Expr x = j * 4 - 5;  // -5, -1, 3: x >= 0 holds from j = 2 on, x < 2 up to j = 1
+  PrimFunc f = make_func(
+      "short", {A, C},
+      loop(j, 0, 3,
+           C.store({j}, if_then_else(likely(x >= 0 && x < 2), A.load({x}), make_zero(f32)))));
+  PrimFunc g = loop_partition(f);
+  EXPECT_TRUE(g->body.as<For>()) << to_string(g);
+  EXPECT_EQ(count_calls(g->body, builtin::kIfThenElse), 1);
+  expect_same_random(f, g, {12, 12});
+}
+
+TEST(LoopPartition, ExpressionSplitsNestAtMostTwoDeep) {
+  // Three padded dimensions: only the two outer loops are split; the innermost keeps checks.
+  Buffer A = Buffer::make("A", f32, {6 * 6 * 6}), C = Buffer::make("C", f32, {6 * 6 * 6});
+  Var a("a"), b("b"), c("c");
+  Expr ia = a - 1, ib = b - 1, ic = c - 1;
+  Expr in = ia >= 0 && ia < 4 && ib >= 0 && ib < 4 && ic >= 0 && ic < 4;
+  Expr v = if_then_else(likely(in), A.load({(ia * 6 + ib) * 6 + ic}), make_zero(f32));
+  PrimFunc f =
+      make_func("cube", {A, C},
+                loop(a, 0, 6, loop(b, 0, 6, loop(c, 0, 6, C.store({(a * 6 + b) * 6 + c}, v)))));
+  PrimFunc g = loop_partition(f);
+  verify(g, "loop_partition");
+  const For* mid = interior(g);
+  ASSERT_TRUE(mid) << to_string(g);
+  EXPECT_TRUE(mid->body.as<For>()) << to_string(g);  // c is not split
+  EXPECT_EQ(count_calls(mid->body, builtin::kIfThenElse), 1) << to_string(g);
+  expect_same_random(f, g, {216, 216});
 }
 
 }  // namespace

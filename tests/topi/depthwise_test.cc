@@ -1,7 +1,7 @@
 // Depthwise conv2d (NCHW with multipliers, NCHW[x]c) against the grouped-conv reference of
 // conv_ref.h: odd sizes, strides 1/2, symmetric and asymmetric padding, dilation; the
-// fallback config and random points of each template's space (every pad_at placement); the
-// bias + relu epilogue; shape-rule errors by message.
+// fallback config (padding inlined, pad_at 3) and random points of each template's space
+// (every pad_at placement); the bias + relu epilogue; shape-rule errors by message.
 #include <gtest/gtest.h>
 
 #include "conv_ref.h"
@@ -125,7 +125,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseNCHWc,
                                            dw(1, 16, 13, 11, 1, 3, 2, Padding2D{0, 1, 2, 1}),
                                            dw(2, 8, 7, 7, 1, 3, 1, Padding2D::all(2), 2),
                                            dw(1, 16, 7, 7, 1, 5, 2, Padding2D::all(2)),
-                                           dw(1, 16, 1, 1, 1, 1, 1, Padding2D{})));
+                                           dw(1, 16, 1, 1, 1, 1, 1, Padding2D{}),
+                                           // Several ow tiles and row tiles: the inline
+                                           // padding's interior / border parts (stride 1, 2).
+                                           dw(1, 32, 30, 30, 1, 3, 1, Padding2D::all(1)),
+                                           dw(1, 16, 29, 31, 1, 3, 2, Padding2D::all(1))));
+
+TEST(DepthwiseNCHWc, FallbackInlinesThePadding) {
+  Conv2DWorkload w = dw(1, 32, 30, 30, 1, 3, 2, Padding2D::all(1));
+  autotune::Template t = depthwise_conv2d_nchwc_template(w, host_target());
+  Instance inst = autotune::instantiate(t, Config::fallback());
+  EXPECT_EQ(inst.config.knob("pad_at"), 3) << inst.config.str();
+}
 
 TEST(DepthwiseNCHWcEpilogue, BiasRelu) {
   check_nchwc(dw(1, 32, 7, 7, 1, 3, 1, Padding2D::all(1)), true, 2, 4);

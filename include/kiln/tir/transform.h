@@ -46,6 +46,13 @@ PrimFunc simplify(PrimFunc f);
 /// between: the main part has the guard removed, the rest keeps it (and is partitioned again
 /// further in). Guards provably true (false) for the whole loop are replaced by their then
 /// (else) branch. The tail loop gets a fresh loop variable.
+/// Also splits loops on `likely(c)` conditions of `if_then_else` calls and `select`s (padding):
+/// each conjunct of c that is an inequality affine in the loop var is proven on the longest
+/// prefix or suffix of the range (for all values of the inner loops); the loop becomes
+/// [min, a) [a, b) [b, end) with every such conjunct true on the middle part, where the
+/// `if_then_else`/`select` becomes its true branch; the borders keep the conjuncts not proven
+/// there. At most 4 distinct conjuncts per loop and 2 nested split loops; conjuncts on the var
+/// of an enclosing split loop do not split inner loops again.
 /// Guarantees: no `likely` call remains (the wrappers of kept conditions are removed).
 PrimFunc loop_partition(PrimFunc f);
 

@@ -11,8 +11,10 @@
 /// Depthwise convolution is memory-bound (9 FMAs per output for 3x3, one input read per
 /// output at stride 1): its NCHWc schedule vectorizes over the channel block, keeps a register
 /// tile of tile_ow output vectors, runs channel chunks x rows in parallel, and avoids a separate
-/// pass over memory for the padding (knob pad_at: the padded rows are produced at the row loop,
-/// in L1). docs/conv2d-schedule.md has the measurements.
+/// pass over memory for the padding (knob pad_at: 0 root pass, 1 padded rows at the row loop,
+/// 2 padded plane at the channel-chunk loop, 3 "inline", the fallback: no padded copy, the
+/// bounds checks are left only in the border tiles by loop_partition).
+/// docs/conv2d-schedule.md has the measurements.
 #pragma once
 
 #include <cstdint>

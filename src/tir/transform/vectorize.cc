@@ -206,6 +206,12 @@ class Vectorizer : public IRMutator {
         pred_ = saved;
         return Select::make(c, t, f);
       }
+      // A scalar condition over vector branches stays a branch: only the chosen side is read.
+      Expr t = mutate(op->args[1]), f = mutate(op->args[2]);
+      int n = std::max(lanes_of(t), lanes_of(f));
+      if (n > 1)
+        return Call::make(op->dtype.with_lanes(n), op->name, {c, widen(t, n), widen(f, n)},
+                          op->call_kind);
     }
     std::vector<Expr> args;
     bool changed = mutate_all(op->args, &args);
