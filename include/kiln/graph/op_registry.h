@@ -1,0 +1,102 @@
+/// \file op_registry.h
+/// \brief The typed registry of graph operators.
+///
+/// Per op: its attribute schema, how many inputs it takes, its fusion pattern kind, a
+/// shape/type rule and a compute rule (te tensors from the operator library, topi). The
+/// registry is built once, on first use, by explicit registration functions (no static
+/// initialisers), and every definition is checked then (names unique, compute present,
+/// defaults of the declared kind): a bad definition fails at start-up, not in the middle of a
+/// compilation.
+///
+///   const OpDef& def = OpRegistry::global().get("conv2d");
+///   Attrs a = def.normalize_attrs(node.attrs, "%3");     // defaults filled, kinds checked
+///   std::vector<TensorType> out = def.infer(in_types, a);
+///   std::vector<te::Tensor> t = def.compute(in_tensors, a, "conv1");
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/graph.h"
+#include "kiln/te/tensor.h"
+#include "kiln/topi/op_pattern.h"
+
+namespace kiln::graph {
+
+/// One attribute of an op's schema.
+struct AttrSpec {
+  std::string name;
+  AttrKind kind = AttrKind::kInt;
+  /// The value used when the attribute is absent; none for a required attribute.
+  std::optional<AttrValue> default_value;
+  bool required() const { return !default_value.has_value(); }
+};
+
+/// Builds the output tensors of an op from its input tensors and (normalized) attributes;
+/// `name` names the te stages.
+using FCompute = std::function<std::vector<te::Tensor>(const std::vector<te::Tensor>&, const Attrs&,
+                                                       const std::string& name)>;
+/// The output types of an op from its input types and (normalized) attributes; throws a
+/// kiln::Error describing the problem (shapes, attributes).
+using FInferType =
+    std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&)>;
+
+/// The definition of one operator.
+struct OpDef {
+  std::string name;
+  std::vector<AttrSpec> attrs;
+  int min_inputs = 1;
+  int max_inputs = 1;  ///< -1: any number (>= min_inputs)
+  int num_outputs = 1;
+  topi::OpPattern pattern = topi::OpPattern::kOpaque;
+  FCompute compute;
+  /// Optional: when absent, `infer` builds `compute` on placeholders and reads the shapes.
+  FInferType infer_rule;
+
+  /// The attribute schema entry `name`, or nullptr.
+  const AttrSpec* find_attr(const std::string& name) const;
+  /// Checks `given` against the schema and returns it with defaults filled in (an int given
+  /// for a float attribute becomes a float). A user error naming `where` (the node), the op
+  /// and the attribute for an unknown attribute, a missing required one or a wrong kind.
+  Attrs normalize_attrs(const Attrs& given, const std::string& where) const;
+  /// Checks the number of inputs; a user error naming `where` and the op otherwise.
+  void check_num_inputs(int n, const std::string& where) const;
+  /// The output types for these input types and normalized attributes (infer_rule, or the
+  /// compute on placeholders).
+  std::vector<TensorType> infer(const std::vector<TensorType>& inputs, const Attrs& attrs) const;
+};
+
+/// All registered operators.
+class OpRegistry {
+ public:
+  /// The registry of every built-in op, built and checked on first use.
+  static const OpRegistry& global();
+
+  /// The op called `name`, or nullptr.
+  const OpDef* find(const std::string& name) const;
+  /// The op called `name`; a user error "unknown op 'x'" naming `where` otherwise.
+  const OpDef& get(const std::string& name, const std::string& where = "") const;
+  /// Names of all ops, sorted.
+  std::vector<std::string> names() const;
+
+  /// Adds a definition after checking it (internal error on a bad or duplicate definition).
+  void add(OpDef def);
+
+ private:
+  std::map<std::string, OpDef> ops_;
+};
+
+/// te placeholders with these types (names "in0", "in1", …).
+std::vector<te::Tensor> placeholders_for(const std::vector<TensorType>& types);
+/// The static type of a te tensor (internal error if its shape is not constant).
+TensorType tensor_type(const te::Tensor& t);
+
+// Registration functions, one per family (src/graph/ops_*.cc); called by OpRegistry::global.
+void register_elemwise_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);
+void register_transform_ops(OpRegistry& r);
+
+}  // namespace kiln::graph

@@ -1,0 +1,118 @@
+// Registration of the shape ops (reshape, flatten, transpose, concat, squeeze, unsqueeze,
+// expand_dims, pad, strided_slice, take, layout_transform) and the reductions (sum, mean,
+// max, min, prod). All use the generic type rule: the topi compute built on placeholders,
+// whose errors name the op and the shapes.
+
+#include "kiln/graph/op_registry.h"
+#include "kiln/support/error.h"
+#include "kiln/topi/reduction.h"
+#include "kiln/topi/transform.h"
+
+namespace kiln::graph {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+std::vector<int> to_int(const Ints& v) { return std::vector<int>(v.begin(), v.end()); }
+std::vector<te::Tensor> one(te::Tensor t) { return {std::move(t)}; }
+
+OpDef injective(const std::string& name, std::vector<AttrSpec> attrs, FCompute f) {
+  OpDef d;
+  d.name = name;
+  d.pattern = topi::OpPattern::kInjective;
+  d.attrs = std::move(attrs);
+  d.compute = std::move(f);
+  return d;
+}
+
+using ReduceFn = te::Tensor (*)(const te::Tensor&, const std::vector<int>&, bool,
+                                const std::string&);
+
+}  // namespace
+
+void register_transform_ops(OpRegistry& r) {
+  using In = const std::vector<te::Tensor>&;
+  using A = const Attrs&;
+  using N = const std::string&;
+  r.add(injective("reshape", {{"newshape", AttrKind::kInts, std::nullopt}}, [](In in, A a, N n) {
+    return one(topi::reshape(in[0], a.get_ints("newshape"), n));
+  }));
+  r.add(injective("flatten", {{"axis", AttrKind::kInt, int64_t{1}}}, [](In in, A a, N n) {
+    return one(topi::flatten(in[0], static_cast<int>(a.get_int("axis")), n));
+  }));
+  r.add(injective("transpose", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
+    return one(topi::transpose(in[0], to_int(a.get_ints("axes")), n));
+  }));
+  OpDef concat = injective("concat", {{"axis", AttrKind::kInt, int64_t{0}}}, [](In in, A a, N n) {
+    return one(topi::concat(in, static_cast<int>(a.get_int("axis")), n));
+  });
+  concat.max_inputs = -1;
+  r.add(concat);
+  r.add(injective("squeeze", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
+    return one(topi::squeeze(in[0], to_int(a.get_ints("axes")), n));
+  }));
+  r.add(injective("unsqueeze", {{"axes", AttrKind::kInts, std::nullopt}}, [](In in, A a, N n) {
+    return one(topi::unsqueeze(in[0], to_int(a.get_ints("axes")), n));
+  }));
+  r.add(injective(
+      "expand_dims",
+      {{"axis", AttrKind::kInt, std::nullopt}, {"num_newaxis", AttrKind::kInt, int64_t{1}}},
+      [](In in, A a, N n) {
+        return one(topi::expand_dims(in[0], static_cast<int>(a.get_int("axis")),
+                                     static_cast<int>(a.get_int("num_newaxis")), n));
+      }));
+  r.add(injective("pad",
+                  {{"pad_before", AttrKind::kInts, std::nullopt},
+                   {"pad_after", AttrKind::kInts, std::nullopt},
+                   {"value", AttrKind::kFloat, 0.0}},
+                  [](In in, A a, N n) {
+                    return one(topi::pad(in[0], a.get_ints("pad_before"), a.get_ints("pad_after"),
+                                         a.get_float("value"), n));
+                  }));
+  r.add(injective("strided_slice",
+                  {{"begin", AttrKind::kInts, std::nullopt},
+                   {"end", AttrKind::kInts, std::nullopt},
+                   {"strides", AttrKind::kInts, Ints{}},
+                   {"axes", AttrKind::kInts, Ints{}}},
+                  [](In in, A a, N n) {
+                    return one(topi::strided_slice(in[0], a.get_ints("begin"), a.get_ints("end"),
+                                                   a.get_ints("strides"),
+                                                   to_int(a.get_ints("axes")), n));
+                  }));
+  OpDef take = injective("take", {{"axis", AttrKind::kInt, int64_t{0}}}, [](In in, A a, N n) {
+    return one(topi::take(in[0], in[1], static_cast<int>(a.get_int("axis")), n));
+  });
+  take.min_inputs = take.max_inputs = 2;
+  r.add(take);
+  r.add(injective("layout_transform",
+                  {{"src_layout", AttrKind::kString, std::nullopt},
+                   {"dst_layout", AttrKind::kString, std::nullopt}},
+                  [](In in, A a, N n) {
+                    return one(topi::layout_transform(in[0], a.get_string("src_layout"),
+                                                      a.get_string("dst_layout"), n));
+                  }));
+
+  struct R {
+    const char* name;
+    ReduceFn f;
+  };
+  const R reductions[] = {{"sum", topi::sum},
+                          {"mean", topi::mean},
+                          {"max", topi::max},
+                          {"min", topi::min},
+                          {"prod", topi::prod}};
+  for (const R& red : reductions) {
+    OpDef d;
+    d.name = red.name;
+    d.pattern = topi::OpPattern::kCommReduce;
+    d.attrs = {{"axes", AttrKind::kInts, Ints{}}, {"keepdims", AttrKind::kInt, int64_t{0}}};
+    ReduceFn f = red.f;
+    d.compute = [f](In in, A a, N n) {
+      return one(f(in[0], to_int(a.get_ints("axes")), a.get_int("keepdims") != 0, n));
+    };
+    r.add(d);
+  }
+}
+
+}  // namespace kiln::graph

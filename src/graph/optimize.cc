@@ -1,0 +1,38 @@
+// The graph recipe: the passes in order, each through one helper that runs the pass,
+// verifies the result, and prints the graph to stderr when KILN_DUMP_AFTER names the pass
+// (or is "all").
+
+#include <cstdlib>
+#include <iostream>
+
+#include "kiln/graph/transform.h"
+
+namespace kiln::graph {
+
+namespace {
+
+Graph step(const char* name, Graph (*pass)(const Graph&), const Graph& g) {
+  Graph r = pass(g);
+  r.verify(name);
+  const char* dump = std::getenv("KILN_DUMP_AFTER");
+  if (dump && (std::string(dump) == name || std::string(dump) == "all")) {
+    std::cerr << "// graph after " << name << "\n" << r.str();
+  }
+  return r;
+}
+
+}  // namespace
+
+Graph optimize(Graph g, int opt_level) {
+  g.verify("construction");
+  g = step("infer_types", infer_types, g);
+  if (opt_level < 1) return g;
+  g = step("simplify", simplify, g);
+  g = step("constant_folding", constant_folding, g);
+  g = step("simplify", simplify, g);
+  g = step("common_subexpression_elimination", common_subexpression_elimination, g);
+  g = step("dead_code_elimination", dead_code_elimination, g);
+  return g;
+}
+
+}  // namespace kiln::graph
