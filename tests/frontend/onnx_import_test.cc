@@ -1,0 +1,79 @@
+// Importing ONNX models into the graph IR: the node conformance models of supported operators
+// convert and their inferred output types equal the reference outputs' types; unsupported
+// operators are listed all at once; symbolic dimensions need a shape.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/error.h"
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/transform.h"
+
+namespace kiln::frontend {
+namespace {
+
+using ::kiln::testing::error_of;
+namespace fs = std::filesystem;
+
+const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
+
+TEST(OnnxImport, ConvWithPaddingImportsWithRightType) {
+  fs::path dir = kNodeTests / "test_conv_with_strides_padding";
+  if (!fs::exists(dir)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  graph::Graph g = graph::infer_types(import_onnx((dir / "model.onnx").string()));
+  runtime::NDArray want = load_onnx_tensor((dir / "test_data_set_0/output_0.pb").string());
+  ASSERT_EQ(g.outputs().size(), 1u);
+  EXPECT_EQ(g.type_of(g.outputs()[0]).shape, want.shape());
+  EXPECT_NE(g.str().find("conv2d("), std::string::npos) << g.str();
+}
+
+TEST(OnnxImport, SupportedNodeTestsConvertWithTheReferenceTypes) {
+  if (!fs::exists(kNodeTests)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  std::vector<std::string> ops = supported_onnx_ops();
+  int converted = 0, refused = 0, considered = 0;
+  for (const auto& e : fs::directory_iterator(kNodeTests)) {
+    fs::path model = e.path() / "model.onnx";
+    if (!fs::exists(model)) continue;
+    OnnxModel m = load_onnx_model(model.string());
+    bool all_supported = true;
+    for (const OnnxNode& n : m.nodes)
+      all_supported &= std::find(ops.begin(), ops.end(), n.op_type) != ops.end();
+    if (!all_supported) continue;
+    ++considered;
+    try {
+      graph::Graph g = graph::infer_types(import_onnx(m));
+      for (size_t i = 0; i < g.outputs().size(); ++i) {
+        fs::path ref = e.path() / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb");
+        if (!fs::exists(ref)) continue;
+        runtime::NDArray want = load_onnx_tensor(ref.string());
+        const graph::TensorType& got = g.type_of(g.outputs()[i]);
+        EXPECT_EQ(got.shape, want.shape()) << model << " output " << i;
+        EXPECT_EQ(got.dtype, want.dtype()) << model << " output " << i;
+      }
+      ++converted;
+    } catch (const Error& err) {
+      // An explicit refusal (an unsupported form of a supported op) must say where.
+      std::string what = err.what();
+      EXPECT_TRUE(what.find(model.string()) != std::string::npos ||
+                  what.find("node %") != std::string::npos)
+          << what;
+      ++refused;
+    }
+  }
+  std::cout << "ONNX node tests with supported ops: " << considered << "; converted " << converted
+            << ", refused " << refused << "\n";
+  EXPECT_GT(converted, 100);
+}
+
+TEST(OnnxImport, AllUnsupportedOperatorsInOneMessage) {
+  fs::path model = kNodeTests / "test_lrn" / "model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  std::string msg = error_of([&] { import_onnx(model.string()); });
+  EXPECT_NE(msg.find("uses 1 unsupported ONNX operator:\n  LRN (domain ai.onnx, opset"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("node 'LRN_0'"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace kiln::frontend
