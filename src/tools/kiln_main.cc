@@ -1,18 +1,25 @@
-// The `kiln` command line. For now: `kiln demo`, the paper's matrix product end to end (write
-// it as a tensor expression, schedule it, lower, compile for this CPU, run, check against a
-// naive reference, export a shared library and load it back with the runtime alone).
+// The `kiln` command line. `kiln demo`: the paper's matrix product end to end (write it as a
+// tensor expression, schedule it, lower, compile for this CPU, run, check against a naive
+// reference, export a shared library and load it back with the runtime alone). `kiln run DIR`:
+// load a module directory with the runtime's GraphExecutor, feed inputs from .npy files (or
+// seeded random values), run, print the outputs' names and shapes and optionally save them.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include "kiln/ir/printer.h"
 #include "kiln/runtime/c_runtime_api.h"
+#include "kiln/runtime/graph_executor.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
+#include "kiln/runtime/npy.h"
 #include "kiln/target/build.h"
 
 namespace {
@@ -144,6 +151,111 @@ int run_demo(int n, int threads, const std::string& out_dir, bool show_ir) {
   return 0;
 }
 
+/// An output name as a file name: characters other than [A-Za-z0-9._-] become '_'.
+std::string safe_file_name(const std::string& name) {
+  std::string r = name;
+  for (char& c : r)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+  if (r.empty() || r == "." || r == "..") r = "_" + r;
+  return r;
+}
+
+std::string type_str(const runtime::NDArray& a) {
+  return a.dtype().str() + runtime::shape_str(a.shape());
+}
+
+/// Seeded random values for an input of this shape and dtype: floats uniform in [-1, 1),
+/// integers in [0, 10), bools 0 or 1.
+runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng) {
+  runtime::NDArray a = runtime::NDArray::empty(info.shape, info.dtype);
+  DataType t = info.dtype;
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, t.is_bool() ? 1 : 9);
+  int64_t n = a.numel();
+  auto fill = [&](auto* p, bool is_real) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = is_real ? static_cast<T>(real(rng)) : static_cast<T>(small(rng));
+  };
+  if (t == DataType::Float(32)) {
+    fill(a.data_as<float>(), true);
+  } else if (t == DataType::Float(64)) {
+    fill(a.data_as<double>(), true);
+  } else if (t.is_scalar() && (t.is_integer() || t.is_bool()) && t.bits() <= 64) {
+    switch (t.bytes()) {
+      case 1:
+        fill(a.data_as<uint8_t>(), false);
+        break;
+      case 2:
+        fill(a.data_as<uint16_t>(), false);
+        break;
+      case 4:
+        fill(a.data_as<uint32_t>(), false);
+        break;
+      default:
+        fill(a.data_as<uint64_t>(), false);
+        break;
+    }
+  } else {
+    KILN_ERROR << "input '" << info.name << "': cannot generate random values of dtype " << t.str()
+               << "; give it with --input " << info.name << "=FILE.npy";
+  }
+  return a;
+}
+
+int run_module(const std::string& dir, const std::vector<std::string>& input_specs,
+               const std::string& output_dir, unsigned seed) {
+  runtime::GraphExecutor ex = runtime::GraphExecutor::load(dir);
+  std::set<std::string> given;
+  for (const std::string& spec : input_specs) {
+    size_t eq = spec.find('=');
+    KILN_USER_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size())
+        << "--input expects NAME=FILE.npy, got '" << spec << "'";
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    KILN_USER_CHECK(!given.count(name)) << "--input '" << name << "' given twice";
+    std::vector<std::string> valid = ex.input_names();
+    if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
+      std::string list;
+      for (const std::string& v : valid) list += (list.empty() ? "'" : ", '") + v + "'";
+      KILN_ERROR << "--input '" << name << "': the module has no such input; its inputs: " << list;
+    }
+    runtime::NDArray a = runtime::load_npy(file);
+    ex.set_input(name, a);
+    given.insert(name);
+    std::cout << "input " << name << ": " << type_str(a) << " from " << file << "\n";
+  }
+  std::mt19937 rng(seed);
+  for (int i = 0; i < ex.num_inputs(); ++i) {
+    runtime::TensorInfo info = ex.input_info(i);
+    if (given.count(info.name)) continue;
+    runtime::NDArray a = random_input(info, rng);
+    ex.set_input(i, a);
+    std::cout << "input " << info.name << ": " << type_str(a) << " random (seed " << seed << ")\n";
+  }
+  auto t0 = Clock::now();
+  ex.run();
+  double ms = ms_since(t0);
+  if (!output_dir.empty()) std::filesystem::create_directories(output_dir);
+  std::set<std::string> files;
+  std::vector<std::string> names = ex.output_names();
+  for (int i = 0; i < ex.num_outputs(); ++i) {
+    runtime::NDArray out = ex.get_output(i);
+    std::cout << "output " << names[static_cast<size_t>(i)] << ": " << type_str(out);
+    if (!output_dir.empty()) {
+      std::string base = safe_file_name(names[static_cast<size_t>(i)]), file = base;
+      for (int k = 1; files.count(file); ++k) file = base + "_" + std::to_string(k);
+      files.insert(file);
+      std::string path = (std::filesystem::path(output_dir) / (file + ".npy")).string();
+      runtime::save_npy(path, out);
+      std::cout << " -> " << path;
+    }
+    std::cout << "\n";
+  }
+  std::printf("run: %.3f ms (%d op nodes, %zu bytes of storage)\n", ms, ex.num_op_nodes(),
+              ex.storage_bytes());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,9 +277,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   demo->add_option("--out", out_dir, "Where to write matmul.so");
   demo->add_flag("--show-ir", show_ir, "Print the lowered loop program");
+
+  CLI::App* run = app.add_subcommand("run", "Run a compiled module directory on .npy inputs");
+  std::string module_dir, output_dir;
+  std::vector<std::string> input_specs;
+  unsigned seed = 0;
+  run->add_option("dir", module_dir, "Module directory (graph.json, lib.so, params.bin)")
+      ->required();
+  run->add_option("--input", input_specs,
+                  "NAME=FILE.npy, repeatable; inputs not given get seeded random values");
+  run->add_option("--output-dir", output_dir, "Write each output to DIR/<output name>.npy");
+  run->add_option("--seed", seed, "Seed of the random inputs (default 0)");
+  run->add_option("--threads", threads, "Threads (default: KILN_NUM_THREADS or all cores)")
+      ->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return run_demo(n, threads, out_dir, show_ir);
+    if (*run) {
+      if (threads > 0) kiln_set_num_threads(threads);
+      return run_module(module_dir, input_specs, output_dir, seed);
+    }
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: error: " << e.what() << "\n";
     return 1;

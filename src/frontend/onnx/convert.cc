@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "kiln/frontend/onnx.h"
+#include "kiln/ir/op.h"
 #include "kiln/support/error.h"
 
 namespace kiln::frontend {
@@ -63,9 +65,15 @@ class Converter {
     const runtime::NDArray* a = const_input(i);
     KILN_USER_CHECK(a && a->numel() == 1)
         << where() << ": input " << i << " (" << what << ") must be a constant scalar";
-    if (a->dtype() == DataType::Float(32)) return a->data_as<float>()[0];
-    if (a->dtype() == DataType::Float(64)) return a->data_as<double>()[0];
-    KILN_ERROR << where() << ": input " << i << " (" << what << ") must be float";
+    DataType t = a->dtype();
+    if (t == DataType::Float(32)) return a->data_as<float>()[0];
+    if (t == DataType::Float(64)) return a->data_as<double>()[0];
+    if (t == DataType::Int(8)) return a->data_as<int8_t>()[0];
+    if (t == DataType::UInt(8)) return a->data_as<uint8_t>()[0];
+    if (t == DataType::Int(16)) return a->data_as<int16_t>()[0];
+    if (t == DataType::Int(32)) return a->data_as<int32_t>()[0];
+    if (t == DataType::Int(64)) return static_cast<double>(a->data_as<int64_t>()[0]);
+    KILN_ERROR << where() << ": input " << i << " (" << what << ") has unsupported type " << t;
   }
   bool has_attr(const char* name) const { return node->attrs.count(name) != 0; }
   int64_t attr_int(const char* name, int64_t dflt) const {
@@ -104,6 +112,13 @@ class Converter {
   }
   Entry constant(const std::string& hint, runtime::NDArray v) {
     return g_.add_constant(unique_name(node->name + "." + hint), std::move(v));
+  }
+  /// Element type of an entry when known (graph inputs and constants), else Void.
+  DataType dtype_of(Entry e) const {
+    const graph::Node& n = g_.node(e.node);
+    if (n.is_constant()) return n.value.dtype();
+    if (n.is_input() && !n.outputs.empty()) return n.outputs[0].dtype;
+    return DataType::Void();
   }
   /// Rank of an entry when its type is known (graph inputs and constants), else -1.
   int rank_of(Entry e) const {
@@ -215,15 +230,23 @@ std::vector<Entry> convert_gemm(Converter& c) {
 }
 
 std::vector<Entry> convert_clip(Converter& c) {
-  double lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
+  std::optional<double> lo, hi;
   if (c.opset < 11) {
-    lo = c.attr_float("min", lo);
-    hi = c.attr_float("max", hi);
+    if (c.has_attr("min")) lo = c.attr_float("min", 0);
+    if (c.has_attr("max")) hi = c.attr_float("max", 0);
   } else {
     if (c.has_input(1)) lo = c.const_scalar(1, "min");
     if (c.has_input(2)) hi = c.const_scalar(2, "max");
   }
-  return {c.op("clip", {c.in(0)}, {{"a_min", lo}, {"a_max", hi}})};
+  if (!lo && !hi) return {c.op("identity", {c.in(0)})};
+  // A missing bound is the element type's limit; float limits would overflow integer types.
+  DataType t = c.dtype_of(c.in(0));
+  c.unsupported_if(t.is_void() && (!lo || !hi), "Clip with one bound of a computed tensor");
+  double tmin = t.is_float() ? -std::numeric_limits<float>::max()
+                             : static_cast<double>(*as_const_int(ir::min_value(t)));
+  double tmax = t.is_float() ? std::numeric_limits<float>::max()
+                             : static_cast<double>(*as_const_int(ir::max_value(t)));
+  return {c.op("clip", {c.in(0)}, {{"a_min", lo.value_or(tmin)}, {"a_max", hi.value_or(tmax)}})};
 }
 
 std::vector<Entry> convert_softmax(Converter& c, const char* op) {
@@ -314,6 +337,12 @@ const std::map<std::string, ConvertFn>& table() {
     m["Dropout"] = [](Converter& c) {
       c.unsupported_if(c.node->outputs.size() > 1 && !c.node->outputs[1].empty(),
                        "Dropout's mask output");
+      // Inference only: training_mode (input 2) must be absent or a constant false.
+      if (c.has_input(2)) {
+        const runtime::NDArray* tm = c.const_input(2);
+        c.unsupported_if(!tm || tm->numel() != 1 || tm->data_as<uint8_t>()[0] != 0,
+                         "Dropout in training mode");
+      }
       return std::vector<Entry>{c.op("identity", {c.in(0)})};
     };
     m["Clip"] = convert_clip;

@@ -1,0 +1,102 @@
+/// \file build_module.h
+/// \brief From a graph to a deployable module (docs/module-format.md): graph.json, lib.so and
+/// params.bin, plus the static memory plan the graph.json carries.
+///
+///   graph::CompiledModule m = graph::build_module(g, Target::host(), {});
+///   m.save("out.kiln");   // out.kiln/graph.json, lib.so, params.bin
+///   auto ex = runtime::GraphExecutor::load("out.kiln");
+///
+/// Recipe: optimize (infer_types at opt_level 0), partition the op nodes into groups (one
+/// node per group until the fusion pass lands; a group becomes one kernel), build each group's
+/// compute from the op registry, schedule it by its master op's pattern kind, lower it to a
+/// PrimFunc, compile all functions with one kiln::build, plan memory, write the graph JSON.
+/// Constants become params named after their nodes; graph inputs stay inputs; the graph's
+/// results are the heads.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/graph.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/ndarray.h"
+#include "kiln/target/target.h"
+
+namespace kiln::graph {
+
+// ---------------------------------------------------------------------------------------------
+// Memory planning (src/graph/memory_plan.cc)
+
+/// One node of the executable graph, as the memory planner sees it.
+struct PlanNode {
+  /// An argument (graph input or param): its outputs get their own, never shared storage.
+  bool is_arg = false;
+  /// The entries the node reads.
+  std::vector<Entry> inputs;
+  /// The node's outputs.
+  std::vector<TensorType> outputs;
+};
+
+/// A static memory plan: a storage id per entry (entries numbered node by node, output by
+/// output, as graph.json's node_row_ptr numbers them) and the size of every storage.
+struct MemoryPlan {
+  std::vector<int> storage_id;        ///< per entry
+  std::vector<size_t> storage_bytes;  ///< per storage id: the largest entry it holds
+  size_t total_bytes = 0;             ///< sum of storage_bytes (what the executor allocates)
+  size_t naive_bytes = 0;             ///< sum of all entries' bytes (no sharing at all)
+  int num_storages() const { return static_cast<int>(storage_bytes.size()); }
+  /// "memory plan: 5 storages, 1.2 MiB (no sharing: 3.4 MiB)".
+  std::string summary() const;
+};
+
+/// Lifetime-based planning over nodes in topological order. An op output takes a released
+/// storage of the same dtype (the smallest that fits, else the largest, grown to the new
+/// size) or a new one; an entry's storage is released after its last consumer has run (an
+/// output nobody reads, right after its producer). Argument entries and the `heads` (graph
+/// outputs) get storages of their own that are never shared. An op's output never shares
+/// with one of its own inputs (kernels are not in place).
+MemoryPlan plan_memory(const std::vector<PlanNode>& nodes, const std::vector<Entry>& heads);
+
+/// The plan of a typed graph executed one op node per kernel (inputs and constants are
+/// arguments, the results are the heads).
+MemoryPlan plan_memory(const Graph& g);
+
+/// Bytes of a tensor of this type.
+size_t type_bytes(const TensorType& t);
+
+// ---------------------------------------------------------------------------------------------
+// Building
+
+/// Options of build_module.
+struct BuildOptions {
+  /// 0: infer_types only; >= 1: the graph optimizer (transform.h, `optimize`).
+  int opt_level = 2;
+  /// Groups with the same op, attributes and input types share one compiled function.
+  bool share_kernels = true;
+};
+
+/// A compiled model: the three parts of a module directory.
+struct CompiledModule {
+  std::string graph_json;                          ///< graph.json's text
+  runtime::Module lib;                             ///< the kernels
+  std::map<std::string, runtime::NDArray> params;  ///< the constants, by name
+  MemoryPlan memory;                               ///< the plan graph_json carries
+  int num_kernels = 0;                             ///< distinct compiled functions
+
+  /// Writes DIR/graph.json, DIR/lib.so and DIR/params.bin (creating DIR). Throws kiln::Error
+  /// naming the path on failure.
+  void save(const std::string& dir) const;
+};
+
+/// Compiles `g` for `target` (see the file comment). User errors (unknown op, bad attributes,
+/// shape mismatch, an op that fails to compile) name the node.
+CompiledModule build_module(const Graph& g, const Target& target, const BuildOptions& opt = {});
+
+/// build_module then save to `dir`: what `kiln compile MODEL -o DIR` calls. Returns the
+/// module (for reporting: memory plan, kernel count).
+CompiledModule compile_to_directory(const Graph& g, const Target& target, const BuildOptions& opt,
+                                    const std::string& dir);
+
+}  // namespace kiln::graph

@@ -1,0 +1,365 @@
+// The graph compiler's back end: Graph → (graph.json, lib, params). The typed, optimized graph
+// is partitioned into groups (one op node per group until fusion lands; a group is a convex
+// set of op nodes in topological order whose last node is its master). Each group becomes one
+// kernel: te placeholders for the entries it reads from outside, the registered computes of
+// its nodes chained on them, the outputs other nodes (or the graph's results) read, a schedule
+// chosen by the master's pattern kind (topi's injective / reduce / softmax / norm schedules, or
+// a generic one: the default schedule with the outputs' two outer axes fused and parallel), and
+// one lowered PrimFunc. Groups with the same structure, attributes and input types share a
+// function (a cache keyed by a string). All functions are compiled by one kiln::build. The
+// executable graph (null nodes for inputs and constants, one kiln_op node per group) is then
+// memory-planned (memory_plan.cc) and written as the GraphExecutor's JSON.
+
+#include "kiln/graph/build_module.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kiln/graph/op_registry.h"
+#include "kiln/graph/transform.h"
+#include "kiln/runtime/params.h"
+#include "kiln/support/error.h"
+#include "kiln/target/build.h"
+#include "kiln/tir/lower.h"
+#include "kiln/topi/schedule_injective.h"
+#include "pass_util.h"
+
+namespace kiln::graph {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+/// Op nodes compiled into one kernel, in topological order; the last is the master.
+struct Group {
+  std::vector<int> nodes;
+};
+
+/// One group per op node (the fusion pass will replace this).
+std::vector<Group> partition(const Graph& g) {
+  std::vector<Group> groups;
+  for (int i = 0; i < g.num_nodes(); ++i)
+    if (g.node(i).is_op()) groups.push_back(Group{{i}});
+  return groups;
+}
+
+/// A node of the executable graph (graph.json).
+struct ExecNode {
+  std::string name;
+  std::string func_name;  ///< empty for a null (argument) node
+  std::vector<Entry> inputs;
+  std::vector<TensorType> outputs;
+};
+
+/// A compiled group: its function and its interface in terms of the graph's entries.
+struct Kernel {
+  std::string func_name;
+  std::vector<Entry> inputs;   ///< entries read from outside the group, in first-use order
+  std::vector<Entry> outputs;  ///< entries the group exposes, in (node, index) order
+};
+
+te::Tensor copy_of(const te::Tensor& t, const std::string& name) {
+  return te::compute(t->shape, te::FCompute([t](const std::vector<ir::Var>& v) {
+                       return t(std::vector<ir::Expr>(v.begin(), v.end()));
+                     }),
+                     name, topi::tag::kElemWise);
+}
+
+/// The default schedule with each compute output's two outer axes fused and, when the output
+/// is large, parallel. Correct for any compute; fast templates come later.
+te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
+  te::Schedule s = te::create_schedule(outs);
+  for (const te::Tensor& t : outs) {
+    if (t.op()->kind != te::OpKind::kCompute) continue;
+    if (tensor_type(t).numel() <= topi::kParallelThreshold) continue;
+    te::Stage st = s[t];
+    std::vector<te::IterVar> axes = st.op_axis();
+    if (axes.empty()) continue;
+    te::IterVar outer = axes.size() >= 2 ? st.fuse(axes[0], axes[1]) : axes[0];
+    st.parallel(outer);
+  }
+  return s;
+}
+
+te::Schedule schedule_for(const Node& master, const std::vector<te::Tensor>& outs,
+                          const Target& target) {
+  const std::string& op = master.op;
+  if (op == "softmax" || op == "log_softmax") return topi::schedule_softmax(outs, target);
+  if (op == "layer_norm" || op == "batch_norm") return topi::schedule_norm(outs, target);
+  topi::OpPattern p = OpRegistry::global().get(op).pattern;
+  if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(outs, target);
+  if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(outs, target);
+  return schedule_generic(outs);
+}
+
+class ModuleBuilder {
+ public:
+  ModuleBuilder(const Graph& g, const Target& target, const BuildOptions& opt)
+      : g_(g), target_(target), opt_(opt) {
+    for (int i = 0; i < g.num_nodes(); ++i)
+      for (const Entry& e : g.node(i).inputs) consumers_[e].push_back(i);
+    for (const Entry& e : g.outputs()) heads_.insert(e);
+  }
+
+  Kernel compile(const Group& grp) {
+    const Node& master = g_.node(grp.nodes.back());
+    std::string where = "build_module: " + detail::describe_node(g_, grp.nodes.back());
+    std::set<int> members(grp.nodes.begin(), grp.nodes.end());
+    Kernel k;
+    // Interface: external inputs (deduplicated), and the outputs read outside the group, by
+    // the results, or produced by the master.
+    std::string key;
+    std::map<Entry, int> ext_index;
+    for (int i : grp.nodes) {
+      const Node& n = g_.node(i);
+      key += n.op + "(" + n.attrs.str() + "):";
+      for (const Entry& e : n.inputs) {
+        if (members.count(e.node)) {
+          key +=
+              " local" + std::to_string(e.node - grp.nodes.front()) + "." + std::to_string(e.index);
+          continue;
+        }
+        auto [it, fresh] = ext_index.emplace(e, static_cast<int>(k.inputs.size()));
+        if (fresh) k.inputs.push_back(e);
+        key += " in" + std::to_string(it->second);
+      }
+      key += ";";
+    }
+    for (int i : grp.nodes) {
+      for (int o = 0; o < g_.node(i).num_outputs(); ++o) {
+        Entry e{i, o};
+        bool exposed = i == grp.nodes.back() || heads_.count(e);
+        for (int c : consumers_[e]) exposed = exposed || !members.count(c);
+        if (exposed) {
+          k.outputs.push_back(e);
+          key += " out" + std::to_string(i - grp.nodes.front()) + "." + std::to_string(o);
+        }
+      }
+    }
+    std::vector<TensorType> in_types;
+    for (const Entry& e : k.inputs) {
+      in_types.push_back(g_.type_of(e));
+      key += " " + in_types.back().str();
+    }
+    if (opt_.share_kernels) {
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        k.func_name = it->second;
+        return k;
+      }
+    }
+    k.func_name = "fused_" + master.op + "_" + std::to_string(funcs_.size());
+    try {
+      std::vector<te::Tensor> ins = placeholders_for(in_types);
+      std::map<Entry, te::Tensor> val;
+      for (size_t j = 0; j < k.inputs.size(); ++j) val[k.inputs[j]] = ins[j];
+      const OpRegistry& reg = OpRegistry::global();
+      for (int i : grp.nodes) {
+        const Node& n = g_.node(i);
+        const OpDef& def = reg.get(n.op, detail::describe_node(g_, i));
+        std::vector<te::Tensor> args;
+        for (const Entry& e : n.inputs) args.push_back(val.at(e));
+        std::vector<te::Tensor> outs = def.compute(args, n.attrs, n.op);
+        KILN_ICHECK(static_cast<int>(outs.size()) == n.num_outputs())
+            << where << ": compute returned " << outs.size() << " tensors, the node has "
+            << n.num_outputs() << " outputs";
+        for (size_t o = 0; o < outs.size(); ++o) {
+          KILN_ICHECK(tensor_type(outs[o]) == n.outputs[o])
+              << where << ": compute gives " << tensor_type(outs[o]).str() << " for output " << o
+              << ", inferred " << n.outputs[o].str();
+          val[Entry{i, static_cast<int>(o)}] = outs[o];
+        }
+      }
+      // A kernel writes every output: an output that is an input (or another output) is
+      // copied.
+      std::vector<te::Tensor> outs;
+      std::set<const te::TensorNode*> seen;
+      for (const Entry& e : k.outputs) {
+        te::Tensor t = val.at(e);
+        if (t.op()->kind == te::OpKind::kPlaceholder || seen.count(t.get()))
+          t = copy_of(t, master.op + "_copy");
+        seen.insert(t.get());
+        outs.push_back(t);
+      }
+      te::Schedule s = schedule_for(master, outs, target_);
+      std::vector<te::Tensor> params = ins;
+      params.insert(params.end(), outs.begin(), outs.end());
+      funcs_.push_back(tir::lower(s, params, k.func_name));
+    } catch (const Error& err) {
+      KILN_ERROR << where << ": cannot compile the kernel: " << err.what();
+    }
+    cache_[key] = k.func_name;
+    return k;
+  }
+
+  CompiledModule build() {
+    CompiledModule m;
+    std::vector<ExecNode> exec;
+    std::map<Entry, Entry> to_exec;  // graph entry → executable-graph entry
+    std::vector<std::string> input_names;
+    std::vector<int> arg_nodes;
+    std::vector<Group> groups = partition(g_);
+    std::map<int, size_t> group_of_last;
+    for (size_t gi = 0; gi < groups.size(); ++gi) group_of_last[groups[gi].nodes.back()] = gi;
+    for (int i = 0; i < g_.num_nodes(); ++i) {
+      const Node& n = g_.node(i);
+      if (!n.is_op()) {
+        to_exec[Entry{i, 0}] = Entry{static_cast<int>(exec.size()), 0};
+        arg_nodes.push_back(static_cast<int>(exec.size()));
+        exec.push_back(ExecNode{n.name, "", {}, n.outputs});
+        if (n.is_input()) {
+          input_names.push_back(n.name);
+        } else {
+          m.params[n.name] = n.value;
+        }
+        continue;
+      }
+      auto it = group_of_last.find(i);
+      if (it == group_of_last.end()) continue;  // emitted with its group's last node
+      Kernel k = compile(groups[it->second]);
+      ExecNode en;
+      en.name = n.name.empty() ? n.op + std::to_string(i) : n.name;
+      en.func_name = k.func_name;
+      for (const Entry& e : k.inputs) {
+        auto f = to_exec.find(e);
+        KILN_ICHECK(f != to_exec.end())
+            << "build_module: group of node " << i << " reads an entry not yet computed";
+        en.inputs.push_back(f->second);
+      }
+      for (size_t o = 0; o < k.outputs.size(); ++o) {
+        to_exec[k.outputs[o]] = Entry{static_cast<int>(exec.size()), static_cast<int>(o)};
+        en.outputs.push_back(g_.type_of(k.outputs[o]));
+      }
+      exec.push_back(std::move(en));
+    }
+    std::vector<Entry> heads;
+    for (const Entry& e : g_.outputs()) heads.push_back(to_exec.at(e));
+
+    std::vector<PlanNode> pn;
+    for (const ExecNode& en : exec)
+      pn.push_back(PlanNode{en.func_name.empty(), en.inputs, en.outputs});
+    m.memory = plan_memory(pn, heads);
+    m.graph_json = to_json(exec, arg_nodes, input_names, heads, m.memory);
+    m.num_kernels = static_cast<int>(funcs_.size());
+    m.lib = kiln::build(funcs_, target_);
+    return m;
+  }
+
+ private:
+  std::string to_json(const std::vector<ExecNode>& exec, const std::vector<int>& arg_nodes,
+                      const std::vector<std::string>& input_names, const std::vector<Entry>& heads,
+                      const MemoryPlan& plan) const {
+    json nodes = json::array();
+    json shapes = json::array(), dtypes = json::array();
+    std::vector<int> row_ptr{0};
+    for (const ExecNode& en : exec) {
+      json jn;
+      jn["op"] = en.func_name.empty() ? "null" : "kiln_op";
+      jn["name"] = en.name;
+      json ins = json::array();
+      for (const Entry& e : en.inputs) ins.push_back({e.node, e.index, 0});
+      jn["inputs"] = ins;
+      if (!en.func_name.empty()) {
+        jn["attrs"] = {{"func_name", en.func_name},
+                       {"num_inputs", en.inputs.size()},
+                       {"num_outputs", en.outputs.size()}};
+      }
+      nodes.push_back(jn);
+      for (const TensorType& t : en.outputs) {
+        shapes.push_back(t.shape);
+        dtypes.push_back(t.dtype.str());
+      }
+      row_ptr.push_back(row_ptr.back() + static_cast<int>(en.outputs.size()));
+    }
+    json jheads = json::array(), names = json::array();
+    std::set<std::string> used;
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const Entry& e = heads[h];
+      jheads.push_back({e.node, e.index, 0});
+      const ExecNode& en = exec[static_cast<size_t>(e.node)];
+      std::string name = en.name;
+      if (en.outputs.size() > 1) name += ":" + std::to_string(e.index);
+      if (used.count(name)) name += "_" + std::to_string(h);
+      used.insert(name);
+      names.push_back(name);
+    }
+    json j;
+    j["version"] = 1;
+    j["nodes"] = nodes;
+    j["arg_nodes"] = arg_nodes;
+    j["inputs"] = input_names;
+    j["heads"] = jheads;
+    j["outputs"] = names;
+    j["node_row_ptr"] = row_ptr;
+    j["attrs"] = {{"shape", shapes}, {"dtype", dtypes}, {"storage_id", plan.storage_id}};
+    // One line per node and per attribute list: readable, and diffs stay small.
+    std::string r = "{\n";
+    size_t key = 0;
+    for (auto it = j.begin(); it != j.end(); ++it, ++key) {
+      r += "  " + json(it.key()).dump() + ": ";
+      if (it.key() == "nodes" || it.key() == "attrs") {
+        bool obj = it->is_object();
+        r += obj ? "{\n" : "[\n";
+        size_t k = 0;
+        for (auto e = it->begin(); e != it->end(); ++e, ++k) {
+          r += "    ";
+          if (obj) r += json(e.key()).dump() + ": ";
+          r += e->dump() + (k + 1 < it->size() ? ",\n" : "\n");
+        }
+        r += obj ? "  }" : "  ]";
+      } else {
+        r += it->dump();
+      }
+      r += key + 1 < j.size() ? ",\n" : "\n";
+    }
+    return r + "}";
+  }
+
+  const Graph& g_;
+  Target target_;
+  BuildOptions opt_;
+  std::map<Entry, std::vector<int>> consumers_;
+  std::set<Entry> heads_;
+  std::map<std::string, std::string> cache_;
+  std::vector<tir::PrimFunc> funcs_;
+};
+
+}  // namespace
+
+void CompiledModule::save(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  KILN_USER_CHECK(!ec) << "cannot create module directory '" << dir << "': " << ec.message();
+  std::string gpath = dir + "/graph.json";
+  std::ofstream f(gpath, std::ios::binary | std::ios::trunc);
+  KILN_USER_CHECK(f.good()) << "cannot write '" << gpath << "'";
+  f << graph_json << "\n";
+  f.close();
+  KILN_USER_CHECK(f.good()) << "cannot write '" << gpath << "'";
+  lib.export_library(dir + "/lib.so");
+  std::string ppath = dir + "/params.bin";
+  if (params.empty()) {
+    fs::remove(ppath, ec);  // no params: the file is absent (no stale one either)
+  } else {
+    runtime::save_params(ppath, params);
+  }
+}
+
+CompiledModule build_module(const Graph& g, const Target& target, const BuildOptions& opt) {
+  Graph typed = opt.opt_level >= 1 ? optimize(g, opt.opt_level) : infer_types(g);
+  KILN_USER_CHECK(!typed.outputs().empty()) << "build_module: the graph has no outputs";
+  ModuleBuilder b(typed, target, opt);
+  return b.build();
+}
+
+CompiledModule compile_to_directory(const Graph& g, const Target& target, const BuildOptions& opt,
+                                    const std::string& dir) {
+  CompiledModule m = build_module(g, target, opt);
+  m.save(dir);
+  return m;
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,273 @@
+// kiln-onnx-conformance: runs the ONNX backend test suite shipped in Debian's libonnx-testdata
+// through Kiln. Each test directory holds model.onnx and test_data_set_*/{input,output}_i.pb;
+// the model is imported, compiled with the graph builder, run by the runtime's GraphExecutor on
+// the inputs, and every output compared with the reference (ONNX's tolerances: rtol 1e-3,
+// atol 1e-7 for floats, exact for integers and booleans). Each test runs in a forked child
+// with a time limit, so a crash or a hang costs one test. A test Kiln cannot handle must say so
+// with an error (counted "unsupported"); a wrong number is a failure. With --must-pass FILE,
+// the listed tests must pass or the program exits 1.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/build_module.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/support/error.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;  // NOLINT
+
+namespace {
+
+enum class Outcome { kPass, kFail, kUnsupported };
+
+struct Result {
+  Outcome outcome;
+  std::string detail;
+};
+
+std::string compare(const runtime::NDArray& got, const runtime::NDArray& want, size_t out_index) {
+  std::ostringstream os;
+  os << "output " << out_index << ": ";
+  if (got.shape() != want.shape()) {
+    os << "shape " << runtime::shape_str(got.shape()) << ", expected "
+       << runtime::shape_str(want.shape());
+    return os.str();
+  }
+  if (got.dtype() != want.dtype()) {
+    os << "dtype " << got.dtype() << ", expected " << want.dtype();
+    return os.str();
+  }
+  DataType t = got.dtype();
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g, w;
+    if (t == DataType::Float(32)) {
+      g = got.data_as<float>()[i];
+      w = want.data_as<float>()[i];
+    } else if (t == DataType::Float(64)) {
+      g = got.data_as<double>()[i];
+      w = want.data_as<double>()[i];
+    } else {
+      if (std::memcmp(static_cast<const char*>(got.data()) + i * t.bytes(),
+                      static_cast<const char*>(want.data()) + i * t.bytes(), t.bytes()) != 0) {
+        os << "element " << i << " differs (" << t << ")";
+        return os.str();
+      }
+      continue;
+    }
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (std::isinf(w) && g == w) continue;
+    if (!(std::abs(g - w) <= 1e-7 + 1e-3 * std::abs(w))) {
+      os << "element " << i << " is " << g << ", expected " << w;
+      return os.str();
+    }
+  }
+  return "";
+}
+
+std::vector<runtime::NDArray> load_set(const fs::path& dir, const char* prefix) {
+  std::vector<runtime::NDArray> out;
+  for (int i = 0;; ++i) {
+    fs::path p = dir / (std::string(prefix) + "_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(frontend::load_onnx_tensor(p.string()));
+  }
+  return out;
+}
+
+/// Runs one test in this process (the child).
+Result run_test(const fs::path& dir) {
+  frontend::OnnxModel m;
+  std::vector<runtime::NDArray> inputs, outputs;
+  fs::path data = dir / "test_data_set_0";
+  try {
+    m = frontend::load_onnx_model((dir / "model.onnx").string());
+    inputs = load_set(data, "input");
+    outputs = load_set(data, "output");
+  } catch (const kiln::Error& e) {
+    return {Outcome::kUnsupported, e.what()};
+  }
+  if (inputs.size() != m.inputs.size())
+    return {Outcome::kUnsupported, "the test data does not match the model's inputs"};
+  try {
+    frontend::ImportOptions opt;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      opt.input_shapes[m.inputs[i].name] = inputs[i].shape();
+    graph::Graph g;
+    std::vector<bool> bound(inputs.size(), false);
+    try {
+      g = frontend::import_onnx(m, opt);
+    } catch (const kiln::Error& e) {
+      // Parameters given as graph inputs (shapes, axes, clip bounds): bind integer and
+      // scalar inputs as constants, as a deployed model would have them.
+      if (std::string(e.what()).find("must be a constant") == std::string::npos) throw;
+      frontend::OnnxModel m2 = m;
+      m2.inputs.clear();
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (i > 0 && (inputs[i].dtype().is_int() || inputs[i].numel() == 1)) {
+          m2.initializers[m.inputs[i].name] = inputs[i];
+          bound[i] = true;
+        } else {
+          m2.inputs.push_back(m.inputs[i]);
+        }
+      }
+      g = frontend::import_onnx(m2, opt);
+    }
+    graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
+    runtime::GraphExecutor ex =
+        runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, dir.filename().string());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!bound[i]) ex.set_input(m.inputs[i].name, inputs[i]);
+    ex.run();
+    if (static_cast<size_t>(ex.num_outputs()) != outputs.size())
+      return {Outcome::kFail, "the model has " + std::to_string(ex.num_outputs()) +
+                                  " outputs, the test " + std::to_string(outputs.size())};
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string diff = compare(ex.get_output(static_cast<int>(i)), outputs[i], i);
+      if (!diff.empty()) return {Outcome::kFail, diff};
+    }
+    return {Outcome::kPass, ""};
+  } catch (const kiln::Error& e) {
+    return {Outcome::kUnsupported, e.what()};
+  } catch (const std::exception& e) {
+    return {Outcome::kFail, std::string("unexpected exception: ") + e.what()};
+  }
+}
+
+/// Forks a child for the test; returns its result (a crash or time-out is a failure).
+Result run_isolated(const fs::path& dir, int timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return {Outcome::kFail, "pipe failed"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    Result r = run_test(dir);
+    std::string msg = std::to_string(static_cast<int>(r.outcome)) + "\n" + r.detail;
+    (void)!write(fds[1], msg.data(), msg.size());
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string buf;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool timed_out = false;
+  for (;;) {
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now())
+                                    .count());
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, left) <= 0) continue;
+    char tmp[4096];
+    ssize_t n = read(fds[0], tmp, sizeof(tmp));
+    if (n <= 0) break;
+    buf.append(tmp, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) return {Outcome::kFail, "timed out after " + std::to_string(timeout_s) + " s"};
+  if (WIFSIGNALED(status))
+    return {Outcome::kFail, "crashed with signal " + std::to_string(WTERMSIG(status))};
+  size_t nl = buf.find('\n');
+  if (nl == std::string::npos) return {Outcome::kFail, "the test process reported nothing"};
+  return {static_cast<Outcome>(std::stoi(buf.substr(0, nl))), buf.substr(nl + 1)};
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Runs the ONNX backend node tests through Kiln"};
+  std::string suite = "/usr/share/libonnx-testdata/data/node", filter, must_pass, write_passing;
+  int timeout_s = 60;
+  bool verbose = false;
+  app.add_option("--suite", suite, "Directory of test directories");
+  app.add_option("--filter", filter, "Only tests whose name contains this");
+  app.add_option("--must-pass", must_pass, "File listing tests that must pass (one a line)");
+  app.add_option("--write-passing", write_passing, "Write the names of passing tests here");
+  app.add_option("--timeout", timeout_s, "Seconds per test")->check(CLI::PositiveNumber);
+  app.add_flag("-v,--verbose", verbose, "One line per test");
+  CLI11_PARSE(app, argc, argv);
+  if (!fs::is_directory(suite)) {
+    std::cerr << "kiln-onnx-conformance: no test suite at " << suite
+              << " (install libonnx-testdata)\n";
+    return 2;
+  }
+  std::vector<fs::path> tests;
+  for (const auto& e : fs::directory_iterator(suite))
+    if (fs::exists(e.path() / "model.onnx") &&
+        e.path().filename().string().find(filter) != std::string::npos)
+      tests.push_back(e.path());
+  std::sort(tests.begin(), tests.end());
+  int passed = 0, failed = 0, unsupported = 0;
+  std::set<std::string> passing;
+  std::vector<std::string> failures;
+  for (const fs::path& t : tests) {
+    Result r = run_isolated(t, timeout_s);
+    std::string name = t.filename().string();
+    switch (r.outcome) {
+      case Outcome::kPass:
+        ++passed;
+        passing.insert(name);
+        break;
+      case Outcome::kFail:
+        ++failed;
+        failures.push_back(name + ": " + first_line(r.detail));
+        break;
+      case Outcome::kUnsupported:
+        ++unsupported;
+        break;
+    }
+    if (verbose) {
+      const char* tag = r.outcome == Outcome::kPass   ? "PASS"
+                        : r.outcome == Outcome::kFail ? "FAIL"
+                                                      : "UNSUPPORTED";
+      std::cout << tag << " " << name;
+      if (r.outcome != Outcome::kPass) std::cout << ": " << first_line(r.detail);
+      std::cout << "\n";
+    }
+  }
+  for (const std::string& f : failures) std::cout << "failed: " << f << "\n";
+  std::cout << "ONNX conformance (" << suite << "): " << tests.size() << " tests\n"
+            << passed << " passed, " << failed << " failed, " << unsupported << " unsupported\n";
+  if (!write_passing.empty()) {
+    std::ofstream out(write_passing);
+    for (const std::string& n : passing) out << n << "\n";
+  }
+  int rc = 0;
+  if (!must_pass.empty()) {
+    std::ifstream in(must_pass);
+    if (!in) {
+      std::cerr << "kiln-onnx-conformance: cannot read " << must_pass << "\n";
+      return 2;
+    }
+    std::vector<std::string> regressions;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      if (!filter.empty() && line.find(filter) == std::string::npos) continue;
+      if (!passing.count(line)) regressions.push_back(line);
+    }
+    for (const std::string& r : regressions) std::cout << "must pass, but did not: " << r << "\n";
+    if (!regressions.empty()) rc = 1;
+  }
+  return rc;
+}
