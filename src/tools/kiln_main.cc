@@ -13,7 +13,10 @@
 #include <iostream>
 #include <random>
 #include <set>
+#include <sstream>
 
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/build_module.h"
 #include "kiln/ir/printer.h"
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/runtime/graph_executor.h"
@@ -256,6 +259,33 @@ int run_module(const std::string& dir, const std::vector<std::string>& input_spe
   return 0;
 }
 
+/// `kiln compile MODEL.onnx -o OUT`: import, optimize, build, write the module directory.
+int compile_model(const std::string& model, const std::string& out, const std::string& target,
+                  int opt_level, const std::vector<std::string>& shape_specs) {
+  frontend::ImportOptions opt;
+  for (const std::string& spec : shape_specs) {
+    size_t eq = spec.find('=');
+    KILN_USER_CHECK(eq != std::string::npos && eq > 0)
+        << "--input-shape '" << spec << "': expected NAME=D1,D2,... (e.g. data=1,3,224,224)";
+    std::vector<int64_t> dims;
+    std::stringstream ss(spec.substr(eq + 1));
+    for (std::string d; std::getline(ss, d, ',');) {
+      KILN_USER_CHECK(!d.empty() && d.find_first_not_of("0123456789") == std::string::npos)
+          << "--input-shape '" << spec << "': '" << d << "' is not a dimension";
+      dims.push_back(std::stoll(d));
+    }
+    opt.input_shapes[spec.substr(0, eq)] = dims;
+  }
+  auto t0 = Clock::now();
+  graph::Graph g = frontend::import_onnx(model, opt);
+  graph::BuildOptions bopt;
+  bopt.opt_level = opt_level;
+  graph::CompiledModule m = graph::compile_to_directory(g, Target(target), bopt, out);
+  std::printf("compiled %s -> %s in %.0f ms: %d kernels; %s\n", model.c_str(), out.c_str(),
+              ms_since(t0), m.num_kernels, m.memory.summary().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,8 +320,20 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "Seed of the random inputs (default 0)");
   run->add_option("--threads", threads, "Threads (default: KILN_NUM_THREADS or all cores)")
       ->check(CLI::Range(1, 1024));
+  CLI::App* compile = app.add_subcommand("compile", "Compile an ONNX model to a module directory");
+  std::string model_path, compile_out, target_str = "llvm -mcpu=native";
+  int opt_level = 2;
+  std::vector<std::string> shape_specs;
+  compile->add_option("model", model_path, "The ONNX model")->required()->check(CLI::ExistingFile);
+  compile->add_option("-o,--output", compile_out, "Output module directory")->required();
+  compile->add_option("--target", target_str, "Target, e.g. 'llvm -mcpu=native' (default)");
+  compile->add_option("--opt-level", opt_level, "0: no graph optimization; 1-3: optimize")
+      ->check(CLI::Range(0, 3));
+  compile->add_option("--input-shape", shape_specs,
+                      "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*compile) return compile_model(model_path, compile_out, target_str, opt_level, shape_specs);
     if (*demo) return run_demo(n, threads, out_dir, show_ir);
     if (*run) {
       if (threads > 0) kiln_set_num_threads(threads);

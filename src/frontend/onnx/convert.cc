@@ -453,12 +453,22 @@ graph::Graph Converter::run() {
   // 3. Nodes, in order.
   for (const OnnxNode& n : m_.nodes) {
     node = &n;
+    int first_new = g_.num_nodes();
     std::vector<Entry> outs = table().at(n.op_type)(*this);
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i].empty()) continue;
       KILN_USER_CHECK(i < outs.size())
           << where() << ": output " << i << " ('" << n.outputs[i] << "') is not supported yet";
       values_[n.outputs[i]] = outs[i];
+      // The graph node that produces an ONNX value carries the value's name (unique in ONNX;
+      // graph outputs and their .npy files are named after it).
+      graph::Node& prod = g_.mutable_node(outs[i].node);
+      if (outs[i].node >= first_new && prod.is_op() && g_.node(outs[i].node).num_outputs() <= 1 &&
+          !used_.count(n.outputs[i])) {
+        used_.erase(prod.name);
+        prod.name = n.outputs[i];
+        used_.insert(prod.name);
+      }
     }
   }
   std::vector<Entry> heads;
