@@ -249,25 +249,41 @@ void openblas_sgemm(int M, int N, int K, const float* a, const float* b, float* 
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
 }
 
-/// OpenBLAS 0.3.21 (Debian 12) picks its kernels by CPU model at load time and falls back to
-/// the SSE3 "Prescott" kernels on CPUs newer than it knows (e.g. Emerald Rapids), which would
-/// make the baseline ~20x too slow. In that case re-run this program with OPENBLAS_CORETYPE
-/// naming the newest AVX-512 kernels it has; an OPENBLAS_CORETYPE set by the user is kept.
-void ensure_openblas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  std::string core = openblas_get_corename();
-  if (core != "Prescott" && core != "Core2" && core != "Nehalem") return;
-  const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2")  ? "Haswell"
-                                                         : nullptr;
-  if (better == nullptr) return;
-  std::cout << "note: OpenBLAS chose its generic '" << core << "' kernels for this CPU; "
-            << "re-running with OPENBLAS_CORETYPE=" << better << "\n"
-            << std::flush;
-  setenv("OPENBLAS_CORETYPE", better, 1);
+/// Gives OpenBLAS its best case and keeps it from disturbing Kiln's timing; both settings are
+/// read when OpenBLAS loads, so the program re-runs itself with them (values the user set are
+/// kept):
+/// - OpenBLAS 0.3.21 (Debian 12) picks its kernels by CPU model and falls back to the SSE3
+///   "Prescott" kernels on CPUs newer than it knows (e.g. Emerald Rapids), ~20x too slow:
+///   OPENBLAS_CORETYPE names the newest AVX-512 (or AVX2) kernels it has.
+/// - After each call OpenBLAS's worker threads busy-wait for more work. Since the benchmark
+///   alternates Kiln and OpenBLAS calls, that spinning occupied a core during Kiln's 2-thread
+///   calls (we measured Kiln at half speed, bimodally). OPENBLAS_THREAD_TIMEOUT=4 makes its
+///   workers go to sleep almost at once; waking them costs microseconds on a 6 ms call.
+void ensure_openblas_setup(char** argv) {
+  bool changed = false;
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    changed = true;
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    std::string core = openblas_get_corename();
+    const char* better = nullptr;
+    if (core == "Prescott" || core == "Core2" || core == "Nehalem")
+      better = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+               : __builtin_cpu_supports("avx2")  ? "Haswell"
+                                                 : nullptr;
+    if (better != nullptr) {
+      std::cout << "note: OpenBLAS chose its generic '" << core << "' kernels for this CPU; "
+                << "re-running with OPENBLAS_CORETYPE=" << better << "\n";
+      setenv("OPENBLAS_CORETYPE", better, 1);
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  std::cout << std::flush;
   execv("/proc/self/exe", argv);
   std::cerr << "kiln-bench-gemm: re-exec failed (" << std::strerror(errno)
-            << "); continuing with OpenBLAS's '" << core << "' kernels\n";
+            << "); continuing with OpenBLAS as loaded\n";
 }
 
 }  // namespace
@@ -300,7 +316,7 @@ int main(int argc, char** argv) {
   if (reps < 1 || warmup < 0) cl.fail("need reps >= 1 and warmup >= 0");
   if (cl.has("--json") && !std::ofstream(cl.get_string("--json", ""), std::ios::app))
     cl.fail("cannot open '" + cl.get_string("--json", "") + "' for writing");
-  ensure_openblas_kernels(argv);
+  ensure_openblas_setup(argv);
   const int M = n, N = n, K = n;
   const double flop = 2.0 * M * N * K;
 
