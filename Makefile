@@ -26,6 +26,7 @@ test: build
 
 bench: build
 	./$(BUILD)/bin/kiln-bench-gemm
+	./$(BUILD)/bin/kiln-bench-ops
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
