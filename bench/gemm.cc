@@ -51,68 +51,6 @@ namespace te = kiln::te;
 namespace bench = kiln::bench;
 
 // ---------------------------------------------------------------------------------------------
-// Peak fp32 throughput of one core: independent FMA chains, enough to cover latency x ports.
-
-constexpr int kPeakChains = 16;
-
-__attribute__((target("avx512f"))) float fma_loop_avx512(long iters, float seed) {
-  __m512 acc[kPeakChains];
-  for (int c = 0; c < kPeakChains; ++c) acc[c] = _mm512_set1_ps(seed + 0.001f * c);
-  const __m512 mul = _mm512_set1_ps(0.9999999f), add = _mm512_set1_ps(1e-7f);
-  for (long i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int c = 0; c < kPeakChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
-  }
-  __m512 s = acc[0];
-  for (int c = 1; c < kPeakChains; ++c) s = _mm512_add_ps(s, acc[c]);
-  float lanes[16];  // (not _mm512_reduce_add_ps: GCC 12's header warns -Wuninitialized in it)
-  _mm512_storeu_ps(lanes, s);
-  float r = 0;
-  for (float x : lanes) r += x;
-  return r;
-}
-
-__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters, float seed) {
-  __m256 acc[kPeakChains];
-  for (int c = 0; c < kPeakChains; ++c) acc[c] = _mm256_set1_ps(seed + 0.001f * c);
-  const __m256 mul = _mm256_set1_ps(0.9999999f), add = _mm256_set1_ps(1e-7f);
-  for (long i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int c = 0; c < kPeakChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
-  }
-  __m256 s = acc[0];
-  for (int c = 1; c < kPeakChains; ++c) s = _mm256_add_ps(s, acc[c]);
-  float lanes[8];
-  _mm256_storeu_ps(lanes, s);
-  float r = 0;
-  for (float x : lanes) r += x;
-  return r;
-}
-
-/// Measured peak in GFLOP/s with `threads` threads each running the FMA loop (best of 5).
-double measure_peak_gflops(int threads, bool avx512) {
-  const long iters = 20'000'000;
-  const double lanes = avx512 ? 16 : 8;
-  const double flop_per_thread = 2.0 * lanes * kPeakChains * iters;
-  std::atomic<float> sink{0};
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    double t0 = bench::now_ms();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        float r = avx512 ? fma_loop_avx512(iters, 1.0f + t) : fma_loop_avx2(iters, 1.0f + t);
-        sink.store(sink.load() + r);
-      });
-    for (auto& th : pool) th.join();
-    double ms = bench::now_ms() - t0;
-    best = std::max(best, flop_per_thread * threads / (ms * 1e6));
-  }
-  if (sink.load() == 12345.f) std::cout << "";  // keep the result alive
-  return best;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The Kiln kernel.
 
 /// Blocking of the schedule (see the file comment and docs/gemm-schedule.md).
@@ -346,8 +284,8 @@ int main(int argc, char** argv) {
 
   // Peak, and the floor it implies.
   std::vector<double> peak(std::max(max_threads, 2) + 1, 0);
-  for (int t = 1; t <= 2; ++t) peak[t] = measure_peak_gflops(t, avx512);
-  for (int t = 3; t <= max_threads; ++t) peak[t] = measure_peak_gflops(t, avx512);
+  for (int t = 1; t <= 2; ++t) peak[t] = bench::measure_peak_gflops(t, avx512);
+  for (int t = 3; t <= max_threads; ++t) peak[t] = bench::measure_peak_gflops(t, avx512);
   std::cout << "measured fp32 peak (" << (avx512 ? "AVX-512" : "AVX2")
             << " FMA loop): " << bench::fixed(peak[1], 1) << " GFLOP/s on 1 thread, "
             << bench::fixed(peak[2], 1) << " on 2; floor for " << bench::fixed(flop / 1e9, 2)
@@ -435,7 +373,7 @@ int main(int argc, char** argv) {
   }
   // Peak again: the best of both measurements is the machine's (others' load only lowers it).
   for (int t = 1; t <= max_threads; ++t)
-    peak[t] = std::max(peak[t], measure_peak_gflops(t, avx512));
+    peak[t] = std::max(peak[t], bench::measure_peak_gflops(t, avx512));
 
   std::vector<nlohmann::ordered_json> rows;
   bench::Table table({"threads", "kiln ms (min/med/max)", "openblas ms (min/med/max)",

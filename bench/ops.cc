@@ -45,40 +45,6 @@ namespace autotune = kiln::autotune;
 // ---------------------------------------------------------------------------------------------
 // Machine limits: fp32 FMA peak of one core, and copy bandwidth.
 
-constexpr int kChains = 16;
-
-__attribute__((target("avx512f"))) float fma_loop(long iters, float seed) {
-  __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + 0.001f * c);
-  const __m512 mul = _mm512_set1_ps(0.9999999f), add = _mm512_set1_ps(1e-7f);
-  for (long i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
-  }
-  __m512 s = acc[0];
-  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, s);
-  float r = 0;
-  for (float x : lanes) r += x;
-  return r;
-}
-
-/// Best of 5 single-thread runs, GFLOP/s (AVX-512 machines only; the benchmark needs them).
-double measure_peak_gflops() {
-  const long iters = 20'000'000;
-  double best = 0;
-  float sink = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    double t0 = bench::now_ms();
-    sink += fma_loop(iters, 1.0f + rep);
-    double ms = bench::now_ms() - t0;
-    best = std::max(best, 2.0 * 16 * kChains * iters / (ms * 1e6));
-  }
-  if (sink == 12345.f) std::cout << "";
-  return best;
-}
-
 /// Copy bandwidth (bytes read + written per second, GB/s) for buffers of `bytes` each, best of
 /// 20 copies after a warm-up (the working set of one layer: it sits in L2 / L3 like the layer's).
 double measure_copy_gbps(size_t bytes) {
@@ -161,16 +127,16 @@ struct Layer {
 
 const std::vector<Layer>& layers() {
   static const std::vector<Layer> l = {
-      {"C1", false, 224, 3, 64, 7, 2},     {"C2", false, 56, 64, 64, 3, 1},
-      {"C3", false, 56, 64, 64, 1, 1},     {"C4", false, 56, 64, 128, 3, 2},
-      {"C5", false, 56, 64, 128, 1, 2},    {"C6", false, 28, 128, 128, 3, 1},
-      {"C7", false, 28, 128, 256, 3, 2},   {"C8", false, 28, 128, 256, 1, 2},
-      {"C9", false, 14, 256, 256, 3, 1},   {"C10", false, 14, 256, 512, 3, 2},
-      {"C11", false, 14, 256, 512, 1, 2},  {"C12", false, 7, 512, 512, 3, 1},
-      {"D1", true, 112, 32, 32, 3, 1},     {"D2", true, 112, 64, 64, 3, 2},
-      {"D3", true, 56, 128, 128, 3, 1},    {"D4", true, 56, 128, 128, 3, 2},
-      {"D5", true, 28, 256, 256, 3, 1},    {"D6", true, 28, 256, 256, 3, 2},
-      {"D7", true, 14, 512, 512, 3, 1},    {"D8", true, 14, 512, 512, 3, 2},
+      {"C1", false, 224, 3, 64, 7, 2},    {"C2", false, 56, 64, 64, 3, 1},
+      {"C3", false, 56, 64, 64, 1, 1},    {"C4", false, 56, 64, 128, 3, 2},
+      {"C5", false, 56, 64, 128, 1, 2},   {"C6", false, 28, 128, 128, 3, 1},
+      {"C7", false, 28, 128, 256, 3, 2},  {"C8", false, 28, 128, 256, 1, 2},
+      {"C9", false, 14, 256, 256, 3, 1},  {"C10", false, 14, 256, 512, 3, 2},
+      {"C11", false, 14, 256, 512, 1, 2}, {"C12", false, 7, 512, 512, 3, 1},
+      {"D1", true, 112, 32, 32, 3, 1},    {"D2", true, 112, 64, 64, 3, 2},
+      {"D3", true, 56, 128, 128, 3, 1},   {"D4", true, 56, 128, 128, 3, 2},
+      {"D5", true, 28, 256, 256, 3, 1},   {"D6", true, 28, 256, 256, 3, 2},
+      {"D7", true, 14, 512, 512, 3, 1},   {"D8", true, 14, 512, 512, 3, 2},
       {"D9", true, 7, 1024, 1024, 3, 1}};
   return l;
 }
@@ -204,9 +170,9 @@ struct OneDnnConv {
     const int64_t G = w.params.groups;
     memory::dims src_d = {w.batch, w.in_channel, w.height, w.width};
     memory::dims dst_d = {w.batch, w.out_channel, w.out_height(), w.out_width()};
-    memory::dims wei_d = G == 1 ? memory::dims{w.out_channel, w.in_channel, w.kernel_h, w.kernel_w}
-                                : memory::dims{G, w.out_channel / G, w.in_channel / G,
-                                               w.kernel_h, w.kernel_w};
+    memory::dims wei_d =
+        G == 1 ? memory::dims{w.out_channel, w.in_channel, w.kernel_h, w.kernel_w}
+               : memory::dims{G, w.out_channel / G, w.in_channel / G, w.kernel_h, w.kernel_w};
     memory::desc src_any(src_d, dt::f32, tag::any), dst_any(dst_d, dt::f32, tag::any);
     memory::desc wei_any(wei_d, dt::f32, tag::any);
     const auto& p = w.params;
@@ -232,10 +198,11 @@ struct OneDnnConv {
     strm.wait();
   }
   std::vector<float> output_nchw(const topi::Conv2DWorkload& w) {
-    std::vector<float> out(static_cast<size_t>(w.batch * w.out_channel * w.out_height() *
-                                               w.out_width()));
+    std::vector<float> out(
+        static_cast<size_t>(w.batch * w.out_channel * w.out_height() * w.out_width()));
     dnnl::memory plain({{w.batch, w.out_channel, w.out_height(), w.out_width()},
-                        dnnl::memory::data_type::f32, dnnl::memory::format_tag::nchw},
+                        dnnl::memory::data_type::f32,
+                        dnnl::memory::format_tag::nchw},
                        eng, out.data());
     dnnl::reorder(dst, plain).execute(strm, dst, plain);
     strm.wait();
@@ -265,7 +232,7 @@ int main(int argc, char** argv) {
   kiln_set_num_threads(threads);
   omp_set_num_threads(threads);
   const Target target = Target::host();
-  double peak = measure_peak_gflops();
+  double peak = bench::measure_peak_gflops(1, true);
   std::cout << "kiln-bench-ops: TVM paper conv2d C1-C12 and depthwise D1-D9, batch 1, fp32, "
             << threads << " thread(s)\n"
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
@@ -281,9 +248,9 @@ int main(int argc, char** argv) {
   };
   std::vector<Pending> pending;
   std::vector<nlohmann::ordered_json> rows;
-  bench::Table table({"layer", "workload", "kiln us", "onednn us", "kiln GFLOP/s",
-                      "kiln %peak", "onednn %peak", "MB moved", "copy floor us",
-                      "speedup_vs_onednn", "kiln config"});
+  bench::Table table({"layer", "workload", "kiln us", "onednn us", "kiln GFLOP/s", "kiln %peak",
+                      "onednn %peak", "MB moved", "copy floor us", "speedup_vs_onednn",
+                      "kiln config"});
   double log_c = 0, log_d = 0;
   int n_c = 0, n_d = 0;
   for (const Layer& l : layers()) {
@@ -308,10 +275,9 @@ int main(int argc, char** argv) {
     const auto& os = inst.args.back()->shape;
     const int64_t obn = *kiln::ir::as_const_int(os[4]);
     NDArray kd = to_nchwc(data, 1, w.in_channel, w.height * w.width, ibn, w.height, w.width);
-    NDArray kk = l.depthwise
-                     ? pack_kernel(kernel, w.out_channel, 1, w.kernel_h, w.kernel_w, 1, obn)
-                     : pack_kernel(kernel, w.out_channel, w.in_channel, w.kernel_h, w.kernel_w,
-                                   ibn, obn);
+    NDArray kk = l.depthwise ? pack_kernel(kernel, w.out_channel, 1, w.kernel_h, w.kernel_w, 1, obn)
+                             : pack_kernel(kernel, w.out_channel, w.in_channel, w.kernel_h,
+                                           w.kernel_w, ibn, obn);
     std::vector<int64_t> out_shape;
     for (const auto& e : os) out_shape.push_back(*kiln::ir::as_const_int(e));
     NDArray ko = NDArray::empty(out_shape, DataType::Float(32));
@@ -364,7 +330,7 @@ int main(int argc, char** argv) {
               << std::flush;
   }
   // The peak again: the best of both measurements is the machine's (others' load only lowers it).
-  peak = std::max(peak, measure_peak_gflops());
+  peak = std::max(peak, bench::measure_peak_gflops(1, true));
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& p = pending[i];
     p.cells[5] = bench::fixed(100 * p.gk / peak, 1) + "%";

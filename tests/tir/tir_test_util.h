@@ -1,10 +1,11 @@
 /// \file tir_test_util.h
-/// \brief Helpers for the tir pass tests: a minimal Producer (a stand-in for a te Tensor).
+/// \brief Helpers for the tir pass tests.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "common/producer.h"
 #include "kiln/ir/op.h"
 #include "kiln/ir/printer.h"
 #include "kiln/ir/structural.h"
@@ -12,23 +13,7 @@
 
 namespace kiln::tir::testing {
 
-struct TestProducer : ProducerNode {
-  std::string name;
-  DataType dtype;
-  std::vector<Expr> shape;
-  std::string producer_name() const override { return name; }
-  DataType producer_dtype() const override { return dtype; }
-  std::vector<Expr> producer_shape() const override { return shape; }
-};
-
-inline Producer make_producer(const std::string& name, std::vector<Expr> shape,
-                              DataType dtype = DataType::Float(32)) {
-  auto* p = new TestProducer();
-  p->name = name;
-  p->dtype = dtype;
-  p->shape = std::move(shape);
-  return Producer(p);
-}
+using ::kiln::testing::make_producer;
 
 inline Stmt loop(const Var& v, Expr min, Expr extent, Stmt body, ForKind kind = ForKind::kSerial) {
   return For::make(v, min, extent, kind, body);
