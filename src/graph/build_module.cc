@@ -1,14 +1,16 @@
 // The graph compiler's back end: Graph → (graph.json, lib, params). The typed, optimized graph
-// is partitioned into groups (one op node per group until fusion lands; a group is a convex
-// set of op nodes in topological order whose last node is its master). Each group becomes one
-// kernel: te placeholders for the entries it reads from outside, the registered computes of
-// its nodes chained on them, the outputs other nodes (or the graph's results) read, a schedule
-// chosen by the master's pattern kind (topi's injective / reduce / softmax / norm schedules, or
-// a generic one: the default schedule with the outputs' two outer axes fused and parallel), and
-// one lowered PrimFunc. Groups with the same structure, attributes and input types share a
-// function (a cache keyed by a string). All functions are compiled by one kiln::build. The
-// executable graph (null nodes for inputs and constants, one kiln_op node per group) is then
-// memory-planned (memory_plan.cc) and written as the GraphExecutor's JSON.
+// is partitioned into groups (fuse.cc's operator fusion at opt_level >= 1, else one op node per
+// group; a group is a convex set of op nodes in topological order whose master is its
+// out-fusable or reduction node, else its last node). Each group becomes one kernel: te
+// placeholders for the entries it reads from outside, the registered computes of its nodes
+// chained on them, the outputs other nodes (or the graph's results) read, a schedule chosen by
+// the master's pattern kind (topi's injective / reduce / softmax / norm schedules, or a generic
+// one: the default schedule with the outputs' two outer axes fused and parallel), completed for
+// fused groups by inlining every injective intermediate stage (a conv2d / dense epilogue joins
+// the output stage), and one lowered PrimFunc. Groups with the same structure, attributes and
+// input types share a function (a cache keyed by a string). All functions are compiled by one
+// kiln::build. The executable graph (null nodes for inputs and constants, one kiln_op node per
+// group) is then memory-planned (memory_plan.cc) and written as the GraphExecutor's JSON.
 
 #include "kiln/graph/build_module.h"
 
@@ -32,17 +34,31 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-/// Op nodes compiled into one kernel, in topological order; the last is the master.
+/// Op nodes compiled into one kernel, in topological order (see master_of for its master).
 struct Group {
   std::vector<int> nodes;
 };
 
-/// One group per op node (the fusion pass will replace this).
-std::vector<Group> partition(const Graph& g) {
+/// The fusion pass's groups (transform.h, fuse_ops) at opt_level >= 1, else one group per op
+/// node.
+std::vector<Group> partition(const Graph& g, int opt_level) {
+  std::vector<std::vector<int>> parts = opt_level >= 1 ? fuse_ops(g) : partition_unfused(g);
   std::vector<Group> groups;
-  for (int i = 0; i < g.num_nodes(); ++i)
-    if (g.node(i).is_op()) groups.push_back(Group{{i}});
+  groups.reserve(parts.size());
+  for (std::vector<int>& p : parts) groups.push_back(Group{std::move(p)});
   return groups;
+}
+
+/// The group's master: its out-fusable or reduction node, else its last node.
+int master_of(const Graph& g, const Group& grp) {
+  const OpRegistry& reg = OpRegistry::global();
+  for (int i : grp.nodes) {
+    const OpDef* def = reg.find(g.node(i).op);
+    if (def && (def->pattern == topi::OpPattern::kOutEWiseFusable ||
+                def->pattern == topi::OpPattern::kCommReduce))
+      return i;
+  }
+  return grp.nodes.back();
 }
 
 /// A node of the executable graph (graph.json).
@@ -104,8 +120,8 @@ class ModuleBuilder {
   }
 
   Kernel compile(const Group& grp) {
-    const Node& master = g_.node(grp.nodes.back());
-    std::string where = "build_module: " + detail::describe_node(g_, grp.nodes.back());
+    const Node& master = g_.node(master_of(g_, grp));
+    std::string where = "build_module: " + detail::describe_node(g_, master_of(g_, grp));
     std::set<int> members(grp.nodes.begin(), grp.nodes.end());
     Kernel k;
     // Interface: external inputs (deduplicated), and the outputs read outside the group, by
@@ -184,6 +200,7 @@ class ModuleBuilder {
         outs.push_back(t);
       }
       te::Schedule s = schedule_for(master, outs, target_);
+      if (grp.nodes.size() > 1) finish_group_schedule(s, grp, master_of(g_, grp), val);
       std::vector<te::Tensor> params = ins;
       params.insert(params.end(), outs.begin(), outs.end());
       funcs_.push_back(tir::lower(s, params, k.func_name));
@@ -194,13 +211,48 @@ class ModuleBuilder {
     return k;
   }
 
+  /// Completes the master's schedule of a fused group: every node's output stage the master's
+  /// rule left at the root, is not a reduction and is not a kernel output is inlined into its
+  /// consumers (element-wise chains, and a conv2d / dense epilogue — including the op's own
+  /// bias stage — become part of the output stage; injective inputs become part of a
+  /// reduction). For an out-fusable master, whose reduction stage is then no longer an output,
+  /// every untouched root reduction stage gets the generic loop nest: its two outer spatial
+  /// axes fused and, when large, parallel.
+  void finish_group_schedule(te::Schedule& s, const Group& grp, int master,
+                             const std::map<Entry, te::Tensor>& val) const {
+    for (int i : grp.nodes) {
+      if (g_.node(i).num_outputs() != 1) continue;
+      te::Stage st = s[val.at(Entry{i, 0})];
+      if (st->is_output || st->op->kind != te::OpKind::kCompute) continue;
+      if (st->attach_type != te::AttachType::kGroupRoot) continue;
+      if (st.op_reduce_axis().empty()) st.compute_inline();
+    }
+    if (OpRegistry::global().get(g_.node(master).op).pattern != topi::OpPattern::kOutEWiseFusable)
+      return;
+    for (te::Stage st : s->stages) {
+      if (st->is_output || st->op->kind != te::OpKind::kCompute) continue;
+      if (st->attach_type != te::AttachType::kGroupRoot || st.op_reduce_axis().empty()) continue;
+      const std::vector<te::IterVar>& axes = st.op_axis();
+      if (axes.empty() || st->leaf_iter_vars.size() != axes.size() + st.op_reduce_axis().size())
+        continue;
+      int64_t numel = 1;
+      for (const ir::Expr& e : st->op->output_shape(0)) {
+        const ir::IntImm* c = e.as<ir::IntImm>();
+        numel *= c ? c->value : 0;
+      }
+      if (numel <= topi::kParallelThreshold) continue;
+      te::IterVar outer = axes.size() >= 2 ? st.fuse(axes[0], axes[1]) : axes[0];
+      st.parallel(outer);
+    }
+  }
+
   CompiledModule build() {
     CompiledModule m;
     std::vector<ExecNode> exec;
     std::map<Entry, Entry> to_exec;  // graph entry → executable-graph entry
     std::vector<std::string> input_names;
     std::vector<int> arg_nodes;
-    std::vector<Group> groups = partition(g_);
+    std::vector<Group> groups = partition(g_, opt_.opt_level);
     std::map<int, size_t> group_of_last;
     for (size_t gi = 0; gi < groups.size(); ++gi) group_of_last[groups[gi].nodes.back()] = gi;
     for (int i = 0; i < g_.num_nodes(); ++i) {

@@ -6,10 +6,10 @@
 ///   m.save("out.kiln");   // out.kiln/graph.json, lib.so, params.bin
 ///   auto ex = runtime::GraphExecutor::load("out.kiln");
 ///
-/// Recipe: optimize (infer_types at opt_level 0), partition the op nodes into groups (one
-/// node per group until the fusion pass lands; a group becomes one kernel), build each group's
-/// compute from the op registry, schedule it by its master op's pattern kind, lower it to a
-/// PrimFunc, compile all functions with one kiln::build, plan memory, write the graph JSON.
+/// Recipe: optimize (infer_types at opt_level 0), partition the op nodes into groups (fuse_ops
+/// at opt_level >= 1, one node per group at 0; a group becomes one kernel), build each group's
+/// compute from the op registry, schedule it by its master op's pattern kind and inline the
+/// group's other stages, lower it to a PrimFunc, compile all functions with one kiln::build, plan memory, write the graph JSON.
 /// Constants become params named after their nodes; graph inputs stay inputs; the graph's
 /// results are the heads.
 #pragma once

@@ -7,6 +7,9 @@
 /// typed graph (infer_types run before) and guarantee a typed graph.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "kiln/graph/graph.h"
 
 namespace kiln::graph {
@@ -39,6 +42,29 @@ Graph constant_folding(const Graph& g);
 /// (or nothing) and reshape∘reshape into one reshape. Leaves the bypassed nodes for
 /// dead_code_elimination.
 Graph simplify(const Graph& g);
+
+/// Operator fusion (src/graph/fuse.cc; the TVM paper, section 3). Partitions the op nodes of
+/// a typed graph into groups, each compiled into ONE kernel by build_module. Returns the groups
+/// in order of their first node; each lists op-node indices in topological order, and every op
+/// node is in exactly one group. One forward sweep, no recursion. A node joins the group of one
+/// of its producers when the producer has one output, exactly one consumer node and is not a
+/// graph result (so only a group's last node is read outside it), the group has fewer than
+/// `max_group_size` nodes, and the pattern kinds allow it:
+/// * injective → injective (element-wise, broadcast and injective ops chain);
+/// * injective → reduction: the reduction becomes the group's master and ends the group;
+/// * out-fusable (conv2d, dense, pooling; always a group's first node, its master) →
+///   element-wise / broadcast ops on its output (the epilogue; not reshape-like injectives);
+/// * nothing fuses into or out of an opaque op (softmax, …).
+/// Consequently a group is convex, and its last node is the only one whose output is read
+/// outside the group or is a graph result.
+std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size = 16);
+
+/// One group per op node (what build_module uses at opt_level 0).
+std::vector<std::vector<int>> partition_unfused(const Graph& g);
+
+/// The groups as text, one line per group: "{conv2d %2, add %4, relu %5}" (for golden tests and
+/// debugging).
+std::string groups_str(const Graph& g, const std::vector<std::vector<int>>& groups);
 
 /// The recipe: opt_level 0 runs infer_types only; >= 1 runs infer_types, simplify,
 /// constant_folding, simplify, common_subexpression_elimination, dead_code_elimination.
