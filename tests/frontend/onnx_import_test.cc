@@ -75,5 +75,57 @@ TEST(OnnxImport, AllUnsupportedOperatorsInOneMessage) {
   EXPECT_NE(msg.find("node 'LRN_0'"), std::string::npos) << msg;
 }
 
+TEST(OnnxImport, PadReflectIsRefusedNamingTheNode) {
+  fs::path model = kNodeTests / "test_reflect_pad" / "model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  std::string msg = error_of([&] { import_onnx(model.string()); });
+  EXPECT_NE(msg.find("(Pad): Pad mode 'reflect' is not supported yet"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(model.string()), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, CastToFloat16IsRefused) {
+  fs::path model = kNodeTests / "test_cast_FLOAT_to_FLOAT16" / "model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  std::string msg = error_of([&] { import_onnx(model.string()); });
+  EXPECT_NE(msg.find("(Cast): Cast to this element type is not supported yet"), std::string::npos)
+      << msg;
+}
+
+TEST(OnnxImport, ShapeOfAComputedTensorBecomesAConstant) {
+  fs::path model = kNodeTests / "test_shape" / "model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  graph::Graph g = import_onnx(model.string());
+  ASSERT_EQ(g.outputs().size(), 1u);
+  const graph::Node& out = g.node(g.outputs()[0].node);
+  ASSERT_TRUE(out.is_constant()) << g.str();
+  runtime::NDArray want =
+      load_onnx_tensor((kNodeTests / "test_shape" / "test_data_set_0/output_0.pb").string());
+  ASSERT_EQ(out.value.shape(), want.shape());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_EQ(out.value.data_as<int64_t>()[i], want.data_as<int64_t>()[i]);
+}
+
+TEST(OnnxImport, SplitAndTriluImportWithTheReferenceTypes) {
+  for (const char* name : {"test_split_equal_parts_1d", "test_split_equal_parts_2d", "test_triu"}) {
+    fs::path dir = kNodeTests / name;
+    if (!fs::exists(dir)) GTEST_SKIP() << "libonnx-testdata is not installed";
+    graph::Graph g = graph::infer_types(import_onnx((dir / "model.onnx").string()));
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      runtime::NDArray want = load_onnx_tensor(
+          (dir / "test_data_set_0" / ("output_" + std::to_string(i) + ".pb")).string());
+      EXPECT_EQ(g.type_of(g.outputs()[i]).shape, want.shape()) << name << " output " << i;
+    }
+  }
+}
+
+TEST(OnnxImport, ModOfInt64IsRefusedNamingTheNode) {
+  fs::path model = kNodeTests / "test_mod_mixed_sign_int64" / "model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  std::string msg = error_of([&] { import_onnx(model.string()); });
+  EXPECT_NE(msg.find("node 'Mod_0' (Mod): Mod of int64 (only integers of at most 32 bits)"),
+            std::string::npos)
+      << msg;
+}
+
 }  // namespace
 }  // namespace kiln::frontend
