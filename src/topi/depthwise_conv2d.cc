@@ -11,10 +11,11 @@
 // `if_then_else(likely(in bounds), x, 0)`; loop_partition splits the row-in-tile and the
 // ow-tile loops into border / interior / border parts, so the interior tiles carry no checks,
 // the first row of a tile keeps one row check and only the border tiles check columns).
+#include "kiln/topi/depthwise_conv2d.h"
+
 #include <algorithm>
 
 #include "conv2d_common.h"
-#include "kiln/topi/depthwise_conv2d.h"
 
 namespace kiln::topi {
 
@@ -34,8 +35,8 @@ void check_window(int64_t oh, int64_t ow, const std::vector<int64_t>& d,
                   const std::vector<int64_t>& k, const Conv2DParams& p, const char* op) {
   KILN_USER_CHECK(oh > 0 && ow > 0)
       << op << ": the kernel " << shape_str(k) << " (dilation (" << p.dilation_h << ", "
-      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d)
-      << ", padding " << p.padding.str();
+      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d) << ", padding "
+      << p.padding.str();
 }
 
 int64_t define_knobs(Config& cfg, int64_t C, int64_t OH, int64_t OW, int64_t KH, int64_t KW,
@@ -101,10 +102,10 @@ std::vector<int64_t> depthwise_conv2d_nchw_shape(const std::vector<int64_t>& d,
   KILN_USER_CHECK(k[0] % d[1] == 0 && k[0] > 0)
       << kNCHW << ": kernel " << shape_str(k) << " must have a multiple of the " << d[1]
       << " input channels of data " << shape_str(d) << " as its output channels";
-  int64_t oh = conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top,
-                               p.padding.bottom);
-  int64_t ow = conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left,
-                               p.padding.right);
+  int64_t oh =
+      conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
+  int64_t ow =
+      conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
   check_window(oh, ow, d, k, p, kNCHW);
   return {d[0], k[0], oh, ow};
 }
@@ -142,8 +143,7 @@ te::Schedule schedule_depthwise_conv2d_nchw(const std::vector<te::Tensor>& outs,
   return s;
 }
 
-autotune::Template depthwise_conv2d_nchw_template(const Conv2DWorkload& wl,
-                                                  const Target& target) {
+autotune::Template depthwise_conv2d_nchw_template(const Conv2DWorkload& wl, const Target& target) {
   return {kNCHW, "1", [wl, target](Config& cfg) {
             const DataType f32 = DataType::Float(32);
             te::Tensor data = te::placeholder(detail::to_exprs(wl.data_shape()), f32, "data");
@@ -163,9 +163,8 @@ std::vector<int64_t> packed_depthwise_weight_shape(const std::vector<int64_t>& k
   const char* op = "pack_depthwise_weight";
   KILN_USER_CHECK(k.size() == 4 && k[1] == 1)
       << op << ": expected a kernel [C, 1, KH, KW], got " << shape_str(k);
-  KILN_USER_CHECK(bn > 0 && k[0] % bn == 0)
-      << op << ": block " << bn << " does not divide the " << k[0] << " channels of kernel "
-      << shape_str(k);
+  KILN_USER_CHECK(bn > 0 && k[0] % bn == 0) << op << ": block " << bn << " does not divide the "
+                                            << k[0] << " channels of kernel " << shape_str(k);
   return {k[0] / bn, 1, k[2], k[3], 1, bn};
 }
 
@@ -190,10 +189,10 @@ std::vector<int64_t> depthwise_conv2d_nchwc_shape(const std::vector<int64_t>& d,
       << " disagree on the channels (multiplier 1 only in the blocked layout)";
   KILN_USER_CHECK(p.groups == 1 || p.groups == d[1] * d[4])
       << kNCHWc << ": groups " << p.groups << " must be 1 or the " << d[1] * d[4] << " channels";
-  int64_t oh = conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top,
-                               p.padding.bottom);
-  int64_t ow = conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left,
-                               p.padding.right);
+  int64_t oh =
+      conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
+  int64_t ow =
+      conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
   check_window(oh, ow, d, k, p, kNCHWc);
   return {d[0], d[1], oh, ow, d[4]};
 }
@@ -236,8 +235,7 @@ te::Tensor depthwise_conv2d_nchwc(const te::Tensor& data, const te::Tensor& kern
       name + "_epilogue", detail::tag_of(tag::kElemWise, "conv2d_epilogue"));
 }
 
-int64_t define_depthwise_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl,
-                                     const Target& target) {
+int64_t define_depthwise_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl, const Target& target) {
   KILN_USER_CHECK(wl.out_channel == wl.in_channel)
       << kNCHWc << ": only multiplier 1 is supported in the blocked layout (" << wl.in_channel
       << " input, " << wl.out_channel << " output channels)";
@@ -263,7 +261,8 @@ void schedule_depthwise_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Ten
   std::vector<int64_t> ks = static_shape(ins[1], who);
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
   const int64_t bn = cs[4];
-  const std::vector<int64_t> ds = static_shape(detail::is_pad(pad) ? detail::inputs_of(pad)[0] : pad, who);
+  const std::vector<int64_t> ds =
+      static_shape(detail::is_pad(pad) ? detail::inputs_of(pad)[0] : pad, who);
   // The stride (for the fallback row count only), estimated from the shapes.
   const int64_t stride_h = cs[2] > 1 ? (static_shape(pad, who)[2] - ks[2]) / (cs[2] - 1) : 1;
   define_knobs(cfg, cs[1] * bn, cs[2], cs[3], ks[2], ks[3], ds[3], std::max<int64_t>(1, stride_h),
@@ -330,10 +329,10 @@ autotune::Template depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, con
             const DataType f32 = DataType::Float(32);
             te::Tensor data = te::placeholder(
                 detail::to_exprs(nchwc_shape(wl.data_shape(), bn, kNCHWc)), f32, "data");
-            te::Tensor kernel = te::placeholder(
-                detail::to_exprs(packed_depthwise_weight_shape(
-                    {wl.in_channel, 1, wl.kernel_h, wl.kernel_w}, bn)),
-                f32, "packed_kernel");
+            te::Tensor kernel =
+                te::placeholder(detail::to_exprs(packed_depthwise_weight_shape(
+                                    {wl.in_channel, 1, wl.kernel_h, wl.kernel_w}, bn)),
+                                f32, "packed_kernel");
             std::vector<te::Tensor> args = {data, kernel};
             EpilogueSpec ep;
             if (bias_relu) {

@@ -39,8 +39,8 @@ std::string Conv2DParams::str() const {
   return os.str();
 }
 
-int64_t conv_out_extent(int64_t in, int64_t k, int64_t stride, int64_t dilation,
-                        int64_t pad_before, int64_t pad_after) {
+int64_t conv_out_extent(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_before,
+                        int64_t pad_after) {
   int64_t span = in + pad_before + pad_after - dilation * (k - 1) - 1;
   if (span < 0) return 0;
   return span / stride + 1;
@@ -50,8 +50,7 @@ void check_conv_params(const Conv2DParams& p, const std::string& op) {
   KILN_USER_CHECK(p.stride_h > 0 && p.stride_w > 0)
       << op << ": strides must be positive, got (" << p.stride_h << ", " << p.stride_w << ")";
   KILN_USER_CHECK(p.dilation_h > 0 && p.dilation_w > 0)
-      << op << ": dilation must be positive, got (" << p.dilation_h << ", " << p.dilation_w
-      << ")";
+      << op << ": dilation must be positive, got (" << p.dilation_h << ", " << p.dilation_w << ")";
   const Padding2D& q = p.padding;
   KILN_USER_CHECK(q.top >= 0 && q.left >= 0 && q.bottom >= 0 && q.right >= 0)
       << op << ": padding must be non-negative, got " << q.str();

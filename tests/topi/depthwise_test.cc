@@ -47,27 +47,32 @@ TEST(DepthwiseShape, RulesAndErrors) {
   EXPECT_EQ(depthwise_conv2d_nchw_shape({1, 8, 7, 7}, {16, 1, 3, 3}, p), (Shape{1, 16, 7, 7}));
   EXPECT_EQ(depthwise_conv2d_nchwc_shape({1, 2, 7, 7, 16}, {2, 1, 3, 3, 1, 16}, p),
             (Shape{1, 2, 7, 7, 16}));
-  EXPECT_NE(error_of([&] { depthwise_conv2d_nchw_shape({1, 8, 7, 7}, {12, 1, 3, 3}, p); })
+  EXPECT_NE(error_of([&] {
+              depthwise_conv2d_nchw_shape({1, 8, 7, 7}, {12, 1, 3, 3}, p);
+            })
                 .find("depthwise_conv2d_nchw: kernel [12, 1, 3, 3] must have a multiple of the 8 "
                       "input channels"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { depthwise_conv2d_nchw_shape({1, 8, 7, 7}, {8, 2, 3, 3}, p); })
-                .find("expected data [N, C, H, W] and kernel [C*M, 1, KH, KW]"),
+  EXPECT_NE(error_of([&] {
+              depthwise_conv2d_nchw_shape({1, 8, 7, 7}, {8, 2, 3, 3}, p);
+            }).find("expected data [N, C, H, W] and kernel [C*M, 1, KH, KW]"),
             std::string::npos);
-  EXPECT_NE(
-      error_of([&] { depthwise_conv2d_nchwc_shape({1, 2, 7, 7, 16}, {1, 1, 3, 3, 1, 16}, p); })
-          .find("disagree on the channels (multiplier 1 only in the blocked layout)"),
-      std::string::npos);
-  EXPECT_NE(error_of([&] { depthwise_conv2d_nchw_shape({1, 8, 2, 2}, {8, 1, 5, 5}, {}); })
-                .find("does not fit the padded input"),
+  EXPECT_NE(error_of([&] {
+              depthwise_conv2d_nchwc_shape({1, 2, 7, 7, 16}, {1, 1, 3, 3, 1, 16}, p);
+            }).find("disagree on the channels (multiplier 1 only in the blocked layout)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              depthwise_conv2d_nchw_shape({1, 8, 2, 2}, {8, 1, 5, 5}, {});
+            }).find("does not fit the padded input"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
               define_depthwise_nchwc_knobs(*std::make_unique<Config>(Config::fallback()),
                                            dw(1, 8, 7, 7, 2, 3, 1, {}), host_target());
             }).find("only multiplier 1 is supported in the blocked layout"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { packed_depthwise_weight_shape({24, 1, 3, 3}, 16); })
-                .find("pack_depthwise_weight: block 16 does not divide the 24 channels"),
+  EXPECT_NE(error_of([&] {
+              packed_depthwise_weight_shape({24, 1, 3, 3}, 16);
+            }).find("pack_depthwise_weight: block 16 does not divide the 24 channels"),
             std::string::npos);
 }
 

@@ -9,9 +9,9 @@
 /// Recipe: optimize (infer_types at opt_level 0), partition the op nodes into groups (fuse_ops
 /// at opt_level >= 1, one node per group at 0; a group becomes one kernel), build each group's
 /// compute from the op registry, schedule it by its master op's pattern kind and inline the
-/// group's other stages, lower it to a PrimFunc, compile all functions with one kiln::build, plan memory, write the graph JSON.
-/// Constants become params named after their nodes; graph inputs stay inputs; the graph's
-/// results are the heads.
+/// group's other stages, lower it to a PrimFunc, compile all functions with one kiln::build, plan
+/// memory, write the graph JSON. Constants become params named after their nodes; graph inputs stay
+/// inputs; the graph's results are the heads.
 #pragma once
 
 #include <cstddef>

@@ -37,8 +37,8 @@ te::Tensor depthwise_conv2d_nchw(const te::Tensor& data, const te::Tensor& kerne
                                  const Conv2DParams& params,
                                  const std::string& name = "depthwise_conv2d_nchw");
 /// The NCHW row schedule (as conv2d_nchw's: knobs tile_ow, vectorize, parallel_rows).
-void schedule_depthwise_conv2d_nchw(autotune::Config& cfg, te::Schedule& s,
-                                    const te::Tensor& out, const Target& target);
+void schedule_depthwise_conv2d_nchw(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
+                                    const Target& target);
 te::Schedule schedule_depthwise_conv2d_nchw(const std::vector<te::Tensor>& outs,
                                             const Target& target);
 /// Template "depthwise_conv2d_nchw": args {data, kernel, out}.
@@ -65,8 +65,8 @@ te::Tensor depthwise_conv2d_nchwc(const te::Tensor& data, const te::Tensor& pack
 int64_t define_depthwise_nchwc_knobs(autotune::Config& cfg, const Conv2DWorkload& wl,
                                      const Target& target);
 /// Schedules the group whose output is `out` and whose main stage is a depthwise_conv2d_nchwc.
-void schedule_depthwise_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s,
-                                     const te::Tensor& out, const Target& target);
+void schedule_depthwise_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
+                                     const Target& target);
 te::Schedule schedule_depthwise_conv2d_nchwc(const std::vector<te::Tensor>& outs,
                                              const Target& target);
 /// Template "depthwise_conv2d_nchwc": args {data (NCHW<bn>c), packed kernel, [bias [C]], out},
