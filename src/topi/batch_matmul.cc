@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "gemm_knobs.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -74,21 +75,6 @@ te::Tensor batch_matmul_nt_packed(const te::Tensor& A, const te::Tensor& B, int6
       name, tag::kBatchMatmul);
 }
 
-std::vector<int64_t> filter_leq(const std::vector<int64_t>& c, int64_t bound) {
-  std::vector<int64_t> r;
-  for (int64_t v : c)
-    if (v <= bound) r.push_back(v);
-  if (r.empty()) r.push_back(c.front());
-  return r;
-}
-
-int64_t define_tile_x(Config& cfg, int64_t N) {
-  std::vector<int64_t> c = filter_leq({16, 32, 48, 64}, (N + 15) / 16 * 16);
-  cfg.define_knob("tile_x", c);
-  if (cfg.is_fallback()) cfg.fallback_knob("tile_x", c.back());
-  return cfg.knob("tile_x");
-}
-
 }  // namespace
 
 te::Tensor batch_matmul(const te::Tensor& A, const te::Tensor& B, bool transpose_b,
@@ -118,26 +104,13 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
   for (const te::Tensor& t : cop->input_tensors())
     if (t->op->tag == tag::kBatchMatmulPack) Bp = t;
 
-  const int64_t nb = define_tile_x(cfg, N);
+  const int64_t nb = detail::define_panel_width(cfg, N);
   if (Bp.defined()) {
     KILN_USER_CHECK(*as_const_int(Bp->shape[3]) == nb)
         << "schedule_batch_matmul: config tile_x = " << nb << " but B is packed in panels of "
         << *as_const_int(Bp->shape[3]);
   }
-  std::vector<int64_t> ys = filter_leq({1, 2, 3, 4, 6, 8}, M);
-  cfg.define_knob("tile_y", ys);
-  cfg.define_split("tile_k", K, 2, autotune::SplitPolicy::kFactors, 16);
-  cfg.define_bool("unroll");
-  if (cfg.is_fallback()) {
-    const int64_t want = nb >= 48 ? 6 : 8;
-    int64_t mr = ys.front();
-    for (int64_t v : ys)
-      if (v <= want) mr = v;
-    cfg.fallback_knob("tile_y", mr);
-    cfg.fallback_split("tile_k", {-1, M == 1 ? 4 : 1});
-    cfg.fallback_knob("unroll", M == 1 ? 1 : 0);
-  }
-  const int64_t mr = cfg.knob("tile_y");
+  const int64_t mr = detail::define_row_tile(cfg, M, K, nb);
   const int lanes = std::max(1, std::min(16, target.vector_bits() / C->dtype.bits()));
 
   te::Tensor acc = s.cache_write(C, "local");
@@ -170,15 +143,16 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
 
 autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Target& target) {
   KILN_USER_CHECK(w.batch > 0 && w.M > 0 && w.N > 0 && w.K > 0)
-      << "batch_matmul_template: extents must be positive, got batch=" << w.batch
-      << " M=" << w.M << " N=" << w.N << " K=" << w.K;
+      << "batch_matmul_template: extents must be positive, got batch=" << w.batch << " M=" << w.M
+      << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
       "batch_matmul_cpu", "1", [w, target](Config& cfg) {
-        const int64_t nb = define_tile_x(cfg, w.N);
+        const int64_t nb = detail::define_panel_width(cfg, w.N);
         te::Tensor A = te::placeholder({ci(w.batch), ci(w.M), ci(w.K)}, DataType::Float(32), "A");
-        te::Tensor B = w.transpose_b
-                           ? te::placeholder({ci(w.batch), ci(w.N), ci(w.K)}, DataType::Float(32), "B")
-                           : te::placeholder({ci(w.batch), ci(w.K), ci(w.N)}, DataType::Float(32), "B");
+        te::Tensor B =
+            w.transpose_b
+                ? te::placeholder({ci(w.batch), ci(w.N), ci(w.K)}, DataType::Float(32), "B")
+                : te::placeholder({ci(w.batch), ci(w.K), ci(w.N)}, DataType::Float(32), "B");
         te::Tensor C = w.transpose_b ? batch_matmul_nt_packed(A, B, nb, "batch_matmul")
                                      : batch_matmul(A, B, false);
         te::Schedule s = te::create_schedule({C});

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "gemm_knobs.h"
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/quantized.h"
 #include "topi_util.h"
@@ -23,8 +24,8 @@ using autotune::Config;
 
 namespace {
 
-void check_dense_inputs(const te::Tensor& x, const std::vector<int64_t>& xs, int64_t K,
-                        DataType wt, const std::string& wshape, const std::string& op) {
+void check_dense_inputs(const te::Tensor& x, const std::vector<int64_t>& xs, int64_t K, DataType wt,
+                        const std::string& wshape, const std::string& op) {
   KILN_USER_CHECK(xs.size() == 2) << op << ": data must be 2-D [M, K], got shape "
                                   << detail::shape_text(xs);
   KILN_USER_CHECK(x->dtype.is_float())
@@ -45,14 +46,6 @@ te::Tensor add_bias(const te::Tensor& y, const te::Tensor& bias, int64_t N, cons
   return te::compute(
       y->shape, [&](Var m, Var n) { return y(m, n) + bias(n); }, name + "_bias",
       detail::tag_of(tag::kBroadcast, "bias_add"));
-}
-
-std::vector<int64_t> filter_leq(const std::vector<int64_t>& c, int64_t bound) {
-  std::vector<int64_t> r;
-  for (int64_t v : c)
-    if (v <= bound) r.push_back(v);
-  if (r.empty()) r.push_back(c.front());
-  return r;
 }
 
 }  // namespace
@@ -115,10 +108,7 @@ te::Tensor dense_packed(const te::Tensor& x, const te::Tensor& Wp, int64_t N,
 // Schedule
 
 int64_t dense_pack_width(Config& cfg, int64_t M, int64_t N) {
-  std::vector<int64_t> c = filter_leq({16, 32, 48, 64}, (N + 15) / 16 * 16);
-  cfg.define_knob("tile_x", c);
-  if (cfg.is_fallback()) cfg.fallback_knob("tile_x", c.back());
-  return cfg.knob("tile_x");
+  return detail::define_panel_width(cfg, N);
 }
 
 void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, const te::Tensor& out,
@@ -138,20 +128,7 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
   KILN_USER_CHECK(nb == wp_nb) << "schedule_dense_packed: config tile_x = " << nb
                                << " but the packed weight " << Wp.name() << " has panels of "
                                << wp_nb;
-  std::vector<int64_t> ys = filter_leq({1, 2, 3, 4, 6, 8}, M);
-  cfg.define_knob("tile_y", ys);
-  cfg.define_split("tile_k", K, 2, autotune::SplitPolicy::kFactors, 16);
-  cfg.define_bool("unroll");
-  if (cfg.is_fallback()) {
-    const int64_t want = nb >= 48 ? 6 : 8;
-    int64_t mr = ys.front();
-    for (int64_t v : ys)
-      if (v <= want) mr = v;
-    cfg.fallback_knob("tile_y", mr);
-    cfg.fallback_split("tile_k", {-1, M == 1 ? 4 : 1});
-    cfg.fallback_knob("unroll", M == 1 ? 1 : 0);
-  }
-  const int64_t mr = cfg.knob("tile_y");
+  const int64_t mr = detail::define_row_tile(cfg, M, K, nb);
   const int lanes = std::max(1, std::min(16, target.vector_bits() / D->dtype.bits()));
 
   // Inline the injective stages between D and out (not D's own inputs).
@@ -203,15 +180,15 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
 
 autotune::Template dense_template(const DenseWorkload& w, const Target& target) {
   KILN_USER_CHECK(w.M > 0 && w.N > 0 && w.K > 0)
-      << "dense_template: extents must be positive, got M=" << w.M << " N=" << w.N
-      << " K=" << w.K;
+      << "dense_template: extents must be positive, got M=" << w.M << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
       "dense_packed_cpu", "1", [w, target](Config& cfg) {
         const int64_t nb = dense_pack_width(cfg, w.M, w.N);
-        te::Tensor x = te::placeholder({detail::ci(w.M), detail::ci(w.K)}, DataType::Float(32), "x");
-        te::Tensor Wp = te::placeholder(
-            {detail::ci((w.N + nb - 1) / nb), detail::ci(w.K), detail::ci(nb)},
-            DataType::Float(32), "Wp");
+        te::Tensor x =
+            te::placeholder({detail::ci(w.M), detail::ci(w.K)}, DataType::Float(32), "x");
+        te::Tensor Wp =
+            te::placeholder({detail::ci((w.N + nb - 1) / nb), detail::ci(w.K), detail::ci(nb)},
+                            DataType::Float(32), "Wp");
         te::Tensor b;
         if (w.bias) b = te::placeholder({detail::ci(w.N)}, DataType::Float(32), "bias");
         te::Tensor D = dense_packed(x, Wp, w.N, {}, "dense");

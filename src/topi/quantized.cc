@@ -57,18 +57,11 @@ te::Tensor pack_data_rows(const te::Tensor& x, int64_t M, int64_t K, const std::
       name + "_xp", tag::kQuantizedPack);
 }
 
-std::vector<int64_t> filter_leq(const std::vector<int64_t>& c, int64_t bound) {
-  std::vector<int64_t> r;
-  for (int64_t v : c)
-    if (v <= bound) r.push_back(v);
-  if (r.empty()) r.push_back(c.front());
-  return r;
-}
-
 }  // namespace
 
 te::Tensor quantized_dense(const te::Tensor& x, const te::Tensor& W, const std::string& name) {
-  auto xs = detail::const_shape(x, "quantized_dense"), ws = detail::const_shape(W, "quantized_dense");
+  auto xs = detail::const_shape(x, "quantized_dense"),
+       ws = detail::const_shape(W, "quantized_dense");
   check_types(x, W, "quantized_dense");
   KILN_USER_CHECK(xs.size() == 2 && ws.size() == 2 && xs[1] == ws[1])
       << "quantized_dense: needs data [M, K] and weight [N, K], got " << detail::shape_text(xs)
@@ -121,8 +114,7 @@ te::Tensor quantized_dense_packed(const te::Tensor& x, const te::Tensor& Wp, int
       name, tag::kQuantizedDensePacked);
 }
 
-autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w,
-                                            const Target& target) {
+autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, const Target& target) {
   KILN_USER_CHECK(w.M > 0 && w.N > 0 && w.K > 0)
       << "quantized_dense_template: extents must be positive, got M=" << w.M << " N=" << w.N
       << " K=" << w.K;
@@ -161,9 +153,8 @@ te::Tensor pack_quantized_conv2d_weight(const te::Tensor& W, const std::string& 
       name, tag::kDensePack);
 }
 
-te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int64_t O,
-                                  int64_t KH, int64_t KW, const QConv2DAttrs& a,
-                                  const std::string& name) {
+te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int64_t O, int64_t KH,
+                                  int64_t KW, const QConv2DAttrs& a, const std::string& name) {
   const char* op = "quantized_conv2d_nchwc";
   auto xs = detail::const_shape(x, op), ps = detail::const_shape(Wp, op);
   KILN_USER_CHECK(x->dtype == DataType::UInt(8) && xs.size() == 4)
@@ -175,8 +166,8 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
   KILN_USER_CHECK(Wp->dtype == DataType::Int(32) &&
                   ps == std::vector<int64_t>({(O + 15) / 16, C4, KH, KW, 16}))
       << op << ": packed weight " << detail::shape_text(ps) << " (" << Wp->dtype
-      << ") does not match data " << detail::shape_text(xs) << ", " << O << " outputs and a "
-      << KH << "x" << KW << " kernel (expected int32 [ceil(O/16), ceil(C/4), KH, KW, 16])";
+      << ") does not match data " << detail::shape_text(xs) << ", " << O << " outputs and a " << KH
+      << "x" << KW << " kernel (expected int32 [ceil(O/16), ceil(C/4), KH, KW, 16])";
   const int64_t OH = (H + 2 * p - KH) / a.stride + 1, OW = (W + 2 * p - KW) / a.stride + 1;
   KILN_USER_CHECK(H + 2 * p >= KH && W + 2 * p >= KW)
       << op << ": kernel " << KH << "x" << KW << " is larger than the padded input "
@@ -190,10 +181,9 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
           Expr in = c < ci(C);
           if (p > 0) in = in && hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
           if (C % 4 == 0 && p == 0) return x(n, c, hh, ww);
-          return if_then_else(in,
-                              x(n, min(c, ci(C - 1)), min(max(hh, 0), ci(H - 1)),
-                                min(max(ww, 0), ci(W - 1))),
-                              make_zero(x->dtype));
+          return if_then_else(
+              in, x(n, min(c, ci(C - 1)), min(max(hh, 0), ci(H - 1)), min(max(ww, 0), ci(W - 1))),
+              make_zero(x->dtype));
         });
       },
       name + "_xp", tag::kQuantizedPack);
@@ -204,9 +194,9 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
   return te::compute(
       {ci(N), ci((O + 15) / 16), ci(OH), ci(OW), ci(16)},
       [&](const std::vector<Var>& v) {
-        return te::sum(dot4(Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw),
-                            Wp(v[1], rc, rh, rw, v[4])),
-                       {rc, rh, rw});
+        return te::sum(
+            dot4(Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw), Wp(v[1], rc, rh, rw, v[4])),
+            {rc, rh, rw});
       },
       name, tag::kQuantizedConv2d);
 }
@@ -215,13 +205,14 @@ autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
                                              const Target& target) {
   return autotune::Template{
       "quantized_conv2d_nchwc_cpu", "1", [w, target](Config& cfg) {
-        te::Tensor x = te::placeholder({ci(w.N), ci(w.C), ci(w.H), ci(w.W)}, DataType::UInt(8), "x");
-        te::Tensor Wp = te::placeholder(
-            {ci((w.O + 15) / 16), ci((w.C + 3) / 4), ci(w.KH), ci(w.KW), ci(16)}, DataType::Int(32),
-            "Wp");
+        te::Tensor x =
+            te::placeholder({ci(w.N), ci(w.C), ci(w.H), ci(w.W)}, DataType::UInt(8), "x");
+        te::Tensor Wp =
+            te::placeholder({ci((w.O + 15) / 16), ci((w.C + 3) / 4), ci(w.KH), ci(w.KW), ci(16)},
+                            DataType::Int(32), "Wp");
         te::Tensor out = quantized_conv2d_nchwc(x, Wp, w.O, w.KH, w.KW, w.attrs);
         const int64_t OW = *as_const_int(out->shape[3]);
-        std::vector<int64_t> tc = filter_leq({1, 2, 4, 8}, OW);
+        std::vector<int64_t> tc = detail::filter_leq({1, 2, 4, 8}, OW);
         cfg.define_knob("tile_ow", tc);
         cfg.define_bool("unroll_kw");
         if (cfg.is_fallback()) {

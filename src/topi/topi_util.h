@@ -64,8 +64,7 @@ inline int normalize_axis(int64_t axis, const std::vector<int64_t>& shape, const
 
 /// The numpy broadcast of two shapes; a user error "op: cannot broadcast shapes A and B".
 inline std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a,
-                                             const std::vector<int64_t>& b,
-                                             const std::string& op) {
+                                             const std::vector<int64_t>& b, const std::string& op) {
   size_t n = std::max(a.size(), b.size());
   std::vector<int64_t> out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -96,6 +95,15 @@ inline std::vector<Expr> broadcast_index(const std::vector<Var>& idx,
 /// "op" + "," + name for tags like "elemwise,relu".
 inline std::string tag_of(const char* kind, const std::string& name) {
   return std::string(kind) + "," + name;
+}
+
+/// The candidates not above `bound`, or the smallest one when none is.
+inline std::vector<int64_t> filter_leq(const std::vector<int64_t>& c, int64_t bound) {
+  std::vector<int64_t> r;
+  for (int64_t v : c)
+    if (v <= bound) r.push_back(v);
+  if (r.empty()) r.push_back(c.front());
+  return r;
 }
 
 }  // namespace kiln::topi::detail
