@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/ndarray_access.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
@@ -46,42 +47,8 @@ inline std::vector<int64_t> shape_of(const te::Tensor& t) {
   return s;
 }
 
-/// Element i of `a` as a double (any supported dtype).
-inline double element(const NDArray& a, int64_t i) {
-  DataType t = a.dtype();
-  if (t == DataType::Float(32)) return a.data_as<float>()[i];
-  if (t == DataType::Float(64)) return a.data_as<double>()[i];
-  if (t == DataType::Int(32)) return a.data_as<int32_t>()[i];
-  if (t == DataType::Int(64)) return static_cast<double>(a.data_as<int64_t>()[i]);
-  if (t == DataType::Int(16)) return a.data_as<int16_t>()[i];
-  if (t == DataType::Int(8)) return a.data_as<int8_t>()[i];
-  if (t == DataType::UInt(8)) return a.data_as<uint8_t>()[i];
-  if (t == DataType::UInt(32)) return a.data_as<uint32_t>()[i];
-  KILN_ERROR << "e2e: unsupported dtype " << t;
-}
-
-/// Sets element i of `a` from a double (converted to the array's dtype).
-inline void set_element(const NDArray& a, int64_t i, double v) {
-  DataType t = a.dtype();
-  if (t == DataType::Float(32))
-    a.data_as<float>()[i] = static_cast<float>(v);
-  else if (t == DataType::Float(64))
-    a.data_as<double>()[i] = v;
-  else if (t == DataType::Int(32))
-    a.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-  else if (t == DataType::Int(64))
-    a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
-  else if (t == DataType::Int(16))
-    a.data_as<int16_t>()[i] = static_cast<int16_t>(v);
-  else if (t == DataType::Int(8))
-    a.data_as<int8_t>()[i] = static_cast<int8_t>(v);
-  else if (t == DataType::UInt(8))
-    a.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
-  else if (t == DataType::UInt(32))
-    a.data_as<uint32_t>()[i] = static_cast<uint32_t>(v);
-  else
-    KILN_ERROR << "e2e: unsupported dtype " << t;
-}
+using ::kiln::testing::element;
+using ::kiln::testing::set_element;
 
 /// A seeded random array. Floats: uniform in [lo, hi] with |x| >= min_abs (never zero). Ints:
 /// uniform integers in [lo, hi] except 0 (when the range holds anything else).

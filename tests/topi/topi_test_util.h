@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ndarray_access.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
@@ -48,40 +49,8 @@ inline Shape shape_of(const te::Tensor& t) {
   return s;
 }
 
-inline double element(const NDArray& a, int64_t i) {
-  DataType t = a.dtype();
-  if (t == DataType::Float(32)) return a.data_as<float>()[i];
-  if (t == DataType::Float(64)) return a.data_as<double>()[i];
-  if (t == DataType::Int(32)) return a.data_as<int32_t>()[i];
-  if (t == DataType::Int(64)) return static_cast<double>(a.data_as<int64_t>()[i]);
-  if (t == DataType::Int(8)) return a.data_as<int8_t>()[i];
-  if (t == DataType::UInt(8)) return a.data_as<uint8_t>()[i];
-  if (t.is_bool()) {
-    uint8_t b = a.data_as<uint8_t>()[i];
-    return b == 0 ? 0.0 : b == 1 ? 1.0 : -77.0;  // anything else is garbage
-  }
-  KILN_ERROR << "topi test: unsupported dtype " << t;
-}
-
-inline void set_element(const NDArray& a, int64_t i, double v) {
-  DataType t = a.dtype();
-  if (t == DataType::Float(32))
-    a.data_as<float>()[i] = static_cast<float>(v);
-  else if (t == DataType::Float(64))
-    a.data_as<double>()[i] = v;
-  else if (t == DataType::Int(32))
-    a.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-  else if (t == DataType::Int(64))
-    a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
-  else if (t == DataType::Int(8))
-    a.data_as<int8_t>()[i] = static_cast<int8_t>(v);
-  else if (t == DataType::UInt(8))
-    a.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
-  else if (t.is_bool())
-    a.data_as<uint8_t>()[i] = v != 0;
-  else
-    KILN_ERROR << "topi test: unsupported dtype " << t;
-}
+using ::kiln::testing::element;
+using ::kiln::testing::set_element;
 
 /// Seeded random array: floats uniform in [lo, hi] with |x| >= 0.05; ints in [lo, hi] except 0
 /// (when the range has anything else); bools random.
@@ -183,8 +152,8 @@ inline ::testing::AssertionResult all_close(const NDArray& got, const NDArray& w
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << got.numel() << " elements differ"
-                                       << os.str();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.numel() << " elements differ" << os.str();
 }
 
 inline void call(const runtime::PackedFunc& f, const std::vector<NDArray>& args) {
