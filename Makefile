@@ -19,7 +19,8 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	./$(BUILD)/bin/kiln demo --show-ir
+	./$(BUILD)/bin/kiln demo
+	./$(BUILD)/bin/kiln demo --gemm
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

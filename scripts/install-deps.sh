@@ -13,6 +13,9 @@ PKGS=(
   libcli11-dev                                                       # the kiln command line
   libonnx-dev libprotobuf-dev protobuf-compiler                      # ONNX model format (frontend)
   libonnx-testdata                                                   # ONNX conformance tests
+  libxgboost-dev                                                     # the tuner's cost model (gradient-boosted trees)
+  python3-torch python3-torchvision python3-onnx python3-numpy python3-venv  # reference models and data (tests only)
+  python3-matplotlib                                                 # tuner curves plot (bench/plot_tuners.py)
   clang-format
 )
 

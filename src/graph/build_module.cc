@@ -14,6 +14,7 @@
 
 #include "kiln/graph/build_module.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,11 +22,18 @@
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
+#include "kiln/graph/tuning.h"
 #include "kiln/runtime/params.h"
 #include "kiln/support/error.h"
 #include "kiln/target/build.h"
 #include "kiln/tir/lower.h"
+#include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_transpose.h"
+#include "kiln/topi/dense.h"
+#include "kiln/topi/depthwise_conv2d.h"
+#include "kiln/topi/pooling.h"
 #include "kiln/topi/schedule_injective.h"
+#include "op_attrs.h"
 #include "pass_util.h"
 
 namespace kiln::graph {
@@ -33,6 +41,11 @@ namespace kiln::graph {
 namespace {
 
 using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 /// Op nodes compiled into one kernel, in topological order (see master_of for its master).
 struct Group {
@@ -99,11 +112,62 @@ te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
   return s;
 }
 
-te::Schedule schedule_for(const Node& master, const std::vector<te::Tensor>& outs,
-                          const Target& target) {
+/// The schedule of a group whose master node is `master` (its tensor `main`) and whose kernel
+/// outputs are `outs`: the operator library's schedule for the master's op (the x86 templates'
+/// default configs) when the group's first output has the master's shape (an element-wise
+/// epilogue), else by pattern kind.
+/// The tuned config of a blocked conv2d / depthwise conv2d / dense_packed stage `main` (its
+/// logical workload read back from its operands' blocked shapes), else the fallback.
+autotune::Config config_of(const Node& master, const te::Tensor& main, const Target& target,
+                           TunedConfigs* tuned) {
+  if (!tuned || tuned->empty()) return autotune::Config::fallback();
+  std::vector<te::Tensor> ins = main.op()->input_tensors();
+  std::optional<autotune::Config> c;
+  if (master.op == "dense_packed") {
+    TensorType x = tensor_type(ins[0]), y = tensor_type(main);
+    c = tuned->lookup(dense_task({x.shape[0], y.shape[1], x.shape[1]}, target));
+  } else {
+    // ins[0] is the padded data when there is padding: the unpadded shape is its input's.
+    te::Tensor data = ins[0];
+    if (data.op()->kind == te::OpKind::kCompute && data.op()->tag.find("pad") != std::string::npos)
+      data = data.op()->input_tensors()[0];
+    TensorType d = tensor_type(data), k = tensor_type(ins[1]), o = tensor_type(main);
+    topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4],          d.shape[2],
+                            d.shape[3], o.shape[1] * o.shape[4],          k.shape[2],
+                            k.shape[3], detail::conv_params(master.attrs)};
+    if (master.op == "conv2d_nchwc") {
+      c = tuned->lookup(conv2d_task(wl, target));
+    } else {
+      wl.params.groups = wl.in_channel;
+      c = tuned->lookup(depthwise_conv2d_task(wl, target));
+    }
+  }
+  return c ? *c : autotune::Config::fallback();
+}
+
+te::Schedule schedule_for(const Node& master, const te::Tensor& main,
+                          const std::vector<te::Tensor>& outs, const Target& target,
+                          TunedConfigs* tuned) {
   const std::string& op = master.op;
   if (op == "softmax" || op == "log_softmax") return topi::schedule_softmax(outs, target);
   if (op == "layer_norm" || op == "batch_norm") return topi::schedule_norm(outs, target);
+  const bool epilogue_shape = tensor_type(outs[0]).shape == tensor_type(main).shape;
+  if (epilogue_shape) {
+    if (op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc" || op == "dense_packed") {
+      te::Schedule s = te::create_schedule(outs);
+      autotune::Config cfg = config_of(master, main, target, tuned);
+      if (op == "conv2d_nchwc") topi::schedule_conv2d_nchwc(cfg, s, outs[0], target);
+      if (op == "depthwise_conv2d_nchwc")
+        topi::schedule_depthwise_conv2d_nchwc(cfg, s, outs[0], target);
+      if (op == "dense_packed") topi::schedule_dense_packed(cfg, s, main, outs[0], target);
+      return s;
+    }
+    if (op == "conv2d") return topi::schedule_conv2d_nchw(outs, target);
+    if (op == "conv2d_transpose") return topi::schedule_conv2d_transpose_nchw(outs, target);
+    if (op == "max_pool2d" || op == "avg_pool2d" || op == "global_max_pool2d" ||
+        op == "global_avg_pool2d")
+      return topi::schedule_pool(outs, target);
+  }
   topi::OpPattern p = OpRegistry::global().get(op).pattern;
   if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(outs, target);
   if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(outs, target);
@@ -112,8 +176,8 @@ te::Schedule schedule_for(const Node& master, const std::vector<te::Tensor>& out
 
 class ModuleBuilder {
  public:
-  ModuleBuilder(const Graph& g, const Target& target, const BuildOptions& opt)
-      : g_(g), target_(target), opt_(opt) {
+  ModuleBuilder(const Graph& g, const Target& target, const BuildOptions& opt, TunedConfigs* tuned)
+      : g_(g), target_(target), opt_(opt), tuned_(tuned) {
     for (int i = 0; i < g.num_nodes(); ++i)
       for (const Entry& e : g.node(i).inputs) consumers_[e].push_back(i);
     for (const Entry& e : g.outputs()) heads_.insert(e);
@@ -199,11 +263,17 @@ class ModuleBuilder {
         seen.insert(t.get());
         outs.push_back(t);
       }
-      te::Schedule s = schedule_for(master, outs, target_);
+      te::Tensor main = master.num_outputs() == 1 ? val.at(Entry{master_of(g_, grp), 0}) : outs[0];
+      te::Schedule s = schedule_for(master, main, outs, target_, tuned_);
       if (grp.nodes.size() > 1) finish_group_schedule(s, grp, master_of(g_, grp), val);
       std::vector<te::Tensor> params = ins;
       params.insert(params.end(), outs.begin(), outs.end());
       funcs_.push_back(tir::lower(s, params, k.func_name));
+      if (opt_.keep_ir) {
+        kernels_.push_back(KernelInfo{k.func_name, groups_str(g_, {grp.nodes}), ""});
+        kernels_.back().group.pop_back();  // groups_str ends each group with a newline
+        kernels_.back().tir = tir::to_string(funcs_.back());
+      }
     } catch (const Error& err) {
       KILN_ERROR << where << ": cannot compile the kernel: " << err.what();
     }
@@ -247,6 +317,7 @@ class ModuleBuilder {
   }
 
   CompiledModule build() {
+    auto t0 = Clock::now();
     CompiledModule m;
     std::vector<ExecNode> exec;
     std::map<Entry, Entry> to_exec;  // graph entry → executable-graph entry
@@ -288,6 +359,16 @@ class ModuleBuilder {
     }
     std::vector<Entry> heads;
     for (const Entry& e : g_.outputs()) heads.push_back(to_exec.at(e));
+    if (opt_.debug_outputs) {
+      std::set<Entry> seen(heads.begin(), heads.end());
+      for (size_t x = 0; x < exec.size(); ++x) {
+        if (exec[x].func_name.empty()) continue;
+        for (size_t o = 0; o < exec[x].outputs.size(); ++o) {
+          Entry e{static_cast<int>(x), static_cast<int>(o)};
+          if (seen.insert(e).second) heads.push_back(e);
+        }
+      }
+    }
 
     std::vector<PlanNode> pn;
     for (const ExecNode& en : exec)
@@ -295,7 +376,12 @@ class ModuleBuilder {
     m.memory = plan_memory(pn, heads);
     m.graph_json = to_json(exec, arg_nodes, input_names, heads, m.memory);
     m.num_kernels = static_cast<int>(funcs_.size());
+    m.kernels = kernels_;
+    if (opt_.keep_ir) m.graph_text = g_.str();
+    m.lower_ms = ms_since(t0);
+    auto t1 = Clock::now();
     m.lib = kiln::build(funcs_, target_);
+    m.codegen_ms = ms_since(t1);
     return m;
   }
 
@@ -333,6 +419,8 @@ class ModuleBuilder {
       const ExecNode& en = exec[static_cast<size_t>(e.node)];
       std::string name = en.name;
       if (en.outputs.size() > 1) name += ":" + std::to_string(e.index);
+      if (h < g_.output_names().size() && !g_.output_names()[h].empty())
+        name = g_.output_names()[h];  // the graph's own name for its result
       if (used.count(name)) name += "_" + std::to_string(h);
       used.insert(name);
       names.push_back(name);
@@ -372,10 +460,12 @@ class ModuleBuilder {
   const Graph& g_;
   Target target_;
   BuildOptions opt_;
+  TunedConfigs* tuned_;
   std::map<Entry, std::vector<int>> consumers_;
   std::set<Entry> heads_;
   std::map<std::string, std::string> cache_;
   std::vector<tir::PrimFunc> funcs_;
+  std::vector<KernelInfo> kernels_;
 };
 
 }  // namespace
@@ -401,10 +491,18 @@ void CompiledModule::save(const std::string& dir) const {
 }
 
 CompiledModule build_module(const Graph& g, const Target& target, const BuildOptions& opt) {
-  Graph typed = opt.opt_level >= 1 ? optimize(g, opt.opt_level) : infer_types(g);
+  auto t0 = Clock::now();
+  TunedConfigs tuned(opt.tuning_records);
+  Graph typed = opt.opt_level >= 1 ? optimize(g, opt.opt_level, target, &tuned) : infer_types(g);
+  if (typed.output_names().empty() && typed.outputs().size() == g.outputs().size())
+    typed.set_output_names(g.output_names());
   KILN_USER_CHECK(!typed.outputs().empty()) << "build_module: the graph has no outputs";
-  ModuleBuilder b(typed, target, opt);
-  return b.build();
+  double optimize_ms = ms_since(t0);
+  ModuleBuilder b(typed, target, opt, &tuned);
+  CompiledModule m = b.build();
+  m.optimize_ms = optimize_ms;
+  if (!tuned.empty()) m.tuning_report = tuned.report();
+  return m;
 }
 
 CompiledModule compile_to_directory(const Graph& g, const Target& target, const BuildOptions& opt,

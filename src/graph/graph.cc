@@ -211,6 +211,12 @@ void Graph::set_outputs(std::vector<Entry> outs) {
   for (const Entry& e : outs) add_output(e);
 }
 
+void Graph::set_output_names(std::vector<std::string> names) {
+  KILN_USER_CHECK(names.empty() || names.size() == outputs_.size())
+      << "graph: " << names.size() << " output names for " << outputs_.size() << " outputs";
+  output_names_ = std::move(names);
+}
+
 std::vector<int> Graph::input_nodes() const {
   std::vector<int> r;
   for (int i = 0; i < num_nodes(); ++i)
@@ -298,6 +304,9 @@ void Graph::verify(const std::string& after) const {
           << n.outputs[0].str();
     }
   }
+  KILN_ICHECK(output_names_.empty() || output_names_.size() == outputs_.size())
+      << "graph" << where << ": " << output_names_.size() << " output names for " << outputs_.size()
+      << " outputs";
   for (const Entry& e : outputs_) {
     KILN_ICHECK(e.node >= 0 && e.node < num_nodes() && e.index >= 0 &&
                 e.index < node(e.node).num_outputs())

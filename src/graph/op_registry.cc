@@ -102,6 +102,8 @@ const OpRegistry& OpRegistry::global() {
     register_elemwise_ops(r);
     register_nn_ops(r);
     register_transform_ops(r);
+    register_layout_ops(r);
+    register_extra_ops(r);
     return r;
   }();
   return reg;

@@ -69,6 +69,19 @@ void register_elemwise_ops(OpRegistry& r) {
       {"softplus", topi::softplus},
       {"identity", topi::identity},
       {"logical_not", topi::logical_not},
+      {"sin", topi::sin},
+      {"cos", topi::cos},
+      {"tan", topi::tan},
+      {"asin", topi::asin},
+      {"acos", topi::acos},
+      {"atan", topi::atan},
+      {"sinh", topi::sinh},
+      {"cosh", topi::cosh},
+      {"asinh", topi::asinh},
+      {"acosh", topi::acosh},
+      {"atanh", topi::atanh},
+      {"round_even", topi::round_even},
+      {"isnan", topi::isnan},
   };
   for (const U& u : unaries) r.add(unary(u.name, u.f));
 

@@ -10,44 +10,15 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/pooling.h"
+#include "op_attrs.h"
 
 namespace kiln::graph {
 
 namespace {
 
 using Ints = std::vector<int64_t>;
-
-std::pair<int64_t, int64_t> pair_attr(const Attrs& a, const std::string& key,
-                                      const std::string& op) {
-  const Ints& v = a.get_ints(key);
-  KILN_USER_CHECK(v.size() == 2 || v.size() == 1)
-      << op << ": attribute '" << key << "' needs 1 or 2 values, got " << attr_value_str(v);
-  return {v[0], v.size() == 2 ? v[1] : v[0]};
-}
-
-topi::Conv2DParams conv_params(const Attrs& a) {
-  topi::Conv2DParams p;
-  std::tie(p.stride_h, p.stride_w) = pair_attr(a, "strides", "conv2d");
-  std::tie(p.dilation_h, p.dilation_w) = pair_attr(a, "dilation", "conv2d");
-  p.padding = topi::Padding2D::from(a.get_ints("padding"), "conv2d");
-  p.groups = a.get_int("groups");
-  return p;
-}
-
-topi::Pool2DAttrs pool_attrs(const Attrs& a, const std::string& op) {
-  topi::Pool2DAttrs p;
-  auto [kh, kw] = pair_attr(a, "pool_size", op);
-  auto [sh, sw] = pair_attr(a, "strides", op);
-  auto [dh, dw] = pair_attr(a, "dilation", op);
-  p.kernel = {kh, kw};
-  p.stride = {sh, sw};
-  p.dilation = {dh, dw};
-  topi::Padding2D pad = topi::Padding2D::from(a.get_ints("padding"), op);
-  p.padding = {pad.top, pad.left, pad.bottom, pad.right};
-  p.ceil_mode = a.get_int("ceil_mode") != 0;
-  if (a.has("count_include_pad")) p.count_include_pad = a.get_int("count_include_pad") != 0;
-  return p;
-}
+using detail::conv_params;
+using detail::pool_attrs;
 
 std::vector<te::Tensor> one(te::Tensor t) { return {std::move(t)}; }
 
@@ -143,13 +114,14 @@ void register_nn_ops(OpRegistry& r) {
                {"strides", AttrKind::kInts, Ints{1, 1}},
                {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
                {"dilation", AttrKind::kInts, Ints{1, 1}},
-               {"ceil_mode", AttrKind::kInt, int64_t{0}}};
+               {"ceil_mode", AttrKind::kInt, int64_t{0}},
+               {"layout", AttrKind::kString, std::string("NCHW")}};
     if (type == topi::PoolType::kAvg)
       p.attrs.push_back({"count_include_pad", AttrKind::kInt, int64_t{0}});
     std::string op = name;
     p.compute = [type, op](const std::vector<te::Tensor>& in, const Attrs& a,
                            const std::string& n) {
-      return one(topi::pool2d(in[0], type, pool_attrs(a, op), "NCHW", n));
+      return one(topi::pool2d(in[0], type, pool_attrs(a, op), a.get_string("layout"), n));
     };
     r.add(p);
   }
@@ -158,8 +130,9 @@ void register_nn_ops(OpRegistry& r) {
     OpDef p;
     p.name = name;
     p.pattern = topi::kPoolPattern;
-    p.compute = [type](const std::vector<te::Tensor>& in, const Attrs&, const std::string& n) {
-      return one(topi::global_pool2d(in[0], type, "NCHW", n));
+    p.attrs = {{"layout", AttrKind::kString, std::string("NCHW")}};
+    p.compute = [type](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+      return one(topi::global_pool2d(in[0], type, a.get_string("layout"), n));
     };
     r.add(p);
   }
@@ -179,5 +152,41 @@ void register_nn_ops(OpRegistry& r) {
   };
   r.add(lsm);
 }
+
+namespace detail {
+
+std::pair<int64_t, int64_t> pair_attr(const Attrs& a, const std::string& key,
+                                      const std::string& op) {
+  const Ints& v = a.get_ints(key);
+  KILN_USER_CHECK(v.size() == 2 || v.size() == 1)
+      << op << ": attribute '" << key << "' needs 1 or 2 values, got " << attr_value_str(v);
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+topi::Conv2DParams conv_params(const Attrs& a, const std::string& op) {
+  topi::Conv2DParams p;
+  std::tie(p.stride_h, p.stride_w) = pair_attr(a, "strides", op);
+  std::tie(p.dilation_h, p.dilation_w) = pair_attr(a, "dilation", op);
+  p.padding = topi::Padding2D::from(a.get_ints("padding"), op);
+  p.groups = a.has("groups") ? a.get_int("groups") : 1;
+  return p;
+}
+
+topi::Pool2DAttrs pool_attrs(const Attrs& a, const std::string& op) {
+  topi::Pool2DAttrs p;
+  auto [kh, kw] = pair_attr(a, "pool_size", op);
+  auto [sh, sw] = pair_attr(a, "strides", op);
+  auto [dh, dw] = pair_attr(a, "dilation", op);
+  p.kernel = {kh, kw};
+  p.stride = {sh, sw};
+  p.dilation = {dh, dw};
+  topi::Padding2D pad = topi::Padding2D::from(a.get_ints("padding"), op);
+  p.padding = {pad.top, pad.left, pad.bottom, pad.right};
+  p.ceil_mode = a.get_int("ceil_mode") != 0;
+  if (a.has("count_include_pad")) p.count_include_pad = a.get_int("count_include_pad") != 0;
+  return p;
+}
+
+}  // namespace detail
 
 }  // namespace kiln::graph

@@ -3,6 +3,7 @@
 // (or is "all").
 
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include "kiln/graph/transform.h"
@@ -11,8 +12,9 @@ namespace kiln::graph {
 
 namespace {
 
-Graph step(const char* name, Graph (*pass)(const Graph&), const Graph& g) {
+Graph step(const char* name, const std::function<Graph(const Graph&)>& pass, const Graph& g) {
   Graph r = pass(g);
+  if (r.outputs().size() == g.outputs().size()) r.set_output_names(g.output_names());
   r.verify(name);
   const char* dump = std::getenv("KILN_DUMP_AFTER");
   if (dump && (std::string(dump) == name || std::string(dump) == "all")) {
@@ -23,7 +25,7 @@ Graph step(const char* name, Graph (*pass)(const Graph&), const Graph& g) {
 
 }  // namespace
 
-Graph optimize(Graph g, int opt_level) {
+Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned) {
   g.verify("construction");
   g = step("infer_types", infer_types, g);
   if (opt_level < 1) return g;
@@ -31,8 +33,16 @@ Graph optimize(Graph g, int opt_level) {
   g = step("constant_folding", constant_folding, g);
   g = step("simplify", simplify, g);
   g = step("common_subexpression_elimination", common_subexpression_elimination, g);
+  g = step("fold_batch_norm", fold_batch_norm, g);
+  if (opt_level >= 2) {
+    g = step(
+        "alter_op_layout", [&](const Graph& x) { return alter_op_layout(x, target, tuned); }, g);
+    g = step("infer_types", infer_types, g);
+  }
   g = step("dead_code_elimination", dead_code_elimination, g);
   return g;
 }
+
+Graph optimize(Graph g, int opt_level) { return optimize(std::move(g), opt_level, Target::host()); }
 
 }  // namespace kiln::graph

@@ -2,6 +2,8 @@
 // while it walks the old graph in topological order.
 #pragma once
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kiln/graph/graph.h"
@@ -48,6 +50,40 @@ inline std::string describe_node(const Graph& g, int i) {
   std::string s = "node %" + std::to_string(i) + " (" + n.op;
   if (!n.name.empty()) s += " '" + n.name + "'";
   return s + ")";
+}
+
+/// Unique names for the constants a pass creates: "<base>" or, when taken (by a node of the old
+/// graph or an earlier call), "<base>_1", "<base>_2", …
+class NameGen {
+ public:
+  explicit NameGen(const Graph& old) {
+    for (const Node& n : old.nodes())
+      if (!n.is_op()) used_.insert(n.name);
+  }
+  std::string operator()(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; used_.count(name); ++k) name = base + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+/// Per node: the number of distinct op nodes reading it, plus one when it is a graph result.
+inline std::vector<int> use_counts(const Graph& g) {
+  std::vector<int> uses(static_cast<size_t>(g.num_nodes()), 0);
+  std::vector<int> last(static_cast<size_t>(g.num_nodes()), -1);
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    for (const Entry& e : g.node(i).inputs) {
+      if (last[static_cast<size_t>(e.node)] == i) continue;
+      last[static_cast<size_t>(e.node)] = i;
+      ++uses[static_cast<size_t>(e.node)];
+    }
+  }
+  for (const Entry& e : g.outputs()) ++uses[static_cast<size_t>(e.node)];
+  return uses;
 }
 
 }  // namespace kiln::graph::detail

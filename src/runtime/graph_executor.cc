@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -509,21 +510,52 @@ void GraphExecutor::set_input(int index, const NDArray& value) {
   g.input_set[index] = true;
 }
 
+namespace {
+
+void call_op(const GraphExecutor::Impl& g, const OpCall& op);
+
+}  // namespace
+
 void GraphExecutor::run() {
   Impl& g = get("run");
   for (size_t i = 0; i < g.input_names.size(); ++i) {
     KILN_USER_CHECK(g.input_set[i])
         << "run: input '" << g.input_names[i] << "' was not set (call set_input first)";
   }
-  for (const OpCall& op : g.ops) {
-    try {
-      op.fn.call_packed(op.args.data(), op.codes.data(), static_cast<int32_t>(op.args.size()));
-    } catch (const Error& err) {
-      KILN_ERROR << "run: node " << op.node << " ('" << g.nodes[op.node].name << "'), function '"
-                 << g.nodes[op.node].func_name << "': " << err.what();
+  for (const OpCall& op : g.ops) call_op(g, op);
+}
+
+std::vector<NodeTime> GraphExecutor::profile(int repeat) {
+  KILN_USER_CHECK(repeat >= 1) << "profile: repeat must be positive, got " << repeat;
+  run();  // checks the inputs; warms up
+  Impl& g = get("profile");
+  std::vector<NodeTime> r;
+  for (const OpCall& op : g.ops)
+    r.push_back({g.nodes[op.node].name, g.nodes[op.node].func_name, 0});
+  for (int k = 0; k < repeat; ++k) {
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      call_op(g, g.ops[i]);
+      r[i].ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+          repeat;
     }
   }
+  return r;
 }
+
+namespace {
+
+void call_op(const GraphExecutor::Impl& g, const OpCall& op) {
+  try {
+    op.fn.call_packed(op.args.data(), op.codes.data(), static_cast<int32_t>(op.args.size()));
+  } catch (const Error& err) {
+    KILN_ERROR << "run: node " << op.node << " ('" << g.nodes[op.node].name << "'), function '"
+               << g.nodes[op.node].func_name << "': " << err.what();
+  }
+}
+
+}  // namespace
 
 NDArray GraphExecutor::get_output(int index) const {
   const Impl& g = get("get_output");

@@ -18,15 +18,15 @@ te::Tensor unary(const te::Tensor& x, const std::string& op, const std::string& 
                  const std::function<Expr(Expr)>& f) {
   detail::const_shape(x, op);  // static shapes only
   return te::compute(
-      x->shape, [&](const std::vector<Var>& i) { return f(x(std::vector<Expr>(i.begin(), i.end()))); },
-      name, detail::tag_of(tag::kElemWise, op));
+      x->shape,
+      [&](const std::vector<Var>& i) { return f(x(std::vector<Expr>(i.begin(), i.end()))); }, name,
+      detail::tag_of(tag::kElemWise, op));
 }
 
 void require_float(const te::Tensor& x, const std::string& op) {
   KILN_USER_CHECK(x.defined()) << op << ": input tensor is undefined";
   KILN_USER_CHECK(x->dtype.is_float())
-      << op << ": needs a floating-point input, got " << x->dtype << " (tensor " << x.name()
-      << ")";
+      << op << ": needs a floating-point input, got " << x->dtype << " (tensor " << x.name() << ")";
 }
 
 te::Tensor float_unary(const te::Tensor& x, const std::string& op, const std::string& name,
@@ -130,6 +130,63 @@ te::Tensor cast(const te::Tensor& x, DataType dtype, const std::string& name) {
 }
 te::Tensor identity(const te::Tensor& x, const std::string& name) {
   return unary(x, "identity", name, [](Expr v) { return v; });
+}
+
+namespace {
+/// A pure math call the code generators lower by name (LLVM intrinsic or libm).
+Expr math_call(const char* fn, Expr v) {
+  DataType t = v.dtype();
+  return Call::make(t, fn, {std::move(v)}, CallKind::kPureIntrinsic);
+}
+}  // namespace
+
+te::Tensor sin(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "sin", name, [](Expr v) { return math_call("sin", v); });
+}
+te::Tensor cos(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "cos", name, [](Expr v) { return math_call("cos", v); });
+}
+te::Tensor tan(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "tan", name, [](Expr v) { return math_call("tan", v); });
+}
+te::Tensor asin(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "asin", name, [](Expr v) { return math_call("asin", v); });
+}
+te::Tensor acos(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "acos", name, [](Expr v) { return math_call("acos", v); });
+}
+te::Tensor atan(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "atan", name, [](Expr v) { return math_call("atan", v); });
+}
+te::Tensor sinh(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "sinh", name, [](Expr v) { return math_call("sinh", v); });
+}
+te::Tensor cosh(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "cosh", name, [](Expr v) { return math_call("cosh", v); });
+}
+te::Tensor asinh(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "asinh", name, [](Expr v) {
+    DataType t = v.dtype();
+    Expr a = ir::abs(v);
+    Expr y = ir::log(a + ir::sqrt(a * a + make_one(t)));
+    return select(v < make_zero(t), -y, y);
+  });
+}
+te::Tensor acosh(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "acosh", name,
+                     [](Expr v) { return ir::log(v + ir::sqrt(v * v - make_one(v.dtype()))); });
+}
+te::Tensor atanh(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "atanh", name, [](Expr v) {
+    DataType t = v.dtype();
+    return make_const(t, 0.5) * ir::log((make_one(t) + v) / (make_one(t) - v));
+  });
+}
+te::Tensor round_even(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "round_even", name, [](Expr v) { return math_call("nearbyint", v); });
+}
+te::Tensor isnan(const te::Tensor& x, const std::string& name) {
+  return float_unary(x, "isnan", name, [](Expr v) { return v != v; });
 }
 
 }  // namespace kiln::topi

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The kiln command line end to end: compile an ONNX model, run it on an .npy input written by
-# the test, check the output against the conformance reference, and the documented errors.
+# the test, check the output against the conformance reference, and the documented errors;
+# bench (text and --json), inspect (--graph, --fused, --tir with a real and a bad kernel name),
+# compare (a model whose optimized build agrees), the gemm demo, and bad flags.
 set -u
 KILN="$1"
 SUITE=/usr/share/libonnx-testdata/data/node
@@ -34,12 +36,126 @@ PY
   # A wrong input shape is refused with a message naming the input.
   "$KILN" run "$TMP/relu" --input y="$TMP/x.npy" >"$TMP/log" 2>&1 && fail "unknown input accepted"
   grep -q "x" "$TMP/log" || fail "unknown-input error does not list the inputs: $(cat "$TMP/log")"
-  # An unsupported operator is named with its domain, opset and node.
-  "$KILN" compile "$SUITE/test_lrn/model.onnx" -o "$TMP/lrn" >"$TMP/log" 2>&1 && fail "LRN accepted"
-  grep -q "LRN (domain ai.onnx, opset" "$TMP/log" || fail "unsupported-op message: $(cat "$TMP/log")"
 fi
+# An unsupported operator is named with its domain, opset and node.
+/usr/bin/python3 - "$TMP/unsupported.onnx" <<'PY' || fail "could not write the unsupported-op model"
+import sys, onnx
+from onnx import helper, TensorProto
+n = helper.make_node("Frobnicate", ["x"], ["y"], name="frob")
+g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+"$KILN" compile "$TMP/unsupported.onnx" -o "$TMP/unsupported" >"$TMP/log" 2>&1 && fail "Frobnicate accepted"
+grep -q "Frobnicate (domain ai.onnx, opset 13, node 'frob')" "$TMP/log" || fail "unsupported-op message: $(cat "$TMP/log")"
 # A truncated file.
 head -c 20 "$KILN" >"$TMP/bad.onnx"
 "$KILN" compile "$TMP/bad.onnx" -o "$TMP/bad" >"$TMP/log" 2>&1 && fail "garbage accepted"
 grep -q "is not a valid ONNX model\|is not an ONNX model" "$TMP/log" || fail "bad-file message: $(cat "$TMP/log")"
+
+# A small CNN written with ONNX's helper API: conv 3x3 + relu, a 1x1 conv, a residual add,
+# global average pool, flatten, gemm. Node names are set, so `compare` can match groups.
+/usr/bin/python3 - "$TMP/small.onnx" <<'PY' || fail "could not write the small model (onnx helper)"
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+rng = np.random.default_rng(0)
+def init(name, *shape):
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+    helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+    helper.make_node("Add", ["c2", "r1"], ["a"], name="add"),
+    helper.make_node("Relu", ["a"], ["r2"], name="relu2"),
+    helper.make_node("GlobalAveragePool", ["r2"], ["p"], name="pool"),
+    helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+    helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], name="fc", transB=1),
+]
+g = helper.make_graph(nodes, "small",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+    [init("w1", 16, 3, 3, 3), init("b1", 16), init("w2", 16, 16, 1, 1), init("w3", 10, 16),
+     init("b3", 10)])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+PY
+SMALL="$TMP/small.onnx"
+
+# bench: compiles a model file (compile time reported), median/min/max, --json.
+"$KILN" bench "$SMALL" --threads 1 --repeat 5 --warmup 1 --json "$TMP/bench.json" >"$TMP/log" 2>&1 || fail "bench: $(cat "$TMP/log")"
+grep -q "compiled .* in [0-9]* ms (opt-level 2): [0-9]* kernels; memory plan:" "$TMP/log" || fail "bench compile line: $(cat "$TMP/log")"
+grep -q "latency over 5 runs (1 warm-up), 1 thread(s): median [0-9.]* ms, min [0-9.]* ms, max [0-9.]* ms" "$TMP/log" || fail "bench latency line: $(cat "$TMP/log")"
+/usr/bin/python3 - "$TMP/bench.json" "$SMALL" <<'PY' || fail "bench --json: $(cat "$TMP/bench.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["model"] == sys.argv[2] and r["threads"] == 1 and r["repeat"] == 5, r
+assert 0 < r["min_ms"] <= r["median_ms"] <= r["max_ms"], r
+assert r["compile_ms"] > 0 and r["kernels"] >= 1 and r["memory_plan_bytes"] > 0, r
+PY
+# bench on a compiled module directory: no compile time; compile options are refused.
+"$KILN" compile "$SMALL" -o "$TMP/small" >"$TMP/log" 2>&1 || fail "compile small: $(cat "$TMP/log")"
+"$KILN" bench "$TMP/small" --repeat 3 --json "$TMP/bench2.json" >"$TMP/log" 2>&1 || fail "bench dir: $(cat "$TMP/log")"
+grep -q "module $TMP/small: [0-9]* kernels" "$TMP/log" || fail "bench dir line: $(cat "$TMP/log")"
+grep -q '"compile_ms": null' "$TMP/bench2.json" || fail "bench dir json: $(cat "$TMP/bench2.json")"
+"$KILN" bench "$TMP/small" --opt-level 0 >"$TMP/log" 2>&1 && fail "bench dir --opt-level accepted"
+grep -q "\-\-opt-level applies to a model file, not to the compiled module" "$TMP/log" || fail "bench dir --opt-level message: $(cat "$TMP/log")"
+"$KILN" bench "$TMP/nothing.onnx" >"$TMP/log" 2>&1 && fail "missing model accepted"
+grep -q "model file '$TMP/nothing.onnx' does not exist" "$TMP/log" || fail "missing-model message: $(cat "$TMP/log")"
+"$KILN" bench "$SMALL" --threads 0 >"$TMP/log" 2>&1 && fail "--threads 0 accepted"
+grep -q "threads" "$TMP/log" || fail "--threads 0 message: $(cat "$TMP/log")"
+"$KILN" bench "$SMALL" --repeat x >"$TMP/log" 2>&1 && fail "--repeat x accepted"
+grep -q "repeat" "$TMP/log" || fail "--repeat x message: $(cat "$TMP/log")"
+
+# inspect: summary, --graph, --fused, --tir with a real kernel name and a bad one.
+"$KILN" inspect "$SMALL" >"$TMP/log" 2>&1 || fail "inspect: $(cat "$TMP/log")"
+grep -q "graph: [0-9]* nodes after optimization" "$TMP/log" && grep -q "kernels: [0-9]* functions for [0-9]* fused groups" "$TMP/log" \
+  && grep -q "memory plan: " "$TMP/log" || fail "inspect summary: $(cat "$TMP/log")"
+"$KILN" inspect "$SMALL" --graph >"$TMP/graph.txt" 2>&1 || fail "inspect --graph: $(cat "$TMP/graph.txt")"
+grep -q "= input x : float32\[1, 3, 16, 16\]" "$TMP/graph.txt" && grep -q "conv2d[a-z_]*(.*# conv1" "$TMP/graph.txt" \
+  && grep -q "^output %" "$TMP/graph.txt" || fail "inspect --graph: $(cat "$TMP/graph.txt")"
+"$KILN" inspect "$SMALL" --fused >"$TMP/fused.txt" 2>&1 || fail "inspect --fused: $(cat "$TMP/fused.txt")"
+grep -q "^fused_[a-z0-9_]* (x[0-9]*): {.*relu" "$TMP/fused.txt" && grep -q "^memory plan: .*(no sharing: " "$TMP/fused.txt" \
+  || fail "inspect --fused: $(cat "$TMP/fused.txt")"
+# A fused group holds several ops: conv1's group also holds relu1 (fusion at opt-level 2).
+grep -q "{conv2d[a-z_]* %[0-9]*, .*relu %[0-9]*}" "$TMP/fused.txt" || fail "no fused conv+relu group: $(cat "$TMP/fused.txt")"
+KERNEL=$(grep -o "^fused_conv2d[a-z_]*_[0-9]*" "$TMP/fused.txt" | head -1)
+[ -n "$KERNEL" ] || fail "no conv2d kernel in --fused: $(cat "$TMP/fused.txt")"
+"$KILN" inspect "$SMALL" --tir "$KERNEL" >"$TMP/tir.txt" 2>&1 || fail "inspect --tir: $(cat "$TMP/tir.txt")"
+grep -q "^func $KERNEL(" "$TMP/tir.txt" && grep -q "for (" "$TMP/tir.txt" || fail "inspect --tir: $(cat "$TMP/tir.txt")"
+"$KILN" inspect "$SMALL" --tir no_such_kernel >"$TMP/log" 2>&1 && fail "bad --tir name accepted"
+grep -q "\-\-tir 'no_such_kernel': the model has no kernel of that name; its kernels: .*$KERNEL" "$TMP/log" \
+  || fail "bad --tir message: $(cat "$TMP/log")"
+"$KILN" inspect "$SMALL" --graph --fused >"$TMP/log" 2>&1 && fail "--graph --fused accepted"
+grep -q "excludes" "$TMP/log" || fail "--graph --fused message: $(cat "$TMP/log")"
+"$KILN" inspect builtin:nope >"$TMP/log" 2>&1 && fail "unknown built-in accepted"
+grep -q "unknown built-in model 'nope'; the built-in models: resnet18" "$TMP/log" || fail "built-in message: $(cat "$TMP/log")"
+
+# compare: the optimized small model agrees with opt-level 0, group by group.
+"$KILN" compare "$SMALL" --seed 3 >"$TMP/log" 2>&1; rc=$?
+[ $rc -eq 0 ] || fail "compare exit code $rc: $(cat "$TMP/log")"
+grep -q "^AGREE" "$TMP/log" && grep -q "^[1-9][0-9]* groups compared" "$TMP/log" \
+  && grep -q "output y float32\[1, 10\]: max abs error" "$TMP/log" || fail "compare output: $(cat "$TMP/log")"
+# -v lists every group; the convolutions' blocked outputs [1, 1, 16, 16, 16] are converted back
+# to [1, 16, 16, 16] before comparing (a wrong conversion would not agree).
+"$KILN" compare "$SMALL" -v >"$TMP/log" 2>&1 || fail "compare -v: $(cat "$TMP/log")"
+grep -q "^  agree  r1 (fused_conv2d[a-z_]*_[0-9]*) float32\[.*\] vs float32\[1, 16, 16, 16\]: max abs error" "$TMP/log" \
+  || fail "compare -v output: $(cat "$TMP/log")"
+# With zero tolerance the built-in ResNet-18's first group differs in rounding (batch norm is
+# folded into the convolution's weights at opt-level 2): named with its ops, exit code 1.
+"$KILN" compare builtin:resnet18 --input-shape data=1,3,32,32 --rtol 0 --atol 0 >"$TMP/log" 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "compare with zero tolerance: exit code $rc, expected 1: $(cat "$TMP/log")"
+grep -q "^DIFFER: first group whose output differs: 'relu' (kernel fused_conv2d[a-z_]*_[0-9]*, after 0 groups that agree)" "$TMP/log" \
+  && grep -q "^    %[0-9]* = conv2d[a-z_]*(.*# conv1$" "$TMP/log" && grep -q "max abs error .*; worst element \[0, " "$TMP/log" \
+  || fail "compare DIFFER output: $(cat "$TMP/log")"
+"$KILN" compare "$TMP/nothing.onnx" >"$TMP/log" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "compare on a missing file: exit code $rc, expected 2: $(cat "$TMP/log")"
+"$KILN" compare "$SMALL" --rtol -1 >"$TMP/log" 2>&1 && fail "negative --rtol accepted"
+grep -q "rtol" "$TMP/log" || fail "--rtol message: $(cat "$TMP/log")"
+
+# The paper's matrix product stays reachable as `demo --gemm`; ResNet options are refused there.
+"$KILN" demo --gemm --size 128 --threads 1 --out "$TMP/demo" >"$TMP/log" 2>&1 || fail "demo --gemm: $(cat "$TMP/log")"
+grep -q "Max relative error vs naive C++ reference" "$TMP/log" || fail "demo --gemm output: $(cat "$TMP/log")"
+"$KILN" demo --size 128 >"$TMP/log" 2>&1 && fail "demo --size without --gemm accepted"
+grep -q "\-\-size is an option of \`kiln demo --gemm\`" "$TMP/log" || fail "demo --size message: $(cat "$TMP/log")"
 echo "cli: ok"

@@ -85,10 +85,14 @@ TEST(BuildModule, ConvNetMatchesNaiveReference) {
   g.add_output(g.add_op("softmax", {d}, {}, "prob"));
 
   CompiledModule m = build_module(g, Target::host());
-  EXPECT_EQ(m.num_kernels, 5);  // fused: {conv2d, add, relu}, pool, flatten, dense, softmax
+  // Layout alteration (8 output channels: NCHW8c) and fusion: {data → NCHW3c}, {conv2d_nchwc,
+  // add, relu}, pool (blocked), {→ NCHW, flatten}, dense_packed over a 16-wide panel,
+  // {slice to 5 columns, bias add}, softmax.
+  EXPECT_EQ(m.num_kernels, 7);
   std::set<std::string> pnames;
   for (const auto& [k, v] : m.params) pnames.insert(k);
-  EXPECT_EQ(pnames, (std::set<std::string>{"conv.bias", "conv.weight", "fc.bias", "fc.weight"}));
+  EXPECT_EQ(pnames, (std::set<std::string>{"conv.bias_NCHW8c", "conv.weight_packed", "fc.bias",
+                                           "fc.weight_packed"}));
   std::string dir = temp_dir("convnet");
   m.save(dir);
   EXPECT_TRUE(std::filesystem::exists(dir + "/lib.so"));
@@ -97,7 +101,7 @@ TEST(BuildModule, ConvNetMatchesNaiveReference) {
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(dir);
   EXPECT_EQ(ex.input_names(), std::vector<std::string>{"data"});
   EXPECT_EQ(ex.output_names(), std::vector<std::string>{"prob"});
-  EXPECT_EQ(ex.num_op_nodes(), 5);
+  EXPECT_EQ(ex.num_op_nodes(), 7);
   NDArray xv = random_array({N, C, H, W}, rng);
   ex.set_input("data", xv);
   ex.run();

@@ -156,13 +156,18 @@ TEST(Optimize, Recipe) {
   Entry s = g.add_op("add", {d1, d2});
   Entry bias = g.add_op("exp", {g.add_constant("b", iota({4}, 0, 0))});  // folds to ones
   g.add_output(g.add_op("multiply", {s, bias}));                         // x·1 after folding
-  Graph r = optimize(g, 2);
+  Graph r = optimize(g, 1);
   EXPECT_EQ(r.str(),
             "%0 = input x : float32[1, 4]\n"
             "%1 = constant w : float32[4, 4]\n"
             "%2 = dense(%0, %1) : float32[1, 4]\n"
             "%3 = add(%2, %2) : float32[1, 4]\n"
             "output %3\n");
+  // Level 2 adds layout alteration: the weights are packed into a 16-wide panel (zero past
+  // row 4), the product computed over it and sliced.
+  Graph r2 = optimize(g, 2);
+  EXPECT_NE(r2.str().find("dense_packed(%0, %1, units=16) : float32[1, 16]"), std::string::npos)
+      << r2.str();
   EXPECT_EQ(optimize(g, 0).num_nodes(), g.num_nodes());
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/autotune/record.h"
 #include "kiln/graph/graph.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
@@ -75,6 +76,24 @@ struct BuildOptions {
   int opt_level = 2;
   /// Groups with the same op, attributes and input types share one compiled function.
   bool share_kernels = true;
+  /// Keep, per kernel, its group and its lowered loop program (CompiledModule::kernels), and
+  /// the optimized graph's text (`kiln inspect`).
+  bool keep_ir = false;
+  /// Debugging (`kiln compare`): every group's outputs also become graph outputs, named after
+  /// the group's last node (its node name, else "<op><index>"), so a run exposes every
+  /// intermediate result. Their layout is the group's (NCHW[x]c after layout alteration).
+  bool debug_outputs = false;
+  /// Records of a tuning log (autotune/record.h, `kiln compile --tuning-log`): each tunable
+  /// workload (tuning.h) uses its best record for this target and template version, else its
+  /// default config; CompiledModule::tuning_report says which.
+  std::vector<autotune::Record> tuning_records;
+};
+
+/// What `keep_ir` keeps of one compiled kernel.
+struct KernelInfo {
+  std::string func_name;  ///< the function in lib
+  std::string group;      ///< its op nodes: "{conv2d %2, add %4, relu %5}"
+  std::string tir;        ///< the lowered loop program (tir::to_string)
 };
 
 /// A compiled model: the three parts of a module directory.
@@ -84,6 +103,16 @@ struct CompiledModule {
   std::map<std::string, runtime::NDArray> params;  ///< the constants, by name
   MemoryPlan memory;                               ///< the plan graph_json carries
   int num_kernels = 0;                             ///< distinct compiled functions
+  /// With BuildOptions::keep_ir: the optimized graph's text (after every graph pass) and one
+  /// entry per distinct kernel, in compilation order.
+  std::string graph_text;
+  std::vector<KernelInfo> kernels;
+  /// Where the compile time went, in milliseconds: the graph passes, building and lowering the
+  /// kernels' loop programs, and code generation (LLVM) with linking.
+  double optimize_ms = 0, lower_ms = 0, codegen_ms = 0;
+  /// With tuning_records: a summary line, then one line per tunable workload (tuned or default,
+  /// and how many records were used or ignored and why).
+  std::vector<std::string> tuning_report;
 
   /// Writes DIR/graph.json, DIR/lib.so and DIR/params.bin (creating DIR). Throws kiln::Error
   /// naming the path on failure.

@@ -157,6 +157,11 @@ class Graph {
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   /// The graph's results.
   const std::vector<Entry>& outputs() const { return outputs_; }
+  /// Names of the results (e.g. the ONNX graph's output names), one per result, or empty for
+  /// none: the compiled module's outputs (and `kiln run`'s .npy files) are named after them.
+  /// The optimizer keeps them across passes; a user error when the count differs.
+  void set_output_names(std::vector<std::string> names);
+  const std::vector<std::string>& output_names() const { return output_names_; }
   /// Indices of the input nodes, in graph order.
   std::vector<int> input_nodes() const;
   /// Indices of the constant nodes, in graph order.
@@ -182,6 +187,7 @@ class Graph {
 
   std::vector<Node> nodes_;
   std::vector<Entry> outputs_;
+  std::vector<std::string> output_names_;
 };
 
 /// The type of a constant's value.

@@ -98,5 +98,9 @@ TensorType tensor_type(const te::Tensor& t);
 void register_elemwise_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_transform_ops(OpRegistry& r);
+/// Blocked-layout (NCHW[x]c) convolutions, weight packing and layout transforms (ops_layout.cc).
+void register_layout_ops(OpRegistry& r);
+/// Sequence models, transposed convolution, resize and the other ONNX-driven ops (ops_extra.cc).
+void register_extra_ops(OpRegistry& r);
 
 }  // namespace kiln::graph

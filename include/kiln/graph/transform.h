@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "kiln/graph/graph.h"
+#include "kiln/target/target.h"
 
 namespace kiln::graph {
+
+class TunedConfigs;  // tuning.h
 
 /// Type/shape inference. Requires: nothing. Guarantees: every op's attributes are checked
 /// against its schema and completed with defaults, and every output has its type. Errors
@@ -43,6 +46,25 @@ Graph constant_folding(const Graph& g);
 /// dead_code_elimination.
 Graph simplify(const Graph& g);
 
+/// Batch-norm folding (src/graph/fold_batch_norm.cc): an inference batch_norm with constant
+/// float32 parameters becomes multiply(x, s) → add(·, t) with per-channel constants (the add
+/// keeps the batch_norm's name); then a multiply by a per-output-channel constant of a conv2d's
+/// output — directly, or after a per-channel constant add (a conv bias) — is folded into the
+/// convolution's weights (and that bias). Intermediate nodes must have no other reader and not
+/// be graph results. The replaced constants are left for dead_code_elimination.
+Graph fold_batch_norm(const Graph& g);
+
+/// Layout alteration for `target`'s CPU (src/graph/alter_layout.cc): conv2d with constant
+/// weights → conv2d_nchwc (groups 1) or depthwise_conv2d_nchwc (depthwise, multiplier 1) on
+/// NCHW<b>c tensors with weights packed at compile time, dense with constant weights →
+/// dense_packed; blocks from the templates' default configs. Element-wise / broadcast ops and
+/// pooling on blocked tensors stay blocked (per-channel constants re-laid out); other ops and
+/// the graph's results get NCHW operands. layout_transform nodes appear only where producer and
+/// consumer layouts differ, one per (tensor, layout). Node names are kept.
+/// With `tuned` (non-empty), a workload's block sizes come from its best logged config
+/// (tuning.h) instead of the default.
+Graph alter_op_layout(const Graph& g, const Target& target, TunedConfigs* tuned = nullptr);
+
 /// Operator fusion (src/graph/fuse.cc; the TVM paper, section 3). Partitions the op nodes of
 /// a typed graph into groups, each compiled into ONE kernel by build_module. Returns the groups
 /// in order of their first node; each lists op-node indices in topological order, and every op
@@ -67,9 +89,12 @@ std::vector<std::vector<int>> partition_unfused(const Graph& g);
 std::string groups_str(const Graph& g, const std::vector<std::vector<int>>& groups);
 
 /// The recipe: opt_level 0 runs infer_types only; >= 1 runs infer_types, simplify,
-/// constant_folding, simplify, common_subexpression_elimination, dead_code_elimination.
-/// Every step is verified; `KILN_DUMP_AFTER=<pass name>` (or `all`) prints the graph after
-/// that pass to stderr.
+/// constant_folding, simplify, common_subexpression_elimination, fold_batch_norm; >= 2 then
+/// alter_op_layout for `target` (and infer_types to check it); finally
+/// dead_code_elimination. Every step is verified; `KILN_DUMP_AFTER=<pass name>` (or `all`)
+/// prints the graph after that pass to stderr.
+Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned = nullptr);
+/// optimize for the host CPU.
 Graph optimize(Graph g, int opt_level = 2);
 
 }  // namespace kiln::graph

@@ -41,6 +41,13 @@ struct TensorInfo {
   DataType dtype;
 };
 
+/// The mean time of one op node over a profile() run.
+struct NodeTime {
+  std::string name;       ///< the node's name
+  std::string func_name;  ///< the function it calls
+  double ms = 0;          ///< mean milliseconds per call
+};
+
 class GraphExecutor {
  public:
   GraphExecutor() = default;
@@ -66,6 +73,9 @@ class GraphExecutor {
 
   /// Runs every node once, in order. A kernel's error is rethrown naming the node and function.
   void run();
+  /// Runs the graph once to warm up, then `repeat` more times timing each op node; returns the
+  /// op nodes in execution order with their mean times (`kiln inspect --profile`).
+  std::vector<NodeTime> profile(int repeat = 10);
 
   /// A copy of graph output `index` (valid after run()).
   NDArray get_output(int index) const;

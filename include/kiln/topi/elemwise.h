@@ -56,6 +56,27 @@ te::Tensor softplus(const te::Tensor& x, const std::string& name = "softplus");
 /// clip(alpha x + beta, 0, 1) (ONNX HardSigmoid defaults). pattern: elemwise
 te::Tensor hard_sigmoid(const te::Tensor& x, double alpha = 0.2, double beta = 0.5,
                         const std::string& name = "hard_sigmoid");
+/// sin, cos, tan, asin, acos, atan, sinh, cosh (libm / LLVM intrinsics) and asinh, acosh,
+/// atanh (from log and sqrt), float only. pattern: elemwise
+te::Tensor sin(const te::Tensor& x, const std::string& name = "sin");
+te::Tensor cos(const te::Tensor& x, const std::string& name = "cos");
+te::Tensor tan(const te::Tensor& x, const std::string& name = "tan");
+te::Tensor asin(const te::Tensor& x, const std::string& name = "asin");
+te::Tensor acos(const te::Tensor& x, const std::string& name = "acos");
+te::Tensor atan(const te::Tensor& x, const std::string& name = "atan");
+te::Tensor sinh(const te::Tensor& x, const std::string& name = "sinh");
+te::Tensor cosh(const te::Tensor& x, const std::string& name = "cosh");
+/// sign(x) log(|x| + sqrt(x² + 1)). pattern: elemwise
+te::Tensor asinh(const te::Tensor& x, const std::string& name = "asinh");
+/// log(x + sqrt(x² - 1)) (NaN below 1). pattern: elemwise
+te::Tensor acosh(const te::Tensor& x, const std::string& name = "acosh");
+/// log((1 + x) / (1 - x)) / 2. pattern: elemwise
+te::Tensor atanh(const te::Tensor& x, const std::string& name = "atanh");
+/// Rounds half to even (numpy / ONNX Round; the default floating-point rounding mode).
+/// pattern: elemwise
+te::Tensor round_even(const te::Tensor& x, const std::string& name = "round_even");
+/// x != x as bool (float only). pattern: elemwise
+te::Tensor isnan(const te::Tensor& x, const std::string& name = "isnan");
 /// Converts to `dtype` (float to int truncates toward zero; to bool is x != 0).
 /// pattern: elemwise
 te::Tensor cast(const te::Tensor& x, DataType dtype, const std::string& name = "cast");

@@ -7,263 +7,10 @@
 // from constants only (Shape → Slice → Concat → Reshape chains) are constant-folded on demand.
 // Operators the graph registry lacks are composed from its ops: ArgMax, GatherElements and the
 // losses with one-hot masks (equal against an index constant, where, sum), CumSum as a product
-// with a triangular mask, integer Mod exactly in float64.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <functional>
-#include <limits>
-#include <optional>
-#include <set>
-#include <sstream>
+// with a triangular mask. Further families live in convert_<family>.cc (converter.h lists them).
+#include "converter.h"
 
-#include "kiln/frontend/onnx.h"
-#include "kiln/graph/transform.h"
-#include "kiln/ir/op.h"
-#include "kiln/support/error.h"
-
-namespace kiln::frontend {
-
-namespace {
-
-using graph::Attrs;
-using graph::Entry;
-using Ints = std::vector<int64_t>;
-
-class Converter {
- public:
-  Converter(const OnnxModel& m, const ImportOptions& opt) : m_(m), opt_(opt) {}
-
-  graph::Graph run();
-
-  // --- what converters use
-  const OnnxNode* node = nullptr;
-  int64_t opset = 0;
-
-  std::string where() const {
-    return "'" + m_.path + "', node '" + node->name + "' (" + node->op_type + ")";
-  }
-  bool has_input(size_t i) const { return i < node->inputs.size() && !node->inputs[i].empty(); }
-  Entry in(size_t i) const {
-    KILN_USER_CHECK(has_input(i)) << where() << ": input " << i << " is required";
-    return values_.at(node->inputs[i]);
-  }
-  /// The value of input i when it is a constant (initializer or Constant node) or computed
-  /// from constants only (then folded at import time).
-  const runtime::NDArray* const_input(size_t i) const {
-    if (!has_input(i)) return nullptr;
-    return folded(in(i));
-  }
-  /// The value of `e` when it depends on constants only: the sub-graph producing it is typed and
-  /// constant-folded (compiled and run on the host). Null when it depends on a graph input or
-  /// cannot be folded.
-  const runtime::NDArray* folded(Entry e) const {
-    const graph::Node& n = g_.node(e.node);
-    if (n.is_constant()) return &n.value;
-    if (n.is_input()) return nullptr;
-    auto it = folded_.find(e);
-    if (it != folded_.end()) return it->second ? &*it->second : nullptr;
-    std::optional<runtime::NDArray>& slot = folded_[e];
-    std::set<int> seen;
-    std::vector<int> stack{e.node};
-    while (!stack.empty()) {
-      int k = stack.back();
-      stack.pop_back();
-      if (!seen.insert(k).second) continue;
-      const graph::Node& m = g_.node(k);
-      if (m.is_input()) return nullptr;
-      for (const Entry& x : m.inputs) stack.push_back(x.node);
-    }
-    graph::Graph sub;
-    std::map<int, int> remap;
-    for (int k : seen) {
-      graph::Node copy = g_.node(k);
-      for (Entry& x : copy.inputs) x.node = remap.at(x.node);
-      remap[k] = sub.add_node(std::move(copy));
-    }
-    sub.set_outputs({Entry{remap.at(e.node), e.index}});
-    try {
-      graph::Graph f = graph::constant_folding(graph::infer_types(sub));
-      const graph::Node& out = f.node(f.outputs()[0].node);
-      if (out.is_constant()) slot = out.value;
-    } catch (const Error&) {
-      slot.reset();
-    }
-    return slot ? &*slot : nullptr;
-  }
-  /// The type of `e` from infer_types over the graph built so far; nullopt when the graph
-  /// cannot be typed.
-  std::optional<graph::TensorType> known_type(Entry e) const {
-    if (typed_n_ != g_.num_nodes()) {
-      typed_n_ = g_.num_nodes();
-      try {
-        typed_ = graph::infer_types(g_);
-        typed_ok_ = true;
-      } catch (const Error&) {
-        typed_ok_ = false;
-      }
-    }
-    if (!typed_ok_) return std::nullopt;
-    return typed_.type_of(e);
-  }
-  /// The type of input i; a user error naming the node when it cannot be inferred.
-  graph::TensorType type_in(size_t i) const {
-    std::optional<graph::TensorType> t = known_type(in(i));
-    KILN_USER_CHECK(t && t->known())
-        << where() << ": the type of input " << i << " cannot be inferred";
-    return *t;
-  }
-  Ints const_ints(size_t i, const char* what) const {
-    const runtime::NDArray* a = const_input(i);
-    KILN_USER_CHECK(a) << where() << ": input " << i << " (" << what
-                       << ") must be a constant; computed values are not supported yet";
-    Ints out;
-    for (int64_t k = 0; k < a->numel(); ++k) {
-      if (a->dtype() == DataType::Int(64))
-        out.push_back(a->data_as<int64_t>()[k]);
-      else if (a->dtype() == DataType::Int(32))
-        out.push_back(a->data_as<int32_t>()[k]);
-      else
-        KILN_ERROR << where() << ": input " << i << " (" << what << ") must be int32/int64";
-    }
-    return out;
-  }
-  double const_scalar(size_t i, const char* what) const {
-    const runtime::NDArray* a = const_input(i);
-    KILN_USER_CHECK(a && a->numel() == 1)
-        << where() << ": input " << i << " (" << what << ") must be a constant scalar";
-    DataType t = a->dtype();
-    if (t == DataType::Float(32)) return a->data_as<float>()[0];
-    if (t == DataType::Float(64)) return a->data_as<double>()[0];
-    if (t == DataType::Int(8)) return a->data_as<int8_t>()[0];
-    if (t == DataType::UInt(8)) return a->data_as<uint8_t>()[0];
-    if (t == DataType::Int(16)) return a->data_as<int16_t>()[0];
-    if (t == DataType::Int(32)) return a->data_as<int32_t>()[0];
-    if (t == DataType::Int(64)) return static_cast<double>(a->data_as<int64_t>()[0]);
-    KILN_ERROR << where() << ": input " << i << " (" << what << ") has unsupported type " << t;
-  }
-  bool has_attr(const char* name) const { return node->attrs.count(name) != 0; }
-  int64_t attr_int(const char* name, int64_t dflt) const {
-    auto it = node->attrs.find(name);
-    if (it == node->attrs.end()) return dflt;
-    const int64_t* v = std::get_if<int64_t>(&it->second);
-    KILN_USER_CHECK(v) << where() << ": attribute '" << name << "' must be an int";
-    return *v;
-  }
-  double attr_float(const char* name, double dflt) const {
-    auto it = node->attrs.find(name);
-    if (it == node->attrs.end()) return dflt;
-    if (const double* v = std::get_if<double>(&it->second)) return *v;
-    if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
-    KILN_ERROR << where() << ": attribute '" << name << "' must be a float";
-  }
-  Ints attr_ints(const char* name, Ints dflt) const {
-    auto it = node->attrs.find(name);
-    if (it == node->attrs.end()) return dflt;
-    const Ints* v = std::get_if<Ints>(&it->second);
-    KILN_USER_CHECK(v) << where() << ": attribute '" << name << "' must be a list of ints";
-    return *v;
-  }
-  std::string attr_string(const char* name, const std::string& dflt) const {
-    auto it = node->attrs.find(name);
-    if (it == node->attrs.end()) return dflt;
-    const std::string* v = std::get_if<std::string>(&it->second);
-    KILN_USER_CHECK(v) << where() << ": attribute '" << name << "' must be a string";
-    return *v;
-  }
-  void unsupported_if(bool cond, const std::string& what) const {
-    KILN_USER_CHECK(!cond) << where() << ": " << what << " is not supported yet";
-  }
-  Entry op(const std::string& name, std::vector<Entry> inputs, Attrs attrs = {}) {
-    return g_.add_op(name, std::move(inputs), std::move(attrs), unique_name(node->name));
-  }
-  Entry constant(const std::string& hint, runtime::NDArray v) {
-    return g_.add_constant(unique_name(node->name + "." + hint), std::move(v));
-  }
-  /// Element type of an entry when known (inferred), else Void.
-  DataType dtype_of(Entry e) const {
-    const graph::Node& n = g_.node(e.node);
-    if (n.is_constant()) return n.value.dtype();
-    if (n.is_input() && !n.outputs.empty()) return n.outputs[0].dtype;
-    std::optional<graph::TensorType> t = known_type(e);
-    return t ? t->dtype : DataType::Void();
-  }
-  /// Rank of an entry when its type is known (inferred), else -1.
-  int rank_of(Entry e) const {
-    const graph::Node& n = g_.node(e.node);
-    if (n.is_constant()) return n.value.ndim();
-    if (n.is_input() && !n.outputs.empty()) return static_cast<int>(n.outputs[0].shape.size());
-    std::optional<graph::TensorType> t = known_type(e);
-    return t && t->known() ? static_cast<int>(t->shape.size()) : -1;
-  }
-  /// A constant scalar (or tensor of `shape`) of type `t` holding `v` everywhere.
-  Entry fill(const std::string& hint, double v, DataType t, Ints shape = {}) {
-    runtime::NDArray a = runtime::NDArray::empty(shape, t);
-    for (int64_t k = 0; k < a.numel(); ++k) set_elem(a, k, v);
-    return constant(hint, a);
-  }
-  /// Stores `v` into element k of `a`, converted to its type.
-  void set_elem(runtime::NDArray& a, int64_t k, double v) const {
-    DataType t = a.dtype();
-    if (t == DataType::Float(32))
-      a.data_as<float>()[k] = static_cast<float>(v);
-    else if (t == DataType::Float(64))
-      a.data_as<double>()[k] = v;
-    else if (t == DataType::Int(8))
-      a.data_as<int8_t>()[k] = static_cast<int8_t>(v);
-    else if (t == DataType::Int(16))
-      a.data_as<int16_t>()[k] = static_cast<int16_t>(v);
-    else if (t == DataType::Int(32))
-      a.data_as<int32_t>()[k] = static_cast<int32_t>(v);
-    else if (t == DataType::Int(64))
-      a.data_as<int64_t>()[k] = static_cast<int64_t>(v);
-    else if (t == DataType::UInt(8) || t.is_bool())
-      a.data_as<uint8_t>()[k] = static_cast<uint8_t>(v);
-    else
-      KILN_ERROR << where() << ": constants of type " << t << " are not supported yet";
-  }
-
- private:
-  std::string unique_name(const std::string& base) {
-    std::string n = base;
-    for (int k = 1; used_.count(n); ++k) n = base + "_" + std::to_string(k);
-    used_.insert(n);
-    return n;
-  }
-
-  const OnnxModel& m_;
-  const ImportOptions& opt_;
-  graph::Graph g_;
-  std::map<std::string, Entry> values_;
-  std::set<std::string> used_;
-  mutable std::map<Entry, std::optional<runtime::NDArray>> folded_;
-  mutable graph::Graph typed_;
-  mutable int typed_n_ = -1;
-  mutable bool typed_ok_ = false;
-};
-
-using ConvertFn = std::function<std::vector<Entry>(Converter&)>;
-
-ConvertFn unary(const char* op) {
-  return [op](Converter& c) { return std::vector<Entry>{c.op(op, {c.in(0)})}; };
-}
-ConvertFn binary(const char* op) {
-  return [op](Converter& c) { return std::vector<Entry>{c.op(op, {c.in(0), c.in(1)})}; };
-}
-/// Max/Min/Sum over any number of inputs.
-ConvertFn variadic(const char* op) {
-  return [op](Converter& c) {
-    Entry acc = c.in(0);
-    for (size_t i = 1; i < c.node->inputs.size(); ++i) acc = c.op(op, {acc, c.in(i)});
-    return std::vector<Entry>{acc};
-  };
-}
-
-int64_t norm_axis(const Converter& c, int64_t axis, int64_t rank) {
-  KILN_USER_CHECK(axis >= -rank && axis < rank)
-      << c.where() << ": axis " << axis << " is out of range for rank " << rank;
-  return axis < 0 ? axis + rank : axis;
-}
+namespace kiln::frontend::onnx_import {
 
 /// Spatial attributes of 2-D Conv/Pool nodes.
 struct Spatial {
@@ -316,7 +63,34 @@ std::vector<Entry> convert_conv(Converter& c) {
   return {y};
 }
 
+std::vector<Entry> convert_pool_2d(Converter& c, const char* op);
+
+/// Pooling: 1-D windows run as 2-D ones over a unit height.
 std::vector<Entry> convert_pool(Converter& c, const char* op) {
+  if (c.attr_ints("kernel_shape", {}).size() != 1) return convert_pool_2d(c, op);
+  c.unsupported_if(c.attr_string("auto_pad", "NOTSET") != "NOTSET", "auto_pad of a 1-D pool");
+  c.unsupported_if(c.node->outputs.size() > 1 && !c.node->outputs[1].empty(),
+                   "MaxPool's Indices output");
+  Ints k = c.attr_ints("kernel_shape", {}), st = c.attr_ints("strides", {1}),
+       dl = c.attr_ints("dilations", {1}), p = c.attr_ints("pads", {0, 0});
+  KILN_USER_CHECK(st.size() == 1 && dl.size() == 1 && p.size() == 2)
+      << c.where() << ": strides, dilations or pads of the wrong length for a 1-D window";
+  bool is_max = std::string(op) == "max_pool2d";
+  c.unsupported_if(p[0] > ((k[0] - 1) * dl[0] + 1) / 2 || p[1] > ((k[0] - 1) * dl[0] + 1) / 2,
+                   "padding wider than half the pooling window");
+  Attrs a{{"pool_size", Ints{1, k[0]}},
+          {"strides", Ints{1, st[0]}},
+          {"padding", Ints{0, p[0], 0, p[1]}},
+          {"ceil_mode", c.attr_int("ceil_mode", 0)}};
+  if (is_max)
+    a.set("dilation", Ints{1, dl[0]});
+  else
+    a.set("count_include_pad", c.attr_int("count_include_pad", 0));
+  Entry x = c.op("unsqueeze", {c.in(0)}, {{"axes", Ints{2}}});
+  return {c.op("squeeze", {c.op(op, {x}, a)}, {{"axes", Ints{2}}})};
+}
+
+std::vector<Entry> convert_pool_2d(Converter& c, const char* op) {
   c.unsupported_if(c.node->outputs.size() > 1 && !c.node->outputs[1].empty(),
                    "MaxPool's Indices output");
   Spatial s = spatial(c, {});
@@ -330,6 +104,18 @@ std::vector<Entry> convert_pool(Converter& c, const char* op) {
   else
     a.set("count_include_pad", c.attr_int("count_include_pad", 0));
   Entry x = c.in(0);
+  DataType xt = c.dtype_of(x);
+  if (is_max && (xt == DataType::UInt(8) || xt == DataType::Int(8))) {
+    // 8-bit max pooling in float32 (exact), converted back.
+    c.unsupported_if(c.node->outputs.size() > 1, "MaxPool's Indices output");
+    Entry f = c.op("cast", {x}, {{"dtype", std::string("float32")}});
+    Entry y = c.op(op, {f}, a);
+    bool pads_wide = false;
+    for (size_t d = 0; d < 4; ++d)
+      pads_wide |= s.pads[d] > ((s.kernel[d % 2] - 1) * s.dilations[d % 2] + 1) / 2;
+    c.unsupported_if(pads_wide, "8-bit MaxPool with padding wider than half the window");
+    return {c.op("cast", {y}, {{"dtype", xt.str()}})};
+  }
   bool wide = false;
   for (size_t d = 0; d < 4; ++d)
     wide |= s.pads[d] > ((s.kernel[d % 2] - 1) * s.dilations[d % 2] + 1) / 2;
@@ -337,9 +123,22 @@ std::vector<Entry> convert_pool(Converter& c, const char* op) {
     // Padding wider than half the window: pad explicitly with a value the pool ignores (the
     // lowest float for max; zero for an average that counts the padding), then pool unpadded.
     DataType t = c.type_in(0).dtype;
-    c.unsupported_if(!t.is_float() || c.attr_int("ceil_mode", 0) != 0 ||
-                         (!is_max && c.attr_int("count_include_pad", 0) == 0),
+    c.unsupported_if(!t.is_float() || c.attr_int("ceil_mode", 0) != 0,
                      "padding wider than half the pooling window in this form");
+    if (!is_max && c.attr_int("count_include_pad", 0) == 0) {
+      // Average over the real elements only: the zero-padded sum-average divided by the
+      // zero-padded average of ones (the fraction of the window inside the input).
+      Attrs pa{{"pad_before", Ints{0, 0, s.pads[0], s.pads[1]}},
+               {"pad_after", Ints{0, 0, s.pads[2], s.pads[3]}},
+               {"value", 0.0}};
+      a.set("padding", Ints{0, 0, 0, 0});
+      a.set("count_include_pad", int64_t{1});
+      Ints shape = c.type_in(0).shape;
+      Entry ones = c.fill("ones", 1, t, {1, 1, shape[2], shape[3]});
+      Entry num = c.op(op, {c.op("pad", {x}, pa)}, a);
+      Entry den = c.op(op, {c.op("pad", {ones}, pa)}, a);
+      return {c.op("divide", {num, den})};
+    }
     double v = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
     x = c.op("pad", {x},
              {{"pad_before", Ints{0, 0, s.pads[0], s.pads[1]}},
@@ -446,7 +245,6 @@ std::vector<Entry> convert_constant(Converter& c) {
   return {c.constant("value", v)};
 }
 
-/// ONNX TensorProto element-type code -> Kiln type; Void for types Kiln cannot compute with.
 DataType onnx_elem_type(int64_t code) {
   switch (code) {
     case 1:
@@ -465,6 +263,8 @@ DataType onnx_elem_type(int64_t code) {
       return DataType::Bool();
     case 11:
       return DataType::Float(64);
+    case 10:
+      return DataType::Float(16);
     default:
       return DataType::Void();
   }
@@ -496,11 +296,13 @@ std::vector<Entry> convert_size(Converter& c) {
 
 std::vector<Entry> convert_cast_to(Converter& c, DataType to) {
   DataType from = c.type_in(0).dtype;
-  c.unsupported_if(to.is_void() || !(to.is_float() || to.is_integer()) || to.bits() == 16 ||
+  c.unsupported_if(to.is_void() || !(to.is_float() || to.is_integer()) ||
+                       (to.bits() == 16 && to != DataType::Float(16)) ||
                        (to.is_uint() && to.bits() > 8 && !to.is_bool()),
                    "Cast to " + (to.is_void() ? std::string("this element type") : to.str()));
-  c.unsupported_if(!(from.is_float() || from.is_integer()) || from.bits() == 16,
-                   "Cast from " + from.str());
+  c.unsupported_if(
+      !(from.is_float() || from.is_integer()) || (from.bits() == 16 && from != DataType::Float(16)),
+      "Cast from " + from.str());
   if (from == to) return {c.op("identity", {c.in(0)})};
   // To bool is "non-zero", not a truncation of the bits.
   if (to.is_bool()) return {c.op("not_equal", {c.in(0), c.fill("zero", 0, from)})};
@@ -547,6 +349,18 @@ std::vector<Entry> convert_slice(Converter& c) {
       << c.where() << ": starts, ends, axes and steps must have the same length";
   for (int64_t& a : axes) a = norm_axis(c, a, r);
   for (int64_t s : steps) c.unsupported_if(s == 0, "a zero step");
+  if (r == 1 && c.const_input(0) && c.const_input(0)->dtype() == DataType::Int(64)) {
+    // Shape arithmetic (Shape -> Slice -> Concat): sliced on the host, so that an empty slice
+    // (a prefix of length 0) stays representable until it is concatenated away.
+    Ints v = c.const_ints(0, "data");
+    int64_t n = static_cast<int64_t>(v.size()), st = steps[0];
+    int64_t b = starts[0] < 0 ? starts[0] + n : starts[0], e = ends[0] < 0 ? ends[0] + n : ends[0];
+    b = st > 0 ? std::clamp<int64_t>(b, 0, n) : std::clamp<int64_t>(b, 0, n - 1);
+    e = st > 0 ? std::clamp<int64_t>(e, 0, n) : std::clamp<int64_t>(e, -1, n - 1);
+    Ints out;
+    for (int64_t k = b; st > 0 ? k < e : k > e; k += st) out.push_back(v[k]);
+    return {c.constant("slice", int64_array(out))};
+  }
   return {c.op("strided_slice", {c.in(0)},
                {{"begin", starts}, {"end", ends}, {"strides", steps}, {"axes", axes}})};
 }
@@ -561,7 +375,9 @@ std::vector<Entry> convert_expand(Converter& c) {
 
 std::vector<Entry> convert_range(Converter& c) {
   const runtime::NDArray* a = c.const_input(0);
-  c.unsupported_if(!a || !c.const_input(1) || !c.const_input(2), "Range of computed values");
+  KILN_USER_CHECK(a && c.const_input(1) && c.const_input(2))
+      << c.where() << ": start, limit and delta must be a constant; computed values are not "
+      << "supported yet";
   DataType t = a->dtype();
   c.unsupported_if(!(t == DataType::Float(32) || t == DataType::Float(64) ||
                      t == DataType::Int(16) || t == DataType::Int(32) || t == DataType::Int(64)),
@@ -583,7 +399,8 @@ std::vector<Entry> convert_range(Converter& c) {
 
 std::vector<Entry> convert_pad(Converter& c) {
   std::string mode = c.attr_string("mode", "constant");
-  c.unsupported_if(mode != "constant", "Pad mode '" + mode + "'");
+  c.unsupported_if(mode != "constant" && mode != "edge" && mode != "reflect",
+                   "Pad mode '" + mode + "'");
   Ints pads;
   double value = 0;
   int64_t r = static_cast<int64_t>(c.type_in(0).shape.size());
@@ -607,6 +424,31 @@ std::vector<Entry> convert_pad(Converter& c) {
     c.unsupported_if(pads[k] < 0 || pads[k + n] < 0, "negative pads");
     before[a] = pads[k];
     after[a] = pads[k + n];
+  }
+  if (mode != "constant") {
+    // edge / reflect: per padded axis, a take at constant source indices (clamped to the edge,
+    // or mirrored without repeating the edge element).
+    Ints shape = c.type_in(0).shape;
+    Entry x = c.in(0);
+    for (int64_t d = 0; d < r; ++d) {
+      if (before[d] == 0 && after[d] == 0) continue;
+      int64_t n = shape[d];
+      c.unsupported_if(mode == "reflect" && (n < 2 || before[d] >= n || after[d] >= n),
+                       "reflect padding as wide as the dimension");
+      Ints src;
+      for (int64_t o = -before[d]; o < n + after[d]; ++o) {
+        int64_t i = o;
+        if (mode == "edge") {
+          i = std::clamp<int64_t>(o, 0, n - 1);
+        } else {
+          if (i < 0) i = -i;
+          if (i >= n) i = 2 * (n - 1) - i;
+        }
+        src.push_back(i);
+      }
+      x = c.op("take", {x, c.constant("src", int64_array(src))}, {{"axis", d}});
+    }
+    return {x};
   }
   return {c.op("pad", {c.in(0)}, {{"pad_before", before}, {"pad_after", after}, {"value", value}})};
 }
@@ -825,8 +667,7 @@ std::vector<Entry> convert_sce(Converter& c) {
   return {nll_loss(c, logp, c.in(1), w), logp};
 }
 
-/// A constant int64 tensor of rank `r` holding 0..n-1 along `axis` (size 1 elsewhere).
-Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t = DataType::Int(64)) {
+Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t) {
   Ints shape(r, 1);
   shape[static_cast<size_t>(axis)] = n;
   runtime::NDArray a = runtime::NDArray::empty(shape, t);
@@ -946,24 +787,6 @@ std::vector<Entry> convert_cumsum(Converter& c) {
   return {c.op("transpose", {y}, {{"axes", inverse}})};
 }
 
-/// Mod of integers of at most 32 bits, computed exactly in float64: a - q * b with q the floor
-/// (fmod=0, the divisor's sign) or the truncation (fmod=1, the dividend's sign) of a / b.
-std::vector<Entry> convert_mod(Converter& c) {
-  DataType t = c.type_in(0).dtype;
-  c.unsupported_if(!t.is_integer() || t.is_bool() || t.bits() > 32 || c.type_in(1).dtype != t,
-                   "Mod of " + t.str() + " (only integers of at most 32 bits)");
-  std::string f64 = "float64";
-  Entry a = c.op("cast", {c.in(0)}, {{"dtype", f64}});
-  Entry b = c.op("cast", {c.in(1)}, {{"dtype", f64}});
-  Entry q = c.op("divide", {a, b});
-  Entry fq = c.op("floor", {q});
-  if (c.attr_int("fmod", 0) != 0)
-    fq = c.op("where",
-              {c.op("less", {q, c.fill("zero", 0, DataType::Float(64))}), c.op("ceil", {q}), fq});
-  Entry r = c.op("subtract", {a, c.op("multiply", {fq, b})});
-  return {c.op("cast", {r}, {{"dtype", t.str()}})};
-}
-
 /// DepthToSpace (DCR or CRD order) and SpaceToDepth as reshape, transpose, reshape.
 std::vector<Entry> convert_depth_space(Converter& c, bool to_space) {
   graph::TensorType t = c.type_in(0);
@@ -1022,9 +845,9 @@ std::vector<Entry> convert_isinf(Converter& c) {
   return {};
 }
 
-const std::map<std::string, ConvertFn>& table() {
-  static const std::map<std::string, ConvertFn> t = [] {
-    std::map<std::string, ConvertFn> m;
+const ConvertTable& table() {
+  static const ConvertTable t = [] {
+    ConvertTable m;
     for (auto [onnx, op] :
          std::vector<std::pair<const char*, const char*>>{{"Relu", "relu"},
                                                           {"Sigmoid", "sigmoid"},
@@ -1081,6 +904,9 @@ const std::map<std::string, ConvertFn>& table() {
       // Inference only: training_mode (input 2) must be absent or a constant false.
       if (c.has_input(2)) {
         const runtime::NDArray* tm = c.const_input(2);
+        KILN_USER_CHECK(tm) << c.where()
+                            << ": input 2 (training_mode) must be a constant; computed values "
+                               "are not supported yet";
         // Training with ratio 0 drops nothing either.
         bool zero_ratio = c.has_input(1) && c.const_input(1) && c.const_scalar(1, "ratio") == 0.0;
         c.unsupported_if(!tm || tm->numel() != 1 || (tm->data_as<uint8_t>()[0] != 0 && !zero_ratio),
@@ -1103,7 +929,31 @@ const std::map<std::string, ConvertFn>& table() {
     m["GlobalAveragePool"] = unary("global_avg_pool2d");
     m["GlobalMaxPool"] = unary("global_max_pool2d");
     m["Gemm"] = convert_gemm;
-    m["MatMul"] = binary("matmul");
+    m["MatMul"] = [](Converter& c) {
+      // Operands of one rank above 3 with equal batch dimensions: batch flattened to 3-D.
+      int ra = c.rank_of(c.in(0)), rb = c.rank_of(c.in(1));
+      if (ra > 2 && rb == 2) {
+        // [..., M, K] · [K, N]: the leading dimensions flattened into M (Linear layers on
+        // sequences).
+        Ints sa = c.type_in(0).shape, sb = c.type_in(1).shape;
+        Entry a = c.op("reshape", {c.in(0)}, {{"newshape", Ints{-1, sa[ra - 1]}}});
+        Ints out(sa.begin(), sa.end() - 1);
+        out.push_back(sb[1]);
+        return std::vector<Entry>{
+            c.op("reshape", {c.op("matmul", {a, c.in(1)})}, {{"newshape", out}})};
+      }
+      if (ra > 3 && ra == rb) {
+        Ints sa = c.type_in(0).shape, sb = c.type_in(1).shape;
+        c.unsupported_if(!std::equal(sa.begin(), sa.end() - 2, sb.begin()),
+                         "MatMul with broadcast batch dimensions");
+        Entry a = c.op("reshape", {c.in(0)}, {{"newshape", Ints{-1, sa[ra - 2], sa[ra - 1]}}});
+        Entry b = c.op("reshape", {c.in(1)}, {{"newshape", Ints{-1, sb[rb - 2], sb[rb - 1]}}});
+        Ints out(sa.begin(), sa.end() - 1);
+        out.push_back(sb[rb - 1]);
+        return std::vector<Entry>{c.op("reshape", {c.op("matmul", {a, b})}, {{"newshape", out}})};
+      }
+      return std::vector<Entry>{c.op("matmul", {c.in(0), c.in(1)})};
+    };
     m["BatchNormalization"] = [](Converter& c) {
       c.unsupported_if(c.attr_int("training_mode", 0) != 0, "training_mode=1");
       return std::vector<Entry>{c.op("batch_norm", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4)},
@@ -1123,6 +973,20 @@ const std::map<std::string, ConvertFn>& table() {
       return std::vector<Entry>{c.op("transpose", {c.in(0)}, {{"axes", c.attr_ints("perm", {})}})};
     };
     m["Concat"] = [](Converter& c) {
+      // Constant 1-D int64 parts (shape arithmetic) are joined on the host; empty parts vanish.
+      bool host = true;
+      for (size_t i = 0; i < c.node->inputs.size() && host; ++i) {
+        const runtime::NDArray* a = c.const_input(i);
+        host = a && a->ndim() == 1 && a->dtype() == DataType::Int(64);
+      }
+      if (host) {
+        Ints all;
+        for (size_t i = 0; i < c.node->inputs.size(); ++i) {
+          Ints v = c.const_ints(i, "part");
+          all.insert(all.end(), v.begin(), v.end());
+        }
+        return std::vector<Entry>{c.constant("concat", int64_array(all))};
+      }
       std::vector<Entry> ins;
       for (size_t i = 0; i < c.node->inputs.size(); ++i) ins.push_back(c.in(i));
       return std::vector<Entry>{c.op("concat", ins, {{"axis", c.attr_int("axis", 0)}})};
@@ -1170,7 +1034,6 @@ const std::map<std::string, ConvertFn>& table() {
     m["GatherElements"] = convert_gather_elements;
     m["Hardmax"] = convert_hardmax;
     m["CumSum"] = convert_cumsum;
-    m["Mod"] = convert_mod;
     m["DepthToSpace"] = [](Converter& c) { return convert_depth_space(c, true); };
     m["SpaceToDepth"] = [](Converter& c) { return convert_depth_space(c, false); };
     m["EyeLike"] = convert_eye_like;
@@ -1182,6 +1045,11 @@ const std::map<std::string, ConvertFn>& table() {
     m["Xor"] = binary("not_equal");
     m["And"] = binary("minimum");
     m["Or"] = binary("maximum");
+    register_rnn_converters(m);
+    register_math_converters(m);
+    register_nn_converters(m);
+    register_tensor_converters(m);
+    register_training_converters(m);
     return m;
   }();
   return t;
@@ -1194,7 +1062,10 @@ graph::Graph Converter::run() {
     std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
     auto op = m_.opsets.find(n.domain);
     int64_t ver = op == m_.opsets.end() ? 0 : op->second;
-    bool ok = n.domain.empty() && table().count(n.op_type) && !n.has_subgraph;
+    // The optimizer steps of the preview training domain are element-wise updates.
+    bool training = n.domain == "ai.onnx.preview.training" &&
+                    (n.op_type == "Adagrad" || n.op_type == "Momentum" || n.op_type == "Adam");
+    bool ok = (n.domain.empty() || training) && table().count(n.op_type) && !n.has_subgraph;
     if (!ok) {
       missing.push_back(n.op_type + " (domain " + dom + ", opset " + std::to_string(ver) +
                         ", node '" + n.name + "')");
@@ -1255,15 +1126,22 @@ graph::Graph Converter::run() {
     }
   }
   std::vector<Entry> heads;
-  for (const OnnxValueInfo& v : m_.outputs) heads.push_back(values_.at(v.name));
+  std::vector<std::string> head_names;
+  for (const OnnxValueInfo& v : m_.outputs) {
+    heads.push_back(values_.at(v.name));
+    head_names.push_back(v.name);
+  }
   g_.set_outputs(heads);
+  g_.set_output_names(head_names);
   return g_;
 }
 
-}  // namespace
+}  // namespace kiln::frontend::onnx_import
+
+namespace kiln::frontend {
 
 graph::Graph import_onnx(const OnnxModel& model, const ImportOptions& opt) {
-  return Converter(model, opt).run();
+  return onnx_import::Converter(model, opt).run();
 }
 
 graph::Graph import_onnx(const std::string& path, const ImportOptions& opt) {
@@ -1272,7 +1150,7 @@ graph::Graph import_onnx(const std::string& path, const ImportOptions& opt) {
 
 std::vector<std::string> supported_onnx_ops() {
   std::vector<std::string> out;
-  for (const auto& [name, fn] : table()) out.push_back(name);
+  for (const auto& [name, fn] : onnx_import::table()) out.push_back(name);
   return out;
 }
 

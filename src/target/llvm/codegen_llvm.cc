@@ -326,18 +326,20 @@ void CodeGenLLVM::emit_propagate(llvm::Value* rc) {
   b_->SetInsertPoint(ok);
 }
 
-std::unique_ptr<llvm::Module> CodeGenLLVM::finish() {
-  // The list of entry points: NUL-separated names, ended by an empty name.
-  std::string list;
-  for (const std::string& n : names_) {
-    list += n;
-    list.push_back('\0');
+std::unique_ptr<llvm::Module> CodeGenLLVM::finish(const std::vector<std::string>* name_list) {
+  if (name_list) {
+    // The list of entry points: NUL-separated names, ended by an empty name.
+    std::string list;
+    for (const std::string& n : *name_list) {
+      list += n;
+      list.push_back('\0');
+    }
+    llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, list, true);
+    auto* gv =
+        new llvm::GlobalVariable(*module_, init->getType(), true,
+                                 llvm::GlobalValue::ExternalLinkage, init, "__kiln_func_names");
+    gv->setVisibility(llvm::GlobalValue::DefaultVisibility);
   }
-  llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, list, true);
-  auto* gv =
-      new llvm::GlobalVariable(*module_, init->getType(), true, llvm::GlobalValue::ExternalLinkage,
-                               init, "__kiln_func_names");
-  gv->setVisibility(llvm::GlobalValue::DefaultVisibility);
 
   auto [cpu, fs] = cpu_and_features(target_);
   for (llvm::Function& fn : *module_) {
@@ -441,7 +443,7 @@ llvm::Value* emit_dpbusd(llvm::IRBuilder<>& b, const Target& target, llvm::Value
 const Call* as_zero_acc_dpbusd(const Expr& e) {
   const Call* c = e.as<Call>();
   return c && c->name == builtin::kDpbusd && c->args.size() == 3 && is_zero(c->args[0]) ? c
-                                                                                          : nullptr;
+                                                                                        : nullptr;
 }
 }  // namespace
 

@@ -40,8 +40,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
               const std::string& module_name);
   /// Emits one function; a packed one (attr packed_api = "1") becomes an exported entry point.
   void add_function(const tir::PrimFunc& f);
-  /// Adds __kiln_func_names, verifies, optimizes at O3; returns the module.
-  std::unique_ptr<llvm::Module> finish();
+  /// Adds __kiln_func_names listing `name_list` (when not null: one module of a build defines
+  /// the list of all its entry points), verifies, optimizes at O3; returns the module.
+  std::unique_ptr<llvm::Module> finish(const std::vector<std::string>* name_list);
   /// Names of the entry points added, in order.
   const std::vector<std::string>& function_names() const { return names_; }
 
@@ -56,8 +57,8 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   /// Per-LLVM-function state.
   struct FuncState {
     llvm::Function* fn = nullptr;
-    llvm::BasicBlock* entry = nullptr;            ///< where allocas go
-    std::vector<llvm::Value*> heap_allocs;        ///< live workspace blocks, freed on exit
+    llvm::BasicBlock* entry = nullptr;      ///< where allocas go
+    std::vector<llvm::Value*> heap_allocs;  ///< live workspace blocks, freed on exit
   };
 
   llvm::Type* ty(DataType t);

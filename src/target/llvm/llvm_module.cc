@@ -23,12 +23,15 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "codegen_llvm.h"
@@ -94,20 +97,22 @@ int run_command(const std::vector<std::string>& argv, std::string* output) {
 
 }  // namespace
 
-/// A module compiled by LLVM: an object file, run through ORC LLJIT or exported.
+namespace {
+
+/// One independently compiled part of a module: its own context, module (optimized IR, kept for
+/// get_source) and target machine, and the object file emitted from it.
+struct ModulePart {
+  std::unique_ptr<llvm::LLVMContext> ctx;  // declared first: destroyed after the module
+  std::unique_ptr<llvm::Module> module;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::string object;
+};
+
+/// A module compiled by LLVM: object files (one per part), run through ORC LLJIT or exported.
 class LLVMModuleNode : public runtime::ModuleNode {
  public:
-  LLVMModuleNode(std::unique_ptr<llvm::LLVMContext> ctx, std::unique_ptr<llvm::Module> module,
-                 std::unique_ptr<llvm::TargetMachine> tm, Target target,
-                 std::vector<std::string> names)
-      : ctx_(std::move(ctx)), module_(std::move(module)), tm_(std::move(tm)),
-        target_(std::move(target)), names_(std::move(names)) {
-    llvm::raw_string_ostream os(ir_);
-    module_->print(os, nullptr);
-    os.flush();
-    auto clone = llvm::CloneModule(*module_);
-    object_ = emit(*clone, tm_.get(), llvm::CGFT_ObjectFile);
-  }
+  LLVMModuleNode(std::vector<ModulePart> parts, Target target, std::vector<std::string> names)
+      : parts_(std::move(parts)), target_(std::move(target)), names_(std::move(names)) {}
 
   std::string type_key() const override { return "llvm"; }
   std::string describe() const override { return "llvm (" + target_.str() + ")"; }
@@ -128,43 +133,61 @@ class LLVMModuleNode : public runtime::ModuleNode {
   }
 
   void export_library(const std::string& path) const override {
-    char obj_path[] = "/tmp/kiln_obj_XXXXXX";
-    int fd = mkstemp(obj_path);
-    KILN_USER_CHECK(fd >= 0) << "export_library: cannot create a temporary object file in /tmp";
-    bool ok = write(fd, object_.data(), object_.size()) == static_cast<ssize_t>(object_.size());
-    close(fd);
-    if (!ok) {
-      unlink(obj_path);
-      KILN_ERROR << "export_library: cannot write the object file " << obj_path;
+    std::vector<std::string> objs;
+    auto cleanup = [&] {
+      for (const std::string& o : objs) unlink(o.c_str());
+    };
+    for (const ModulePart& part : parts_) {
+      char obj_path[] = "/tmp/kiln_obj_XXXXXX";
+      int fd = mkstemp(obj_path);
+      if (fd < 0) {
+        cleanup();
+        KILN_ERROR << "export_library: cannot create a temporary object file in /tmp";
+      }
+      objs.push_back(obj_path);
+      bool ok = write(fd, part.object.data(), part.object.size()) ==
+                static_cast<ssize_t>(part.object.size());
+      close(fd);
+      if (!ok) {
+        cleanup();
+        KILN_ERROR << "export_library: cannot write the object file " << obj_path;
+      }
     }
     const char* cc = std::getenv("KILN_CC");
-    std::vector<std::string> argv{cc && *cc ? cc : "cc", "-shared", "-o", path, "-x", "none",
-                                  obj_path, "-lm"};
+    std::vector<std::string> argv{cc && *cc ? cc : "cc", "-shared", "-o", path, "-x", "none"};
+    argv.insert(argv.end(), objs.begin(), objs.end());
+    argv.push_back("-lm");
     std::string out;
     int rc = run_command(argv, &out);
-    unlink(obj_path);
-    KILN_USER_CHECK(rc == 0) << "export_library: linking '" << path << "' failed ("
-                             << argv[0] << " exited with status " << rc << "): " << out;
+    cleanup();
+    KILN_USER_CHECK(rc == 0) << "export_library: linking '" << path << "' failed (" << argv[0]
+                             << " exited with status " << rc << "): " << out;
   }
 
   std::string get_source(const std::string& fmt) const {
-    if (fmt == "ll" || fmt == "llvm") return ir_;
-    if (fmt == "asm" || fmt == "s") {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto clone = llvm::CloneModule(*module_);
-      return emit(*clone, tm_.get(), llvm::CGFT_AssemblyFile);
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string r;
+    for (const ModulePart& part : parts_) {
+      if (fmt == "ll" || fmt == "llvm") {
+        llvm::raw_string_ostream os(r);
+        part.module->print(os, nullptr);
+      } else if (fmt == "asm" || fmt == "s") {
+        auto clone = llvm::CloneModule(*part.module);
+        r += emit(*clone, part.tm.get(), llvm::CGFT_AssemblyFile);
+      } else {
+        KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm)";
+      }
     }
-    KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm)";
+    return r;
   }
 
  private:
   void init_jit() const {
     if (jit_) return;
-    KILN_USER_CHECK(target_.is_host_arch())
-        << "llvm module for target '" << target_.str()
-        << "' cannot run on this machine; export it instead";
+    KILN_USER_CHECK(target_.is_host_arch()) << "llvm module for target '" << target_.str()
+                                            << "' cannot run on this machine; export it instead";
     auto [cpu, fs] = cpu_and_features(target_);
-    llvm::orc::JITTargetMachineBuilder jtmb(tm_->getTargetTriple());
+    llvm::orc::JITTargetMachineBuilder jtmb(parts_[0].tm->getTargetTriple());
     jtmb.setCPU(cpu);
     jtmb.setRelocationModel(llvm::Reloc::PIC_);
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
@@ -176,36 +199,79 @@ class LLVMModuleNode : public runtime::ModuleNode {
     KILN_USER_CHECK(static_cast<bool>(gen))
         << "llvm module: cannot search the process for symbols: " << llvm_error(gen.takeError());
     jit_->getMainJITDylib().addGenerator(std::move(*gen));
-    auto buf = llvm::MemoryBuffer::getMemBufferCopy(object_, "kiln_module.o");
-    if (auto err = jit_->addObjectFile(std::move(buf))) {
-      KILN_ERROR << "llvm module: the JIT cannot load the object: " << llvm_error(std::move(err));
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      auto buf = llvm::MemoryBuffer::getMemBufferCopy(parts_[i].object,
+                                                      "kiln_module_" + std::to_string(i) + ".o");
+      if (auto err = jit_->addObjectFile(std::move(buf))) {
+        KILN_ERROR << "llvm module: the JIT cannot load the object: " << llvm_error(std::move(err));
+      }
     }
   }
 
-  std::unique_ptr<llvm::LLVMContext> ctx_;
-  std::unique_ptr<llvm::Module> module_;
-  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::vector<ModulePart> parts_;
   Target target_;
   std::vector<std::string> names_;
-  std::string ir_;
-  std::string object_;
   mutable std::mutex mu_;
   mutable std::unique_ptr<llvm::orc::LLJIT> jit_;
   mutable std::unordered_map<std::string, KilnPackedCFunc> cache_;
 };
 
+/// Threads for code generation: KILN_COMPILE_THREADS, else the hardware's.
+unsigned compile_threads() {
+  if (const char* e = std::getenv("KILN_COMPILE_THREADS")) {
+    int v = std::atoi(e);
+    if (v > 0) return static_cast<unsigned>(v);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
 runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
   KILN_USER_CHECK(target.kind == "llvm")
       << "build_llvm: target '" << target.str() << "' is not an llvm target";
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto tm = create_target_machine(target);
-  std::string name = funcs.empty() ? "kiln_module" : funcs[0]->name;
-  CodeGenLLVM cg(ctx.get(), tm.get(), target, name);
-  for (const tir::PrimFunc& f : funcs) cg.add_function(f);
-  std::vector<std::string> names = cg.function_names();
-  auto module = cg.finish();
-  return runtime::Module(make_object<LLVMModuleNode>(std::move(ctx), std::move(module),
-                                                     std::move(tm), target, std::move(names)));
+  // The module's functions; names must be unique across parts.
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const tir::PrimFunc& f : funcs) {
+    KILN_USER_CHECK(!f->name.empty()) << "codegen llvm: a function has no name";
+    KILN_USER_CHECK(seen.insert(f->name).second)
+        << "codegen llvm: two functions are named '" << f->name << "'";
+    names.push_back(f->name);
+  }
+  // Functions are dealt round-robin into parts compiled in parallel, each in its own LLVM
+  // context (LLVM is thread-safe across contexts); part 0 carries the entry-point list.
+  const unsigned threads = compile_threads();
+  const size_t nparts = std::max<size_t>(1, std::min<size_t>(funcs.size(), 2 * threads));
+  std::vector<ModulePart> parts(nparts);
+  for (ModulePart& p : parts) {
+    p.ctx = std::make_unique<llvm::LLVMContext>();
+    p.tm = create_target_machine(target);
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(nparts);
+  auto work = [&] {
+    for (size_t i = next++; i < nparts; i = next++) {
+      try {
+        ModulePart& p = parts[i];
+        std::string name = funcs.empty() ? "kiln_module" : funcs[i]->name;
+        CodeGenLLVM cg(p.ctx.get(), p.tm.get(), target, name);
+        for (size_t k = i; k < funcs.size(); k += nparts) cg.add_function(funcs[k]);
+        p.module = cg.finish(i == 0 ? &names : nullptr);
+        auto clone = llvm::CloneModule(*p.module);
+        p.object = emit(*clone, p.tm.get(), llvm::CGFT_ObjectFile);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(threads, nparts); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return runtime::Module(make_object<LLVMModuleNode>(std::move(parts), target, std::move(names)));
 }
 
 std::string get_source(const runtime::Module& m, const std::string& fmt) {

@@ -1,0 +1,85 @@
+/// \file measure.h
+/// \brief Measuring candidates: compile (in parallel threads), then run each in a forked child
+/// process with a time limit, checked against the default config's output.
+///
+/// A Measurer belongs to one task. On first use it makes random inputs (seeded) for the task's
+/// input tensors and runs the default (fallback) config in a child to get the reference output.
+/// For each candidate:
+///  1. in the parent, `build_threads` threads instantiate, lower and compile the candidates of a
+///     batch (kiln::build; each has its own LLVM context) and resolve the function;
+///  2. one at a time, a forked child runs it: a check run on poisoned outputs compared with the
+///     reference (|x - ref| <= atol * max(1, max|ref|) + rtol * |ref|; integers exactly), then
+///     `warmup` untimed calls, then `repeat` timed repeats of `number` calls each, with `number`
+///     chosen so that a repeat lasts at least min_repeat_ms. Calls rotate over several copies of
+///     the inputs and outputs (together at least rotate_bytes) so the cache does not flatter
+///     small kernels. The child reports through a pipe and exits with _exit.
+///  3. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
+///     running is killed (SIGKILL) and is a kTimeout, a wrong output is a kWrongResult. None of
+///     these stops the caller: each is an ordinary MeasureResult.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/autotune/record.h"
+#include "kiln/autotune/task.h"
+
+namespace kiln::autotune {
+
+struct MeasureOptions {
+  int warmup = 1;                  ///< untimed calls after the check run
+  int repeat = 5;                  ///< timed repeats (mean and standard deviation over these)
+  double min_repeat_ms = 2.0;      ///< each repeat runs at least this long (number of calls adapts)
+  int max_number = 10000;          ///< at most this many calls per repeat
+  double timeout_s = 10;           ///< limit for one candidate's child process (check + timing)
+  int build_threads = 2;           ///< candidates compiled at once; 1 = sequentially
+  size_t rotate_bytes = 8u << 20;  ///< rotated argument copies together span at least this
+  int max_copies = 16;             ///< at most this many argument copies
+  bool check = true;               ///< compare outputs with the default config's
+  double rtol = 1e-3, atol = 1e-4;
+  uint32_t seed = 1;  ///< seed of the random inputs
+};
+
+/// What a forked child reported.
+struct ChildOutcome {
+  enum Status : uint8_t { kExited, kSignaled, kTimedOut, kForkFailed } status = kExited;
+  int code = 0;                  ///< exit code (kExited) or signal number (kSignaled)
+  std::string payload;           ///< everything the child wrote to its pipe
+  std::string describe() const;  ///< "exited with code 3", "killed by signal 11 (...)", ...
+};
+
+/// Forks; the child runs `body(fd)` (writing its report to fd), then _exit(0) (an exception
+/// escaping body exits with 3 after writing its message); the parent collects what the child
+/// wrote, waiting at most timeout_s before killing it. Core dumps are disabled in the child.
+ChildOutcome run_in_child(const std::function<void(int fd)>& body, double timeout_s);
+
+/// Measures candidates of one task.
+class Measurer {
+ public:
+  /// Keeps a copy of `task`.
+  explicit Measurer(const Task& task, MeasureOptions opt = {});
+  ~Measurer();
+  Measurer(const Measurer&) = delete;
+  Measurer& operator=(const Measurer&) = delete;
+
+  /// Measures each config (results in the same order). Never throws for a bad candidate.
+  std::vector<MeasureResult> measure(const std::vector<Config>& configs);
+  /// The default config's measurement (made on first use with the reference output). Throws
+  /// kiln::Error naming the task when the default itself fails: without it nothing can be
+  /// checked.
+  const MeasureResult& default_result();
+  const MeasureOptions& options() const { return opt_; }
+
+  /// Inputs, argument copies and the reference output (measure.cc).
+  struct State;
+
+ private:
+  Task task_;
+  MeasureOptions opt_;
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace kiln::autotune

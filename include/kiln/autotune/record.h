@@ -1,0 +1,124 @@
+/// \file record.h
+/// \brief Tuning records: one measurement per line of a JSON-lines log, appended and flushed as
+/// measured, read back for resuming and for picking the best config of a task.
+///
+/// A line (keys sorted by the JSON writer):
+///   {"config": {"index": 17, "knobs": {...}}, "costs": {"mean": 1.2e-4, "std": 3e-6,
+///    "runs": [...]}, "error": null, "kiln_record": 1, "task": "matmul(A:float32[...],...)",
+///    "target": "llvm -mcpu=native; cpu=...; features=...", "template": "matmul",
+///    "timestamp": 1700000000.5, "version": "1", "workload": "A:float32[...],..."}
+/// A failed measurement has "costs": null and "error": {"kind": "crash", "message": "..."}.
+///
+/// Loading never crashes on a damaged log: a corrupt or partial line (a run killed mid-write
+/// leaves at most one) is skipped with a warning naming the file and line. A record made for
+/// another target or another template version is never applied silently: best_record() counts
+/// what it used and what it ignored, and why.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/autotune/task.h"
+
+namespace kiln::autotune {
+
+/// Why a measurement failed. kNone: it succeeded.
+enum class ErrorKind : uint8_t {
+  kNone,
+  kInstantiate,  ///< the template threw for this config
+  kCompile,      ///< lowering or code generation threw
+  kRuntime,      ///< the function returned an error
+  kCrash,        ///< the child process died (signal)
+  kTimeout,      ///< the child process ran past the time limit and was killed
+  kWrongResult,  ///< the output differs from the default config's output
+  kOther,        ///< anything else (the child could not be started, ...)
+};
+/// "none", "instantiate", "compile", "runtime", "crash", "timeout", "wrong_result", "other".
+const char* error_kind_name(ErrorKind k);
+/// Inverse of error_kind_name; unknown names give kOther.
+ErrorKind parse_error_kind(const std::string& s);
+
+/// The outcome of measuring one candidate.
+struct MeasureResult {
+  ErrorKind error = ErrorKind::kNone;
+  std::string error_msg;
+  double mean_s = 0;         ///< mean seconds per call over the repeats
+  double std_s = 0;          ///< standard deviation of the repeats
+  std::vector<double> runs;  ///< seconds per call of each repeat
+  double compile_s = 0;      ///< time to instantiate, lower and compile
+  bool ok() const { return error == ErrorKind::kNone; }
+};
+
+/// One line of a log.
+struct Record {
+  std::string task;  ///< Task::key()
+  std::string template_name;
+  std::string version;
+  std::string workload;
+  std::string target;
+  nlohmann::json config;  ///< Config::to_json()
+  MeasureResult result;
+  double timestamp = 0;  ///< seconds since the epoch
+
+  /// The record of measuring `cfg` for `task` now.
+  static Record make(const Task& task, const Config& cfg, const MeasureResult& r);
+  nlohmann::json to_json() const;
+  /// Parses one line's JSON; throws kiln::Error naming the missing or malformed field.
+  static Record from_json(const nlohmann::json& j);
+};
+
+/// Appends records to a log: one line each, flushed (fflush + fsync) before write() returns, so
+/// a crash loses at most the line being written. A file that does not end in a newline (a line
+/// cut short by a crash) gets one first, so the damage stays on its own line. Thread-safe.
+class RecordWriter {
+ public:
+  /// Opens (creating) `path` for appending; throws kiln::Error naming the path on failure.
+  explicit RecordWriter(const std::string& path);
+  ~RecordWriter();
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+  void write(const Record& r);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  std::mutex mu_;
+};
+
+/// What load_records found.
+struct RecordLog {
+  std::vector<Record> records;
+  /// One per skipped line: "log.jsonl:12: skipped a corrupt line (...)".
+  std::vector<std::string> warnings;
+  size_t skipped = 0;
+};
+
+/// Reads every record of `path`. A missing file is an empty log. Corrupt or partial lines are
+/// skipped, each with a warning (also printed to stderr when `print_warnings`).
+RecordLog load_records(const std::string& path, bool print_warnings = true);
+
+/// The best record of a task and what was used or ignored to find it.
+struct BestRecord {
+  std::optional<Record> best;          ///< the successful record with the lowest mean, if any
+  Config config = Config::fallback();  ///< best's config parsed against the task's space
+  size_t used = 0;                     ///< records of this task, target and version that parsed
+  size_t failed = 0;                   ///< ... of which were failed measurements
+  size_t other_target = 0;             ///< records of this task made for another target
+  size_t other_version = 0;            ///< records of this task made by another template version
+  size_t bad_config = 0;               ///< records whose config does not parse against the space
+  /// "used 40 records (3 failed); ignored 2 for another target, 1 for template version 0".
+  std::string summary() const;
+};
+
+/// Picks the fastest successful record of `task` among `records`; records of other tasks are
+/// not counted, those of this task for another target or template version are counted and
+/// ignored.
+BestRecord best_record(const std::vector<Record>& records, const Task& task);
+
+}  // namespace kiln::autotune

@@ -1,0 +1,160 @@
+/// \file tuner.h
+/// \brief Tuners: what to measure next (TVM paper section 5.3; AutoTVM's tuners).
+///
+///  - ModelTuner ("xgb"): the cost model (cost_model.h) ranks candidates; a parallel simulated
+///    annealing explorer walks the space guided by the model's predictions. Its chains keep their
+///    state across rounds, so each round continues the walk under the retrained model. A round's
+///    plan is the `plan_size` best predicted candidates not yet measured, with a fraction
+///    `epsilon` replaced by random ones for exploration. Records of other tasks can warm-start
+///    the model (add_transfer).
+///  - RandomTuner: uniform sampling without replacement.
+///  - GridTuner: point indices in order.
+///  - GATuner: a genetic algorithm over knob choices (elitism, fitness-proportional selection,
+///    uniform crossover, per-knob mutation).
+/// Every tuner proposes each point at most once (also counting points fed to update() from a
+/// log) and returns fewer than asked, finally none, when the space is exhausted. Spaces must be
+/// indexable (ConfigSpace::indexable()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/autotune/cost_model.h"
+#include "kiln/autotune/record.h"
+#include "kiln/autotune/task.h"
+
+namespace kiln::autotune {
+
+/// Proposes configs of one task.
+class Tuner {
+ public:
+  /// Throws kiln::Error when the task's space is not indexable.
+  Tuner(const Task& task, uint64_t seed);
+  virtual ~Tuner();
+  virtual std::string name() const = 0;
+  const Task& task() const { return task_; }
+
+  /// Up to n configs never proposed or measured before.
+  virtual std::vector<Config> next_batch(int n) = 0;
+  /// Results of measured configs (from the measurer, or from a log when resuming).
+  virtual void update(const std::vector<Config>& configs,
+                      const std::vector<MeasureResult>& results);
+  /// True when the point was proposed or measured.
+  bool visited(uint64_t index) const { return visited_.count(index) > 0; }
+  /// True when every point was proposed or measured.
+  bool exhausted() const { return visited_.size() >= task_.space.size(); }
+
+ protected:
+  /// Marks and returns the config of `index`.
+  Config take(uint64_t index);
+  /// A random point not visited yet (sampling, then a scan); false when none is left.
+  bool random_unvisited(uint64_t* index);
+
+  Task task_;
+  std::mt19937_64 rng_;
+  std::unordered_set<uint64_t> visited_;
+};
+
+class RandomTuner : public Tuner {
+ public:
+  explicit RandomTuner(const Task& task, uint64_t seed = 0) : Tuner(task, seed) {}
+  std::string name() const override { return "random"; }
+  std::vector<Config> next_batch(int n) override;
+};
+
+class GridTuner : public Tuner {
+ public:
+  explicit GridTuner(const Task& task) : Tuner(task, 0) {}
+  std::string name() const override { return "grid"; }
+  std::vector<Config> next_batch(int n) override;
+
+ private:
+  uint64_t next_ = 0;
+};
+
+struct GAOptions {
+  int population = 32;
+  int elite = 4;
+  double mutation_prob = 0.1;  ///< per knob
+};
+
+class GATuner : public Tuner {
+ public:
+  explicit GATuner(const Task& task, uint64_t seed = 0, GAOptions opt = {});
+  std::string name() const override { return "ga"; }
+  std::vector<Config> next_batch(int n) override;
+  void update(const std::vector<Config>& configs,
+              const std::vector<MeasureResult>& results) override;
+
+ private:
+  void next_generation();
+  GAOptions opt_;
+  std::vector<uint64_t> pending_;  ///< the current generation's points not yet proposed
+  std::vector<std::pair<double, uint64_t>> scored_;  ///< (fitness, index) of every measurement
+  size_t measured_in_generation_ = 0;
+};
+
+struct ModelTunerOptions {
+  int plan_size = 32;           ///< candidates planned per model update
+  double epsilon = 0.05;        ///< fraction of a plan drawn at random
+  int sa_chains = 16;           ///< parallel annealing chains
+  int sa_steps = 40;            ///< annealing steps per plan
+  double sa_temperature = 1.0;  ///< start temperature (linearly cooled to 0 over the steps)
+  int min_train = 8;            ///< measurements before the model is first trained
+  XGBOptions xgb;
+};
+
+/// Timing of a model tuner's work per candidate scored.
+struct ModelTunerStats {
+  size_t features = 0;         ///< feature vectors computed (lowerings)
+  double feature_seconds = 0;  ///< time spent lowering and analysing them
+  size_t plans = 0;            ///< annealing runs
+  double plan_seconds = 0;     ///< time spent in them (features and predictions included)
+};
+
+class ModelTuner : public Tuner {
+ public:
+  explicit ModelTuner(const Task& task, uint64_t seed = 0, ModelTunerOptions opt = {});
+  std::string name() const override { return "xgb"; }
+  std::vector<Config> next_batch(int n) override;
+  void update(const std::vector<Config>& configs,
+              const std::vector<MeasureResult>& results) override;
+  /// Warm-starts the model with measurements of another task (a group of its own). Records of
+  /// other tasks, targets or template versions than `other`'s are skipped; returns the number
+  /// used. The model is (re)trained at the next plan.
+  size_t add_transfer(const Task& other, const std::vector<Record>& records);
+
+  /// The cost model (its stats() time predictions).
+  const XGBModel& model() const { return model_; }
+  const ModelTunerStats& stats() const { return stats_; }
+  /// The feature vector of a point (cached; zeros and invalid when the point fails to lower).
+  const std::vector<float>& features(uint64_t index);
+
+ private:
+  void retrain();
+  void plan();
+  std::vector<float> predict(const std::vector<uint64_t>& points);
+
+  ModelTunerOptions opt_;
+  XGBModel model_;
+  ModelTunerStats stats_;
+  std::unordered_map<uint64_t, std::vector<float>> features_;
+  std::unordered_set<uint64_t> invalid_;
+  TrainingSet transfer_;
+  std::vector<uint64_t> measured_;
+  std::vector<double> costs_;
+  size_t trained_on_ = 0;  ///< measurements the current model saw
+  bool transfer_changed_ = false;
+  std::vector<uint64_t> chains_;  ///< annealing state, kept across plans
+  std::vector<uint64_t> plan_;    ///< planned points, best first
+};
+
+/// "xgb", "random", "grid" or "ga"; throws kiln::Error listing them for another name.
+std::unique_ptr<Tuner> make_tuner(const std::string& kind, const Task& task, uint64_t seed = 0);
+
+}  // namespace kiln::autotune

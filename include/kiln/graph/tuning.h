@@ -1,0 +1,74 @@
+/// \file tuning.h
+/// \brief The graph compiler's side of auto-tuning: which operator workloads of a model are
+/// tunable (the tasks `kiln tune` tunes), and the configs a tuning log gives them when the model
+/// is compiled.
+///
+///   std::vector<graph::TuningTask> tasks = graph::extract_tuning_tasks(g, target);
+///   for (auto& t : tasks) autotune::tune(t.task, *autotune::make_tuner("xgb", t.task), opt);
+///   ...
+///   graph::BuildOptions bo;
+///   bo.tuning_records = autotune::load_records("model.jsonl").records;
+///   graph::CompiledModule m = graph::build_module(g, target, bo);  // m.tuning_report
+///
+/// A task is one of the x86 templates that layout alteration (alter_op_layout) uses: conv2d_nchwc
+/// (groups 1), depthwise_conv2d_nchwc (multiplier 1) and dense_packed_cpu, for the workload of a
+/// conv2d / dense node with constant weights after the graph passes (batch-norm folding
+/// included). Workloads are keyed by their logical NCHW shapes and attributes, so the tuned
+/// config chooses the block sizes (the layouts) as well as the schedule, as in TVM.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/autotune/record.h"
+#include "kiln/autotune/space.h"
+#include "kiln/autotune/task.h"
+#include "kiln/graph/graph.h"
+#include "kiln/target/target.h"
+#include "kiln/topi/conv2d.h"
+#include "kiln/topi/dense.h"
+
+namespace kiln::graph {
+
+/// A tunable workload of a model.
+struct TuningTask {
+  autotune::Task task;
+  std::string op;                  ///< "conv2d", "depthwise_conv2d" or "dense"
+  std::vector<std::string> nodes;  ///< the graph nodes with this workload (names or "%i")
+};
+
+/// The unique tunable workloads of `g` (typed or not), in graph order: the graph is optimized
+/// at opt_level 1 first (so folded batch norms and constant weights are what is tuned).
+std::vector<TuningTask> extract_tuning_tasks(const Graph& g, const Target& target);
+
+/// The task of one workload (what extract_tuning_tasks and build_module both use, so the keys
+/// agree).
+autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target);
+autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target);
+autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target);
+
+/// Looks up tuned configs for build_module and reports what it used.
+class TunedConfigs {
+ public:
+  TunedConfigs() = default;
+  explicit TunedConfigs(std::vector<autotune::Record> records) : records_(std::move(records)) {}
+
+  /// True when there are records to look in.
+  bool empty() const { return records_.empty(); }
+  /// The best logged config of `task`, or nothing (use the fallback). The first lookup of each
+  /// workload is noted for report(); later ones return the same answer from a cache.
+  std::optional<autotune::Config> lookup(const autotune::Task& task);
+  /// One line per looked-up workload: "tuned conv2d_nchwc(...): used 40 records (3 failed)" or
+  /// "default conv2d_nchwc(...): no records" — and a first summary line.
+  std::vector<std::string> report() const;
+
+ private:
+  std::vector<autotune::Record> records_;
+  std::map<std::string, std::optional<autotune::Config>> cache_;
+  std::vector<std::string> lines_;
+  int tuned_ = 0, fallback_ = 0;
+};
+
+}  // namespace kiln::graph

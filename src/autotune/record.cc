@@ -1,0 +1,231 @@
+// Tuning records as JSON lines: serialization of one measurement, an append-only writer that
+// flushes and fsyncs every line (and first terminates a line left unterminated by a crash),
+// a loader that skips damaged lines with a warning, and the best-record lookup that ignores, and
+// counts, records made for another target or template version.
+#include "kiln/autotune/record.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "kiln/support/error.h"
+
+namespace kiln::autotune {
+
+using nlohmann::json;
+
+const char* error_kind_name(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::kNone:
+      return "none";
+    case ErrorKind::kInstantiate:
+      return "instantiate";
+    case ErrorKind::kCompile:
+      return "compile";
+    case ErrorKind::kRuntime:
+      return "runtime";
+    case ErrorKind::kCrash:
+      return "crash";
+    case ErrorKind::kTimeout:
+      return "timeout";
+    case ErrorKind::kWrongResult:
+      return "wrong_result";
+    case ErrorKind::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+ErrorKind parse_error_kind(const std::string& s) {
+  for (ErrorKind k :
+       {ErrorKind::kNone, ErrorKind::kInstantiate, ErrorKind::kCompile, ErrorKind::kRuntime,
+        ErrorKind::kCrash, ErrorKind::kTimeout, ErrorKind::kWrongResult}) {
+    if (s == error_kind_name(k)) return k;
+  }
+  return ErrorKind::kOther;
+}
+
+Record Record::make(const Task& task, const Config& cfg, const MeasureResult& r) {
+  Record rec;
+  rec.task = task.key();
+  rec.template_name = task.name;
+  rec.version = task.version;
+  rec.workload = task.workload;
+  rec.target = task.target;
+  rec.config = cfg.to_json();
+  rec.result = r;
+  rec.timestamp =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return rec;
+}
+
+json Record::to_json() const {
+  json j;
+  j["kiln_record"] = 1;
+  j["task"] = task;
+  j["template"] = template_name;
+  j["version"] = version;
+  j["workload"] = workload;
+  j["target"] = target;
+  j["config"] = config;
+  j["timestamp"] = timestamp;
+  j["compile_s"] = result.compile_s;
+  if (result.ok()) {
+    j["costs"] = {{"mean", result.mean_s}, {"std", result.std_s}, {"runs", result.runs}};
+    j["error"] = nullptr;
+  } else {
+    j["costs"] = nullptr;
+    j["error"] = {{"kind", error_kind_name(result.error)}, {"message", result.error_msg}};
+  }
+  return j;
+}
+
+Record Record::from_json(const json& j) {
+  KILN_USER_CHECK(j.is_object()) << "not a JSON object";
+  auto str = [&](const char* key) -> std::string {
+    KILN_USER_CHECK(j.contains(key) && j[key].is_string())
+        << "missing string field '" << key << "'";
+    return j[key].get<std::string>();
+  };
+  Record r;
+  r.task = str("task");
+  r.template_name = str("template");
+  r.version = str("version");
+  r.workload = str("workload");
+  r.target = str("target");
+  KILN_USER_CHECK(j.contains("config") && j["config"].is_object()) << "missing field 'config'";
+  r.config = j["config"];
+  if (j.contains("timestamp") && j["timestamp"].is_number()) r.timestamp = j["timestamp"];
+  if (j.contains("compile_s") && j["compile_s"].is_number()) r.result.compile_s = j["compile_s"];
+  const json& err = j.contains("error") ? j["error"] : json();
+  if (err.is_object()) {
+    KILN_USER_CHECK(err.contains("kind") && err["kind"].is_string())
+        << "field 'error' has no string 'kind'";
+    r.result.error = parse_error_kind(err["kind"]);
+    if (r.result.error == ErrorKind::kNone) r.result.error = ErrorKind::kOther;
+    if (err.contains("message") && err["message"].is_string()) r.result.error_msg = err["message"];
+  } else {
+    KILN_USER_CHECK(err.is_null()) << "field 'error' must be null or an object";
+    KILN_USER_CHECK(j.contains("costs") && j["costs"].is_object())
+        << "a successful record needs field 'costs'";
+    const json& c = j["costs"];
+    KILN_USER_CHECK(c.contains("mean") && c["mean"].is_number() && c["mean"].get<double>() > 0)
+        << "field 'costs' needs a positive number 'mean'";
+    r.result.mean_s = c["mean"];
+    if (c.contains("std") && c["std"].is_number()) r.result.std_s = c["std"];
+    if (c.contains("runs") && c["runs"].is_array()) {
+      for (const json& x : c["runs"]) {
+        KILN_USER_CHECK(x.is_number()) << "field 'costs.runs' must hold numbers";
+        r.result.runs.push_back(x);
+      }
+    }
+  }
+  return r;
+}
+
+RecordWriter::RecordWriter(const std::string& path) : path_(path) {
+  // Terminate a line cut short by a crash, so the next record starts on a line of its own.
+  bool needs_newline = false;
+  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
+    if (std::fseek(in, -1, SEEK_END) == 0) needs_newline = std::fgetc(in) != '\n';
+    std::fclose(in);
+  }
+  f_ = std::fopen(path.c_str(), "ab");
+  KILN_USER_CHECK(f_ != nullptr) << "tuning log " << path << ": cannot open for appending";
+  if (needs_newline) {
+    std::fputc('\n', f_);
+    std::fflush(f_);
+  }
+}
+
+RecordWriter::~RecordWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void RecordWriter::write(const Record& r) {
+  std::string line = r.to_json().dump() + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = std::fwrite(line.data(), 1, line.size(), f_);
+  bool ok = n == line.size() && std::fflush(f_) == 0;
+  KILN_USER_CHECK(ok) << "tuning log " << path_ << ": write failed";
+  ::fsync(::fileno(f_));
+}
+
+RecordLog load_records(const std::string& path, bool print_warnings) {
+  RecordLog log;
+  std::ifstream in(path);
+  if (!in) return log;
+  std::string line;
+  size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      json j = json::parse(line);
+      log.records.push_back(Record::from_json(j));
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (what.size() > 160) what = what.substr(0, 160) + "...";
+      std::ostringstream os;
+      os << path << ":" << lineno << ": skipped a corrupt or partial record (" << what << ")";
+      log.warnings.push_back(os.str());
+      ++log.skipped;
+      if (print_warnings) std::cerr << "warning: " << os.str() << "\n";
+    }
+  }
+  return log;
+}
+
+std::string BestRecord::summary() const {
+  std::ostringstream os;
+  os << "used " << used << " record" << (used == 1 ? "" : "s");
+  if (failed) os << " (" << failed << " failed)";
+  size_t ignored = other_target + other_version + bad_config;
+  if (ignored) {
+    os << "; ignored " << ignored << ":";
+    const char* sep = " ";
+    if (other_target) os << sep << other_target << " for another target", sep = ", ";
+    if (other_version) os << sep << other_version << " for another template version", sep = ", ";
+    if (bad_config) os << sep << bad_config << " whose config does not fit the space";
+  }
+  return os.str();
+}
+
+BestRecord best_record(const std::vector<Record>& records, const Task& task) {
+  BestRecord b;
+  const std::string key = task.key();
+  for (const Record& r : records) {
+    if (r.task != key) continue;
+    if (r.target != task.target) {
+      ++b.other_target;
+      continue;
+    }
+    if (r.version != task.version) {
+      ++b.other_version;
+      continue;
+    }
+    Config cfg = Config::fallback();
+    try {
+      cfg = Config::from_json(r.config, task.space);
+    } catch (const Error&) {
+      ++b.bad_config;
+      continue;
+    }
+    ++b.used;
+    if (!r.result.ok()) {
+      ++b.failed;
+      continue;
+    }
+    if (!b.best || r.result.mean_s < b.best->result.mean_s) {
+      b.best = r;
+      b.config = cfg;
+    }
+  }
+  return b;
+}
+
+}  // namespace kiln::autotune

@@ -1,0 +1,164 @@
+// The tuning loop. Reads the log (resume: this task's records for the same target and template
+// version are fed to the tuner and count as trials; other tasks' records can warm-start a model
+// tuner), measures the default (the reference output, logged once), then repeats: ask the tuner
+// for a batch, measure it, append each result to the log as it is known, tell the tuner, report
+// progress; until the budget, the space or the patience (early stopping) runs out.
+#include "kiln/autotune/tune.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <unordered_set>
+
+#include "kiln/support/error.h"
+
+namespace kiln::autotune {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::string TuneProgress::line() const {
+  std::ostringstream os;
+  char buf[64];
+  os << (task ? task->key() : std::string("?")) << " trial " << trials << "/" << n_trials;
+  if (best_s > 0) {
+    std::snprintf(buf, sizeof buf, " best %.3f ms", best_s * 1e3);
+    os << buf;
+    if (best_gflops > 0) {
+      std::snprintf(buf, sizeof buf, " (%.2f GFLOP/s)", best_gflops);
+      os << buf;
+    }
+    if (default_s > 0) {
+      std::snprintf(buf, sizeof buf, ", %.2fx the default", default_s / best_s);
+      os << buf;
+    }
+  }
+  if (errors) os << ", " << errors << " failed";
+  std::snprintf(buf, sizeof buf, ", elapsed %.0f s, eta %.0f s", elapsed_s, eta_s);
+  os << buf;
+  return os.str();
+}
+
+TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
+  auto t_start = std::chrono::steady_clock::now();
+  KILN_USER_CHECK(tuner.task().key() == task.key() && tuner.task().version == task.version &&
+                  tuner.task().target == task.target)
+      << "tune: the " << tuner.name() << " tuner was made for task " << tuner.task().key()
+      << ", not for " << task.key();
+  KILN_USER_CHECK(opt.batch_size >= 1) << "tune: batch_size must be >= 1, got " << opt.batch_size;
+  TuneResult res;
+  TuneProgress prog;
+  prog.task = &task;
+  prog.n_trials = opt.n_trials;
+
+  auto consider = [&](const Config& c, const MeasureResult& r) {
+    if (!r.ok()) {
+      ++res.errors;
+      return;
+    }
+    if (!res.best || r.mean_s < res.best_result.mean_s) {
+      res.best = c;
+      res.best_result = r;
+    }
+  };
+
+  // Resume from the log; warm-start from other tasks' records.
+  std::vector<Record> records;
+  if (!opt.log_path.empty()) {
+    RecordLog log = load_records(opt.log_path);
+    res.log_warnings = std::move(log.warnings);
+    records = std::move(log.records);
+  }
+  if (auto* mt = dynamic_cast<ModelTuner*>(&tuner)) {
+    for (const Task& other : opt.transfer_tasks) {
+      if (other.key() == task.key()) continue;
+      res.transfer_records += static_cast<int>(mt->add_transfer(other, records));
+    }
+  }
+  std::unordered_set<uint64_t> logged;
+  {
+    std::vector<Config> cfgs;
+    std::vector<MeasureResult> results;
+    const std::string key = task.key();
+    for (const Record& r : records) {
+      if (r.task != key || r.target != task.target || r.version != task.version) continue;
+      Config c = Config::fallback();
+      try {
+        c = Config::from_json(r.config, task.space);
+      } catch (const Error&) {
+        continue;
+      }
+      if (!logged.insert(c.index()).second) continue;
+      cfgs.push_back(c);
+      results.push_back(r.result);
+      consider(c, r.result);
+    }
+    res.resumed = static_cast<int>(cfgs.size());
+    if (!cfgs.empty()) tuner.update(cfgs, results);
+  }
+  records.clear();
+
+  std::unique_ptr<RecordWriter> writer;
+  if (!opt.log_path.empty()) writer = std::make_unique<RecordWriter>(opt.log_path);
+  auto log = [&](const Config& c, const MeasureResult& r) {
+    if (writer) writer->write(Record::make(task, c, r));
+  };
+
+  Measurer measurer(task, opt.measure);
+  res.default_result = measurer.default_result();
+  prog.default_s = res.default_result.mean_s;
+  auto report = [&](const Config* c, const MeasureResult* r, double loop_s, int measured_now) {
+    prog.trials = res.resumed + res.trials;
+    prog.resumed = res.resumed;
+    prog.errors = res.errors;
+    prog.best_s = res.best ? res.best_result.mean_s : 0;
+    prog.best_gflops = prog.best_s > 0 && task.flops > 0 ? task.flops / prog.best_s / 1e9 : 0;
+    prog.elapsed_s = seconds_since(t_start);
+    int left = std::max(0, opt.n_trials - prog.trials);
+    prog.eta_s = measured_now > 0 ? loop_s / measured_now * left : 0;
+    prog.last_config = c;
+    prog.last_result = r;
+    if (opt.progress) opt.progress(prog);
+  };
+
+  // The default is a trial like any other, logged once.
+  {
+    Config d = Config::from_json(task.instantiate(Config::fallback()).config.to_json(), task.space);
+    if (!logged.count(d.index()) && res.resumed < opt.n_trials) {
+      log(d, res.default_result);
+      tuner.update({d}, {res.default_result});
+      consider(d, res.default_result);
+      ++res.trials;
+      report(&d, &res.default_result, 0, 0);
+    }
+  }
+
+  auto t_loop = std::chrono::steady_clock::now();
+  int measured_now = 0, since_best = 0;
+  while (res.resumed + res.trials < opt.n_trials) {
+    if (opt.early_stopping > 0 && since_best >= opt.early_stopping) break;
+    int want = std::min(opt.batch_size, opt.n_trials - res.resumed - res.trials);
+    std::vector<Config> batch = tuner.next_batch(want);
+    if (batch.empty()) break;  // the space is exhausted
+    std::vector<MeasureResult> results = measurer.measure(batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      log(batch[i], results[i]);
+      double before = res.best ? res.best_result.mean_s : 0;
+      consider(batch[i], results[i]);
+      bool improved = res.best && res.best_result.mean_s != before;
+      since_best = improved ? 0 : since_best + 1;
+      ++res.trials;
+      ++measured_now;
+      report(&batch[i], &results[i], seconds_since(t_loop), measured_now);
+    }
+    tuner.update(batch, results);
+  }
+  res.elapsed_s = seconds_since(t_start);
+  return res;
+}
+
+}  // namespace kiln::autotune

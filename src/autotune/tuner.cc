@@ -1,0 +1,325 @@
+// Tuners over indexable config spaces. Random and grid search; a genetic algorithm on knob-choice
+// vectors; and the model-based tuner: an XGBoost ranking model retrained as measurements arrive
+// and a parallel simulated-annealing explorer (AutoTVM's SimulatedAnnealingOptimizer) whose chains
+// persist across plans: at each step every chain proposes a one-knob mutation, the model scores
+// the proposals in one batch, and a proposal is accepted when it scores higher or with
+// probability exp((new - old) / T), T cooling linearly to 0. The plan is the best-scored points
+// seen that were not yet visited, with an epsilon fraction replaced by random points.
+#include "kiln/autotune/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "kiln/autotune/feature.h"
+#include "kiln/support/error.h"
+
+namespace kiln::autotune {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Tuner::Tuner(const Task& task, uint64_t seed) : task_(task), rng_(seed) {
+  KILN_USER_CHECK(task_.space.indexable())
+      << "tuner for " << task_.key() << ": the config space has 10^" << task_.space.log10_size()
+      << " points, too many to index; the tuners need an indexable space";
+}
+
+Tuner::~Tuner() = default;
+
+void Tuner::update(const std::vector<Config>& configs, const std::vector<MeasureResult>& results) {
+  KILN_USER_CHECK(configs.size() == results.size())
+      << "tuner update: " << configs.size() << " configs but " << results.size() << " results";
+  for (const Config& c : configs) visited_.insert(c.index());
+}
+
+Config Tuner::take(uint64_t index) {
+  visited_.insert(index);
+  return task_.space.get(index);
+}
+
+bool Tuner::random_unvisited(uint64_t* index) {
+  if (exhausted()) return false;
+  for (int attempt = 0; attempt < 256; ++attempt) {
+    uint64_t i = task_.space.random_index(rng_);
+    if (!visited(i)) {
+      *index = i;
+      return true;
+    }
+  }
+  // Nearly exhausted: scan from a random start.
+  uint64_t n = task_.space.size(), start = task_.space.random_index(rng_);
+  for (uint64_t k = 0; k < n; ++k) {
+    uint64_t i = (start + k) % n;
+    if (!visited(i)) {
+      *index = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::vector<Config> RandomTuner::next_batch(int n) {
+  std::vector<Config> out;
+  uint64_t i;
+  while (static_cast<int>(out.size()) < n && random_unvisited(&i)) out.push_back(take(i));
+  return out;
+}
+
+std::vector<Config> GridTuner::next_batch(int n) {
+  std::vector<Config> out;
+  uint64_t size = task_.space.size();
+  while (static_cast<int>(out.size()) < n && next_ < size) {
+    uint64_t i = next_++;
+    if (!visited(i)) out.push_back(take(i));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+GATuner::GATuner(const Task& task, uint64_t seed, GAOptions opt) : Tuner(task, seed), opt_(opt) {
+  KILN_USER_CHECK(opt_.population >= 2 && opt_.elite >= 0 && opt_.elite < opt_.population)
+      << "GA tuner: need population >= 2 and 0 <= elite < population, got " << opt_.population
+      << " and " << opt_.elite;
+}
+
+void GATuner::update(const std::vector<Config>& configs,
+                     const std::vector<MeasureResult>& results) {
+  Tuner::update(configs, results);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    double fit = results[i].ok() ? 1.0 / results[i].mean_s : 0.0;
+    scored_.emplace_back(fit, configs[i].index());
+  }
+  measured_in_generation_ += configs.size();
+}
+
+void GATuner::next_generation() {
+  const ConfigSpace& space = task_.space;
+  std::vector<std::pair<double, uint64_t>> pop = scored_;
+  std::sort(pop.begin(), pop.end(), std::greater<>());
+  if (pop.size() > static_cast<size_t>(opt_.population)) pop.resize(opt_.population);
+  std::unordered_set<uint64_t> chosen;
+  if (pop.size() >= 2) {
+    std::vector<double> w;
+    double total = 0;
+    for (auto& [f, i] : pop) total += f;
+    for (auto& [f, i] : pop) w.push_back(total > 0 ? f + 1e-3 * total / pop.size() : 1.0);
+    std::discrete_distribution<size_t> pick(w.begin(), w.end());
+    std::uniform_real_distribution<double> u(0, 1);
+    const auto& knobs = space.knobs();
+    int want = opt_.population - opt_.elite;
+    for (int attempt = 0; attempt < want * 20 && static_cast<int>(chosen.size()) < want;
+         ++attempt) {
+      std::vector<uint32_t> a = space.get(pop[pick(rng_)].second).choice();
+      std::vector<uint32_t> b = space.get(pop[pick(rng_)].second).choice();
+      std::vector<uint32_t> child(a.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        child[k] = (rng_() & 1) ? a[k] : b[k];
+        if (u(rng_) < opt_.mutation_prob && knobs[k].candidates.size() > 1) {
+          child[k] = static_cast<uint32_t>(rng_() % knobs[k].candidates.size());
+        }
+      }
+      uint64_t idx = space.at(child).index();
+      if (!visited(idx)) chosen.insert(idx);
+    }
+  }
+  uint64_t i;
+  while (static_cast<int>(chosen.size()) < opt_.population && random_unvisited(&i)) {
+    chosen.insert(i);
+    visited_.insert(i);  // reserve it while filling; take() marks it again
+  }
+  for (uint64_t c : chosen) {
+    visited_.erase(c);
+    pending_.push_back(c);
+  }
+  std::shuffle(pending_.begin(), pending_.end(), rng_);
+  measured_in_generation_ = 0;
+}
+
+std::vector<Config> GATuner::next_batch(int n) {
+  std::vector<Config> out;
+  while (static_cast<int>(out.size()) < n) {
+    while (!pending_.empty() && visited(pending_.back())) pending_.pop_back();
+    if (pending_.empty()) {
+      if (exhausted()) break;
+      next_generation();
+      if (pending_.empty()) break;
+      continue;
+    }
+    uint64_t i = pending_.back();
+    pending_.pop_back();
+    out.push_back(take(i));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+ModelTuner::ModelTuner(const Task& task, uint64_t seed, ModelTunerOptions opt)
+    : Tuner(task, seed), opt_(opt), model_(opt.xgb) {
+  KILN_USER_CHECK(opt_.plan_size >= 1 && opt_.sa_chains >= 1 && opt_.sa_steps >= 1)
+      << "model tuner: plan_size, sa_chains and sa_steps must be positive";
+}
+
+const std::vector<float>& ModelTuner::features(uint64_t index) {
+  auto it = features_.find(index);
+  if (it != features_.end()) return it->second;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> f;
+  try {
+    f = extract_features(task_.instantiate(task_.space.get(index)));
+  } catch (const std::exception&) {
+    f.assign(kFeatureLength, 0.f);
+    invalid_.insert(index);
+  }
+  stats_.features += 1;
+  stats_.feature_seconds += seconds_since(t0);
+  return features_.emplace(index, std::move(f)).first->second;
+}
+
+void ModelTuner::update(const std::vector<Config>& configs,
+                        const std::vector<MeasureResult>& results) {
+  Tuner::update(configs, results);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    measured_.push_back(configs[i].index());
+    costs_.push_back(results[i].ok() ? results[i].mean_s : std::numeric_limits<double>::infinity());
+  }
+}
+
+size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& records) {
+  std::vector<std::vector<float>> rows;
+  std::vector<double> costs;
+  const std::string key = other.key();
+  for (const Record& r : records) {
+    if (r.task != key || r.target != other.target || r.version != other.version) continue;
+    try {
+      Config c = Config::from_json(r.config, other.space);
+      rows.push_back(extract_features(other.instantiate(c)));
+      costs.push_back(r.result.ok() ? r.result.mean_s : std::numeric_limits<double>::infinity());
+    } catch (const std::exception&) {
+      continue;  // a config that no longer fits or lowers teaches nothing
+    }
+  }
+  transfer_.add_group(rows, costs);
+  if (!rows.empty()) transfer_changed_ = true;
+  return rows.size();
+}
+
+void ModelTuner::retrain() {
+  TrainingSet ts = transfer_;
+  std::vector<std::vector<float>> rows;
+  for (uint64_t i : measured_) rows.push_back(features(i));
+  if (ts.num_features == 0) ts.num_features = kFeatureLength;
+  ts.add_group(rows, costs_);
+  model_.fit(ts);
+  trained_on_ = measured_.size();
+  transfer_changed_ = false;
+}
+
+std::vector<float> ModelTuner::predict(const std::vector<uint64_t>& points) {
+  std::vector<float> x;
+  x.reserve(points.size() * kFeatureLength);
+  for (uint64_t p : points) {
+    const std::vector<float>& f = features(p);
+    x.insert(x.end(), f.begin(), f.end());
+  }
+  std::vector<float> s = model_.predict(x, points.size(), kFeatureLength);
+  for (size_t i = 0; i < points.size(); ++i)
+    if (invalid_.count(points[i])) s[i] = -1e30f;
+  return s;
+}
+
+void ModelTuner::plan() {
+  auto t0 = std::chrono::steady_clock::now();
+  const ConfigSpace& space = task_.space;
+  if (chains_.empty()) {
+    for (int c = 0; c < opt_.sa_chains; ++c) chains_.push_back(space.random_index(rng_));
+  }
+  // The best unvisited points seen, kept sorted best first.
+  std::vector<std::pair<float, uint64_t>> top;
+  std::unordered_set<uint64_t> in_top;
+  auto consider = [&](uint64_t p, float s) {
+    if (visited(p) || in_top.count(p) || s <= -1e29f) return;
+    if (static_cast<int>(top.size()) >= opt_.plan_size && s <= top.back().first) return;
+    auto pos = std::upper_bound(top.begin(), top.end(), std::make_pair(s, p),
+                                [](const auto& a, const auto& b) { return a.first > b.first; });
+    top.insert(pos, {s, p});
+    in_top.insert(p);
+    if (static_cast<int>(top.size()) > opt_.plan_size) {
+      in_top.erase(top.back().second);
+      top.pop_back();
+    }
+  };
+  std::vector<float> scores = predict(chains_);
+  for (size_t c = 0; c < chains_.size(); ++c) consider(chains_[c], scores[c]);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int step = 0; step < opt_.sa_steps; ++step) {
+    double temp = opt_.sa_temperature * (1.0 - static_cast<double>(step) / opt_.sa_steps);
+    std::vector<uint64_t> proposal(chains_.size());
+    for (size_t c = 0; c < chains_.size(); ++c) proposal[c] = space.mutate(chains_[c], rng_);
+    std::vector<float> ps = predict(proposal);
+    for (size_t c = 0; c < chains_.size(); ++c) {
+      consider(proposal[c], ps[c]);
+      double delta = static_cast<double>(ps[c]) - scores[c];
+      if (delta >= 0 || (temp > 0 && u(rng_) < std::exp(delta / temp))) {
+        chains_[c] = proposal[c];
+        scores[c] = ps[c];
+      }
+    }
+  }
+  plan_.clear();
+  for (auto& [s, p] : top) plan_.push_back(p);
+  // Exploration: the tail of the plan is replaced by random points.
+  size_t n_random = static_cast<size_t>(std::round(opt_.epsilon * opt_.plan_size));
+  n_random = std::min(n_random, plan_.size());
+  plan_.resize(plan_.size() - n_random);
+  std::unordered_set<uint64_t> in_plan(plan_.begin(), plan_.end());
+  for (size_t k = 0; k < n_random; ++k) {
+    uint64_t i = space.random_index(rng_);
+    if (!visited(i) && in_plan.insert(i).second) plan_.push_back(i);
+  }
+  std::reverse(plan_.begin(), plan_.end());  // next_batch pops from the back: best first
+  stats_.plans += 1;
+  stats_.plan_seconds += seconds_since(t0);
+}
+
+std::vector<Config> ModelTuner::next_batch(int n) {
+  size_t fresh = measured_.size() - std::min(measured_.size(), trained_on_);
+  bool can_train = static_cast<int>(measured_.size()) >= opt_.min_train ||
+                   (transfer_.rows() > 0 && !measured_.empty());
+  while (!plan_.empty() && visited(plan_.back())) plan_.pop_back();
+  bool stale = plan_.empty() || transfer_changed_ ||
+               fresh >= static_cast<size_t>(std::max(1, opt_.plan_size / 2));
+  if (can_train && (fresh > 0 || transfer_changed_ || !model_.trained()) && stale) {
+    retrain();
+    plan();
+  } else if (model_.trained() && plan_.empty()) {
+    plan();
+  }
+  std::vector<Config> out;
+  while (static_cast<int>(out.size()) < n && !plan_.empty()) {
+    uint64_t i = plan_.back();
+    plan_.pop_back();
+    if (!visited(i)) out.push_back(take(i));
+  }
+  uint64_t i;
+  while (static_cast<int>(out.size()) < n && random_unvisited(&i)) out.push_back(take(i));
+  return out;
+}
+
+std::unique_ptr<Tuner> make_tuner(const std::string& kind, const Task& task, uint64_t seed) {
+  if (kind == "xgb") return std::make_unique<ModelTuner>(task, seed);
+  if (kind == "random") return std::make_unique<RandomTuner>(task, seed);
+  if (kind == "grid") return std::make_unique<GridTuner>(task);
+  if (kind == "ga") return std::make_unique<GATuner>(task, seed);
+  KILN_ERROR << "unknown tuner '" << kind << "'; the tuners are: xgb, random, grid, ga";
+}
+
+}  // namespace kiln::autotune

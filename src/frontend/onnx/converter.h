@@ -1,0 +1,294 @@
+// Internal to the ONNX importer: the Converter that the per-family converter files
+// (convert*.cc) share. A converter function reads one ONNX node through it (inputs, constant
+// inputs, attributes with defaults, inferred types) and adds graph ops; the table of all
+// converters is assembled in convert.cc from each family's register_* function.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/transform.h"
+#include "kiln/ir/op.h"
+#include "kiln/support/error.h"
+
+namespace kiln::frontend::onnx_import {
+
+using graph::Attrs;
+using graph::Entry;
+using Ints = std::vector<int64_t>;
+
+class Converter {
+ public:
+  Converter(const OnnxModel& m, const ImportOptions& opt) : m_(m), opt_(opt) {}
+
+  graph::Graph run();
+
+  // --- what converters use
+  const OnnxNode* node = nullptr;
+  int64_t opset = 0;
+
+  std::string where() const {
+    return "'" + m_.path + "', node '" + node->name + "' (" + node->op_type + ")";
+  }
+  bool has_input(size_t i) const { return i < node->inputs.size() && !node->inputs[i].empty(); }
+  Entry in(size_t i) const {
+    KILN_USER_CHECK(has_input(i)) << where() << ": input " << i << " is required";
+    return values_.at(node->inputs[i]);
+  }
+  /// The value of input i when it is a constant (initializer or Constant node) or computed
+  /// from constants only (then folded at import time).
+  const runtime::NDArray* const_input(size_t i) const {
+    if (!has_input(i)) return nullptr;
+    return folded(in(i));
+  }
+  /// The value of `e` when it depends on constants only: the sub-graph producing it is typed and
+  /// constant-folded (compiled and run on the host). Null when it depends on a graph input or
+  /// cannot be folded.
+  const runtime::NDArray* folded(Entry e) const {
+    const graph::Node& n = g_.node(e.node);
+    if (n.is_constant()) return &n.value;
+    if (n.is_input()) return nullptr;
+    auto it = folded_.find(e);
+    if (it != folded_.end()) return it->second ? &*it->second : nullptr;
+    std::optional<runtime::NDArray>& slot = folded_[e];
+    std::set<int> seen;
+    std::vector<int> stack{e.node};
+    while (!stack.empty()) {
+      int k = stack.back();
+      stack.pop_back();
+      if (!seen.insert(k).second) continue;
+      const graph::Node& m = g_.node(k);
+      if (m.is_input()) return nullptr;
+      for (const Entry& x : m.inputs) stack.push_back(x.node);
+    }
+    graph::Graph sub;
+    std::map<int, int> remap;
+    for (int k : seen) {
+      graph::Node copy = g_.node(k);
+      for (Entry& x : copy.inputs) x.node = remap.at(x.node);
+      remap[k] = sub.add_node(std::move(copy));
+    }
+    sub.set_outputs({Entry{remap.at(e.node), e.index}});
+    try {
+      graph::Graph f = graph::constant_folding(graph::infer_types(sub));
+      const graph::Node& out = f.node(f.outputs()[0].node);
+      if (out.is_constant()) slot = out.value;
+    } catch (const Error&) {
+      slot.reset();
+    }
+    return slot ? &*slot : nullptr;
+  }
+  /// The type of `e` from infer_types over the graph built so far; nullopt when the graph
+  /// cannot be typed.
+  std::optional<graph::TensorType> known_type(Entry e) const {
+    if (typed_n_ != g_.num_nodes()) {
+      typed_n_ = g_.num_nodes();
+      try {
+        typed_ = graph::infer_types(g_);
+        typed_ok_ = true;
+      } catch (const Error&) {
+        typed_ok_ = false;
+      }
+    }
+    if (!typed_ok_) return std::nullopt;
+    return typed_.type_of(e);
+  }
+  /// The type of input i; a user error naming the node when it cannot be inferred.
+  graph::TensorType type_in(size_t i) const {
+    std::optional<graph::TensorType> t = known_type(in(i));
+    KILN_USER_CHECK(t && t->known())
+        << where() << ": the type of input " << i << " cannot be inferred";
+    return *t;
+  }
+  Ints const_ints(size_t i, const char* what) const {
+    const runtime::NDArray* a = const_input(i);
+    KILN_USER_CHECK(a) << where() << ": input " << i << " (" << what
+                       << ") must be a constant; computed values are not supported yet";
+    Ints out;
+    for (int64_t k = 0; k < a->numel(); ++k) {
+      if (a->dtype() == DataType::Int(64))
+        out.push_back(a->data_as<int64_t>()[k]);
+      else if (a->dtype() == DataType::Int(32))
+        out.push_back(a->data_as<int32_t>()[k]);
+      else
+        KILN_ERROR << where() << ": input " << i << " (" << what << ") must be int32/int64";
+    }
+    return out;
+  }
+  double const_scalar(size_t i, const char* what) const {
+    const runtime::NDArray* a = const_input(i);
+    KILN_USER_CHECK(a && a->numel() == 1)
+        << where() << ": input " << i << " (" << what << ") must be a constant scalar";
+    DataType t = a->dtype();
+    if (t == DataType::Float(32)) return a->data_as<float>()[0];
+    if (t == DataType::Float(64)) return a->data_as<double>()[0];
+    if (t == DataType::Int(8)) return a->data_as<int8_t>()[0];
+    if (t == DataType::UInt(8)) return a->data_as<uint8_t>()[0];
+    if (t == DataType::Int(16)) return a->data_as<int16_t>()[0];
+    if (t == DataType::Int(32)) return a->data_as<int32_t>()[0];
+    if (t == DataType::Int(64)) return static_cast<double>(a->data_as<int64_t>()[0]);
+    KILN_ERROR << where() << ": input " << i << " (" << what << ") has unsupported type " << t;
+  }
+  bool has_attr(const char* name) const { return node->attrs.count(name) != 0; }
+  int64_t attr_int(const char* name, int64_t dflt) const {
+    auto it = node->attrs.find(name);
+    if (it == node->attrs.end()) return dflt;
+    const int64_t* v = std::get_if<int64_t>(&it->second);
+    KILN_USER_CHECK(v) << where() << ": attribute '" << name << "' must be an int";
+    return *v;
+  }
+  double attr_float(const char* name, double dflt) const {
+    auto it = node->attrs.find(name);
+    if (it == node->attrs.end()) return dflt;
+    if (const double* v = std::get_if<double>(&it->second)) return *v;
+    if (const int64_t* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
+    KILN_ERROR << where() << ": attribute '" << name << "' must be a float";
+  }
+  Ints attr_ints(const char* name, Ints dflt) const {
+    auto it = node->attrs.find(name);
+    if (it == node->attrs.end()) return dflt;
+    const Ints* v = std::get_if<Ints>(&it->second);
+    KILN_USER_CHECK(v) << where() << ": attribute '" << name << "' must be a list of ints";
+    return *v;
+  }
+  std::string attr_string(const char* name, const std::string& dflt) const {
+    auto it = node->attrs.find(name);
+    if (it == node->attrs.end()) return dflt;
+    const std::string* v = std::get_if<std::string>(&it->second);
+    KILN_USER_CHECK(v) << where() << ": attribute '" << name << "' must be a string";
+    return *v;
+  }
+  void unsupported_if(bool cond, const std::string& what) const {
+    KILN_USER_CHECK(!cond) << where() << ": " << what << " is not supported yet";
+  }
+  Entry op(const std::string& name, std::vector<Entry> inputs, Attrs attrs = {}) {
+    return g_.add_op(name, std::move(inputs), std::move(attrs), unique_name(node->name));
+  }
+  Entry constant(const std::string& hint, runtime::NDArray v) {
+    return g_.add_constant(unique_name(node->name + "." + hint), std::move(v));
+  }
+  /// Element type of an entry when known (inferred), else Void.
+  DataType dtype_of(Entry e) const {
+    const graph::Node& n = g_.node(e.node);
+    if (n.is_constant()) return n.value.dtype();
+    if (n.is_input() && !n.outputs.empty()) return n.outputs[0].dtype;
+    std::optional<graph::TensorType> t = known_type(e);
+    return t ? t->dtype : DataType::Void();
+  }
+  /// Rank of an entry when its type is known (inferred), else -1.
+  int rank_of(Entry e) const {
+    const graph::Node& n = g_.node(e.node);
+    if (n.is_constant()) return n.value.ndim();
+    if (n.is_input() && !n.outputs.empty()) return static_cast<int>(n.outputs[0].shape.size());
+    std::optional<graph::TensorType> t = known_type(e);
+    return t && t->known() ? static_cast<int>(t->shape.size()) : -1;
+  }
+  /// A constant scalar (or tensor of `shape`) of type `t` holding `v` everywhere.
+  Entry fill(const std::string& hint, double v, DataType t, Ints shape = {}) {
+    runtime::NDArray a = runtime::NDArray::empty(shape, t);
+    for (int64_t k = 0; k < a.numel(); ++k) set_elem(a, k, v);
+    return constant(hint, a);
+  }
+  /// Stores `v` into element k of `a`, converted to its type.
+  void set_elem(runtime::NDArray& a, int64_t k, double v) const {
+    DataType t = a.dtype();
+    if (t == DataType::Float(32))
+      a.data_as<float>()[k] = static_cast<float>(v);
+    else if (t == DataType::Float(64))
+      a.data_as<double>()[k] = v;
+    else if (t == DataType::Int(8))
+      a.data_as<int8_t>()[k] = static_cast<int8_t>(v);
+    else if (t == DataType::Int(16))
+      a.data_as<int16_t>()[k] = static_cast<int16_t>(v);
+    else if (t == DataType::Int(32))
+      a.data_as<int32_t>()[k] = static_cast<int32_t>(v);
+    else if (t == DataType::Int(64))
+      a.data_as<int64_t>()[k] = static_cast<int64_t>(v);
+    else if (t == DataType::UInt(8) || t.is_bool())
+      a.data_as<uint8_t>()[k] = static_cast<uint8_t>(v);
+    else if (t == DataType::UInt(16))
+      a.data_as<uint16_t>()[k] = static_cast<uint16_t>(v);
+    else if (t == DataType::UInt(32))
+      a.data_as<uint32_t>()[k] = static_cast<uint32_t>(v);
+    else if (t == DataType::UInt(64))
+      a.data_as<uint64_t>()[k] = static_cast<uint64_t>(v);
+    else
+      KILN_ERROR << where() << ": constants of type " << t << " are not supported yet";
+  }
+
+ private:
+  std::string unique_name(const std::string& base) {
+    std::string n = base;
+    for (int k = 1; used_.count(n); ++k) n = base + "_" + std::to_string(k);
+    used_.insert(n);
+    return n;
+  }
+
+  const OnnxModel& m_;
+  const ImportOptions& opt_;
+  graph::Graph g_;
+  std::map<std::string, Entry> values_;
+  std::set<std::string> used_;
+  mutable std::map<Entry, std::optional<runtime::NDArray>> folded_;
+  mutable graph::Graph typed_;
+  mutable int typed_n_ = -1;
+  mutable bool typed_ok_ = false;
+};
+
+using ConvertFn = std::function<std::vector<Entry>(Converter&)>;
+
+inline ConvertFn unary(const char* op) {
+  return [op](Converter& c) { return std::vector<Entry>{c.op(op, {c.in(0)})}; };
+}
+inline ConvertFn binary(const char* op) {
+  return [op](Converter& c) { return std::vector<Entry>{c.op(op, {c.in(0), c.in(1)})}; };
+}
+/// Max/Min/Sum over any number of inputs.
+inline ConvertFn variadic(const char* op) {
+  return [op](Converter& c) {
+    Entry acc = c.in(0);
+    for (size_t i = 1; i < c.node->inputs.size(); ++i) acc = c.op(op, {acc, c.in(i)});
+    return std::vector<Entry>{acc};
+  };
+}
+
+inline int64_t norm_axis(const Converter& c, int64_t axis, int64_t rank) {
+  KILN_USER_CHECK(axis >= -rank && axis < rank)
+      << c.where() << ": axis " << axis << " is out of range for rank " << rank;
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// The converters of one family, added to the table by name (ONNX op type).
+using ConvertTable = std::map<std::string, ConvertFn>;
+/// LSTM, GRU, RNN (convert_rnn.cc).
+void register_rnn_converters(ConvertTable& t);
+/// Element-wise math beyond the basic table: trigonometric, hyperbolic, activations
+/// (convert_math.cc).
+void register_math_converters(ConvertTable& t);
+/// ConvTranspose, Resize/Upsample, pooling of other ranks, normalizations (convert_nn.cc).
+void register_nn_converters(ConvertTable& t);
+/// TopK, Scatter*, GatherND, OneHot, Tile, Einsum, … (convert_tensor.cc).
+void register_tensor_converters(ConvertTable& t);
+
+/// Adagrad, Momentum, Adam (domain ai.onnx.preview.training), MaxUnpool, MatMulInteger and
+/// ConvInteger (convert_training.cc).
+void register_training_converters(ConvertTable& t);
+
+/// ONNX TensorProto element-type code -> Kiln type; Void for types Kiln cannot compute with.
+DataType onnx_elem_type(int64_t code);
+/// A 1-D int64 array holding xs.
+runtime::NDArray int64_array(const std::vector<int64_t>& xs);
+/// A constant int64 (or `t`) tensor of rank `r` holding 0..n-1 along `axis` (size 1 elsewhere).
+graph::Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t = DataType::Int(64));
+
+}  // namespace kiln::frontend::onnx_import

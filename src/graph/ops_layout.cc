@@ -1,0 +1,76 @@
+// Registration of the blocked-layout ops that layout alteration (alter_layout.cc) introduces (with
+// layout_transform, registered in ops_transform.cc):
+//   conv2d_nchwc(data, packed_kernel, …)           topi's x86 fast convolution (groups 1)
+//   depthwise_conv2d_nchwc(data, packed_kernel, …) the blocked depthwise convolution
+//   dense_packed(x, Wp, units)                      dense over weights packed in panels
+// The packed weights are constants computed by the pass, so nothing packs at run time.
+
+#include "kiln/graph/op_registry.h"
+#include "kiln/topi/conv2d.h"
+#include "kiln/topi/dense.h"
+#include "kiln/topi/depthwise_conv2d.h"
+#include "op_attrs.h"
+
+namespace kiln::graph {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+std::vector<te::Tensor> one(te::Tensor t) { return {std::move(t)}; }
+
+/// The attribute schema of a blocked convolution (groups are implied by the op).
+std::vector<AttrSpec> conv_attrs() {
+  return {{"strides", AttrKind::kInts, Ints{1, 1}},
+          {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
+          {"dilation", AttrKind::kInts, Ints{1, 1}}};
+}
+
+}  // namespace
+
+void register_layout_ops(OpRegistry& r) {
+  OpDef conv;
+  conv.name = "conv2d_nchwc";
+  conv.min_inputs = conv.max_inputs = 2;
+  conv.pattern = topi::kConv2DPattern;
+  conv.attrs = conv_attrs();
+  conv.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::conv2d_nchwc(in[0], in[1], detail::conv_params(a, "conv2d_nchwc"), {}, n));
+  };
+  conv.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    KILN_USER_CHECK(in[0].dtype == in[1].dtype)
+        << "conv2d_nchwc: dtype mismatch: data " << in[0].str() << " and kernel " << in[1].str();
+    return std::vector<TensorType>{
+        {topi::conv2d_nchwc_shape(in[0].shape, in[1].shape, detail::conv_params(a, "conv2d_nchwc")),
+         in[0].dtype}};
+  };
+  r.add(conv);
+
+  OpDef dw = conv;
+  dw.name = "depthwise_conv2d_nchwc";
+  dw.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::depthwise_conv2d_nchwc(
+        in[0], in[1], detail::conv_params(a, "depthwise_conv2d_nchwc"), {}, n));
+  };
+  dw.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    KILN_USER_CHECK(in[0].dtype == in[1].dtype) << "depthwise_conv2d_nchwc: dtype mismatch: data "
+                                                << in[0].str() << " and kernel " << in[1].str();
+    return std::vector<TensorType>{
+        {topi::depthwise_conv2d_nchwc_shape(in[0].shape, in[1].shape,
+                                            detail::conv_params(a, "depthwise_conv2d_nchwc")),
+         in[0].dtype}};
+  };
+  r.add(dw);
+
+  OpDef dense;
+  dense.name = "dense_packed";
+  dense.min_inputs = dense.max_inputs = 2;  // x, Wp (a bias is an add fused after it)
+  dense.pattern = topi::kDensePattern;
+  dense.attrs = {{"units", AttrKind::kInt, std::nullopt}};
+  dense.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::dense_packed(in[0], in[1], a.get_int("units"), {}, n));
+  };
+  r.add(dense);
+}
+
+}  // namespace kiln::graph

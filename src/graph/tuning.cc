@@ -1,0 +1,93 @@
+// Tuning tasks of a graph and the lookup of tuned configs (tuning.h). A task's workload string
+// is the logical workload (Conv2DWorkload::str, or M/N/K for dense), independent of the block
+// sizes a config picks, so the same key names the workload before and after layout alteration.
+
+#include "kiln/graph/tuning.h"
+
+#include <map>
+
+#include "kiln/graph/transform.h"
+#include "kiln/topi/depthwise_conv2d.h"
+#include "op_attrs.h"
+
+namespace kiln::graph {
+
+autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::conv2d_nchwc_template(wl, {}, target), target, wl.str());
+}
+
+autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::depthwise_conv2d_nchwc_template(wl, target), target,
+                              "depthwise " + wl.str());
+}
+
+autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target) {
+  return autotune::Task::make(
+      topi::dense_template(wl, target), target,
+      "dense M" + std::to_string(wl.M) + " N" + std::to_string(wl.N) + " K" + std::to_string(wl.K));
+}
+
+std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& target) {
+  Graph g = optimize(input, 1, target);
+  std::vector<TuningTask> tasks;
+  std::map<std::string, size_t> index;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    const Node& n = g.node(i);
+    if (!n.is_op() || (n.op != "conv2d" && n.op != "dense")) continue;
+    if (!g.node(n.inputs[1].node).is_constant()) continue;
+    const TensorType& xt = g.type_of(n.inputs[0]);
+    const TensorType& wt = g.type_of(n.inputs[1]);
+    if (xt.dtype != DataType::Float(32)) continue;
+    std::optional<autotune::Task> task;
+    std::string op;
+    try {
+      if (n.op == "dense") {
+        if (xt.shape.size() != 2) continue;
+        task = dense_task(topi::DenseWorkload{xt.shape[0], wt.shape[0], xt.shape[1]}, target);
+        op = "dense";
+      } else {
+        topi::Conv2DWorkload wl{
+            xt.shape[0], xt.shape[1], xt.shape[2], xt.shape[3],
+            wt.shape[0], wt.shape[2], wt.shape[3], detail::conv_params(n.attrs)};
+        const bool dw = wl.params.groups > 1 && wl.params.groups == wl.in_channel &&
+                        wl.out_channel == wl.in_channel;
+        if (wl.params.groups != 1 && !dw) continue;
+        task = dw ? depthwise_conv2d_task(wl, target) : conv2d_task(wl, target);
+        op = dw ? "depthwise_conv2d" : "conv2d";
+      }
+    } catch (const Error&) {
+      continue;  // a workload the templates do not cover is compiled with its NCHW schedule
+    }
+    std::string where = n.name.empty() ? "%" + std::to_string(i) : n.name;
+    auto [it, fresh] = index.emplace(task->key(), tasks.size());
+    if (fresh) tasks.push_back(TuningTask{std::move(*task), op, {}});
+    tasks[it->second].nodes.push_back(where);
+  }
+  return tasks;
+}
+
+std::optional<autotune::Config> TunedConfigs::lookup(const autotune::Task& task) {
+  auto it = cache_.find(task.key());
+  if (it != cache_.end()) return it->second;
+  autotune::BestRecord b = autotune::best_record(records_, task);
+  std::optional<autotune::Config> r;
+  if (b.best) {
+    r = b.config;
+    ++tuned_;
+    lines_.push_back("tuned   " + task.key() + ": " + b.summary());
+  } else {
+    ++fallback_;
+    lines_.push_back("default " + task.key() + ": " + b.summary());
+  }
+  cache_.emplace(task.key(), r);
+  return r;
+}
+
+std::vector<std::string> TunedConfigs::report() const {
+  std::vector<std::string> r{"tuning log: " + std::to_string(tuned_) + " workload(s) tuned, " +
+                             std::to_string(fallback_) + " with default configs"};
+  r.insert(r.end(), lines_.begin(), lines_.end());
+  return r;
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,88 @@
+// What the `kiln` subcommands share: loading a model (an ONNX file or a built-in model),
+// seeded random inputs, timing runs, comparing tensors, and the Command type through which
+// each subcommand's file registers its options with CLI11. One file per subcommand:
+// cmd_demo.cc, cmd_compile_run.cc, cmd_bench.cc, cmd_inspect.cc, cmd_compare.cc.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/graph/build_module.h"
+#include "kiln/graph/graph.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/runtime/ndarray.h"
+
+namespace kiln::cli {
+
+using Clock = std::chrono::steady_clock;
+
+/// Milliseconds since t0.
+double ms_since(Clock::time_point t0);
+
+/// A registered subcommand: after parsing, `run` executes it (throwing kiln::Error on bad
+/// input) and returns the process's exit code.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_demo_command(CLI::App& app);
+Command add_compile_command(CLI::App& app);
+Command add_run_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+Command add_inspect_command(CLI::App& app);
+Command add_compare_command(CLI::App& app);
+Command add_tune_command(CLI::App& app);
+
+/// Adds `--threads N` (1..1024) to `cmd`, stored in `threads` (0: leave the default).
+void add_threads_option(CLI::App* cmd, int& threads);
+/// Sets the runtime's thread count when `threads` > 0.
+void apply_threads(int threads);
+
+/// The MODEL argument's help text.
+extern const char* const kModelHelp;
+
+/// Parses --input-shape specs "NAME=D1,D2,..." (user errors name the bad spec).
+std::map<std::string, std::vector<int64_t>> parse_input_shapes(
+    const std::vector<std::string>& specs);
+
+/// Loads a model: an ONNX file, or "builtin:resnet18" (frontend/model_zoo.h; an input shape
+/// "data=B,3,S,S" picks the batch and image size). User errors name the path or list the
+/// built-in models.
+graph::Graph load_model(const std::string& model, const std::vector<std::string>& shape_specs);
+
+/// Makes an executor of a compiled module held in memory; `source` names it in errors.
+runtime::GraphExecutor executor_of(const graph::CompiledModule& m, const std::string& source);
+
+/// "float32[1, 3, 224, 224]".
+std::string type_str(const runtime::NDArray& a);
+
+/// Seeded random values for an input of this shape and dtype: floats uniform in [-1, 1),
+/// integers in [0, 10), bools 0 or 1. Other dtypes: a user error naming the input.
+runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng);
+
+/// Sets every input of `ex` not in `given` to seeded random values (drawn in input order);
+/// returns them by name.
+std::map<std::string, runtime::NDArray> set_random_inputs(runtime::GraphExecutor& ex,
+                                                          unsigned seed);
+
+/// Latency of `repeat` runs after `warmup` untimed ones, in milliseconds.
+struct Latency {
+  double median = 0, min = 0, max = 0;
+  int repeat = 0;
+};
+Latency time_runs(runtime::GraphExecutor& ex, int warmup, int repeat);
+
+/// The elements of a tensor of any integer, bool or float dtype, as doubles.
+std::vector<double> to_doubles(const runtime::NDArray& a);
+
+/// Human-readable bytes: "512 B", "1.5 KiB", "44.8 MiB".
+std::string bytes_str(size_t bytes);
+
+}  // namespace kiln::cli

@@ -1,0 +1,175 @@
+// Tuning records: JSON round trip of successful and failed measurements, task and target keys,
+// a log with a damaged last line (skipped with a warning naming file and line; appending after
+// it keeps every new record), bad fields named, and the best-record lookup that counts and
+// ignores records of another target or template version.
+#include "kiln/autotune/record.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "tune_templates.h"
+
+namespace kiln::autotune {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_log(const std::string& name) {
+  fs::path p = fs::temp_directory_path() /
+               ("kiln-autotune-" + std::to_string(::getpid()) + "-" + name + ".jsonl");
+  fs::remove(p);
+  return p.string();
+}
+
+MeasureResult ok_result(double mean) {
+  MeasureResult r;
+  r.mean_s = mean;
+  r.std_s = mean / 100;
+  r.runs = {mean * 0.99, mean * 1.01};
+  r.compile_s = 0.05;
+  return r;
+}
+
+MeasureResult failed(ErrorKind k, const std::string& msg) {
+  MeasureResult r;
+  r.error = k;
+  r.error_msg = msg;
+  return r;
+}
+
+TEST(Task, KeysNameTemplateWorkloadAndTarget) {
+  Task t = Task::make(test_templates::matmul_template(8));
+  EXPECT_EQ(t.workload, "A:float32[8,8],B:float32[8,8],C:float32[8,8]");
+  EXPECT_EQ(t.key(), "test_matmul(A:float32[8,8],B:float32[8,8],C:float32[8,8])");
+  EXPECT_EQ(t.version, "1");
+  // The target key resolves the host CPU: never the bare "native" string alone.
+  EXPECT_NE(t.target.find("cpu="), std::string::npos) << t.target;
+  EXPECT_NE(t.target.find("features="), std::string::npos) << t.target;
+  EXPECT_DOUBLE_EQ(t.flops, 2.0 * 8 * 8 * 8);
+  Task other = Task::make(test_templates::matmul_template(8), Target("llvm -mcpu=skylake-avx512"));
+  EXPECT_NE(other.target, t.target);
+  EXPECT_EQ(other.key(), t.key());
+}
+
+TEST(Record, JsonRoundTrip) {
+  Task t = Task::make(test_templates::matmul_template(8));
+  Config c = t.space.get(7);
+  Record a = Record::make(t, c, ok_result(1.5e-4));
+  Record b = Record::from_json(nlohmann::json::parse(a.to_json().dump()));
+  EXPECT_EQ(b.task, t.key());
+  EXPECT_EQ(b.target, t.target);
+  EXPECT_EQ(b.version, "1");
+  EXPECT_EQ(b.template_name, "test_matmul");
+  EXPECT_EQ(Config::from_json(b.config, t.space), c);
+  EXPECT_TRUE(b.result.ok());
+  EXPECT_DOUBLE_EQ(b.result.mean_s, 1.5e-4);
+  EXPECT_DOUBLE_EQ(b.result.std_s, 1.5e-6);
+  EXPECT_EQ(b.result.runs, a.result.runs);
+  EXPECT_GT(b.timestamp, 1.6e9);
+
+  Record e = Record::make(t, c, failed(ErrorKind::kCrash, "killed by signal 6"));
+  Record f = Record::from_json(e.to_json());
+  EXPECT_EQ(f.result.error, ErrorKind::kCrash);
+  EXPECT_EQ(f.result.error_msg, "killed by signal 6");
+  EXPECT_TRUE(e.to_json()["costs"].is_null());
+}
+
+TEST(Record, BadFieldsAreNamed) {
+  Task t = Task::make(test_templates::matmul_template(8));
+  nlohmann::json j = Record::make(t, t.space.get(0), ok_result(1e-3)).to_json();
+  nlohmann::json no_task = j;
+  no_task.erase("task");
+  EXPECT_NE(kiln::testing::error_of([&] {
+              Record::from_json(no_task);
+            }).find("missing string field 'task'"),
+            std::string::npos);
+  nlohmann::json bad_cost = j;
+  bad_cost["costs"]["mean"] = -1;
+  EXPECT_NE(kiln::testing::error_of([&] {
+              Record::from_json(bad_cost);
+            }).find("field 'costs' needs a positive number 'mean'"),
+            std::string::npos);
+}
+
+TEST(RecordLog, CorruptLastLineIsSkippedWithAWarning) {
+  Task t = Task::make(test_templates::matmul_template(8));
+  std::string path = temp_log("corrupt");
+  {
+    RecordWriter w(path);
+    for (int i = 0; i < 3; ++i) w.write(Record::make(t, t.space.get(i), ok_result(1e-3 + i)));
+  }
+  {
+    // A run killed mid-write: half a line, no newline.
+    std::ofstream out(path, std::ios::app);
+    out << R"({"kiln_record": 1, "task": "test_matmul(A:flo)";
+  }
+  RecordLog log = load_records(path, /*print_warnings=*/false);
+  EXPECT_EQ(log.records.size(), 3u);
+  EXPECT_EQ(log.skipped, 1u);
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_NE(log.warnings[0].find(path + ":4: skipped a corrupt or partial record"),
+            std::string::npos)
+      << log.warnings[0];
+
+  // Appending after the damage: the writer ends the broken line first, so no record is lost.
+  {
+    RecordWriter w(path);
+    w.write(Record::make(t, t.space.get(3), ok_result(5e-4)));
+    w.write(Record::make(t, t.space.get(4), failed(ErrorKind::kTimeout, "too slow")));
+  }
+  log = load_records(path, false);
+  ASSERT_EQ(log.records.size(), 5u);
+  EXPECT_EQ(log.skipped, 1u);
+  EXPECT_EQ(Config::from_json(log.records[3].config, t.space), t.space.get(3));
+  EXPECT_EQ(log.records[4].result.error, ErrorKind::kTimeout);
+
+  // A missing file is an empty log.
+  fs::remove(path);
+  EXPECT_TRUE(load_records(path, false).records.empty());
+}
+
+TEST(RecordLog, BestRecordIgnoresOtherTargetsAndVersions) {
+  Task t = Task::make(test_templates::matmul_template(8));
+  Task v2 = Task::make(test_templates::matmul_template(8, "2"));
+  Task avx512 = Task::make(test_templates::matmul_template(8), Target("llvm -mcpu=skylake-avx512"));
+  Task other = Task::make(test_templates::matmul_template(16));
+  std::vector<Record> recs = {
+      Record::make(t, t.space.get(1), ok_result(3e-3)),
+      Record::make(t, t.space.get(2), ok_result(2e-3)),
+      Record::make(t, t.space.get(3), failed(ErrorKind::kWrongResult, "differs")),
+      // Faster, but not applicable: another template version / target.
+      Record::make(v2, v2.space.get(4), ok_result(1e-6)),
+      Record::make(avx512, avx512.space.get(5), ok_result(1e-6)),
+      Record::make(avx512, avx512.space.get(6), ok_result(1e-6)),
+      // Another workload: not counted at all.
+      Record::make(other, other.space.get(0), ok_result(1e-7)),
+  };
+  // A record whose config does not fit the space (a knob the template no longer has).
+  Record bad = Record::make(t, t.space.get(0), ok_result(1e-8));
+  bad.config["knobs"]["gone"] = 1;
+  recs.push_back(bad);
+
+  BestRecord b = best_record(recs, t);
+  ASSERT_TRUE(b.best.has_value());
+  EXPECT_DOUBLE_EQ(b.best->result.mean_s, 2e-3);
+  EXPECT_EQ(b.config, t.space.get(2));
+  EXPECT_EQ(b.used, 3u);
+  EXPECT_EQ(b.failed, 1u);
+  EXPECT_EQ(b.other_version, 1u);
+  EXPECT_EQ(b.other_target, 2u);
+  EXPECT_EQ(b.bad_config, 1u);
+  EXPECT_EQ(b.summary(),
+            "used 3 records (1 failed); ignored 4: 2 for another target, 1 for another template "
+            "version, 1 whose config does not fit the space");
+
+  BestRecord none = best_record(recs, Task::make(test_templates::matmul_template(32)));
+  EXPECT_FALSE(none.best.has_value());
+  EXPECT_EQ(none.summary(), "used 0 records");
+}
+
+}  // namespace
+}  // namespace kiln::autotune
