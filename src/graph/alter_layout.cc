@@ -3,6 +3,8 @@
 //   conv2d (groups 1, constant weights)     → conv2d_nchwc on NCHW<ic>c data, weights packed
 //                                              into OIHW<ic>i<oc>o, output NCHW<oc>c
 //   conv2d (depthwise, multiplier 1)        → depthwise_conv2d_nchwc, NCHW<b>c in and out
+//   conv2d_transpose (groups 1)             → dilate2d, then conv2d_nchwc with the kernel
+//                                              flipped and its channels swapped
 //   dense / matmul (constant weights)       → dense_packed over weights packed in panels
 // with the block sizes of each template's default (fallback) configuration, and keeps
 // tensors blocked between layers: element-wise / broadcast ops and pooling whose input is
@@ -147,6 +149,7 @@ class LayoutAlterer {
         continue;
       }
       if (n.op == "conv2d" && try_conv2d(i)) continue;
+      if (n.op == "conv2d_transpose" && try_conv2d_transpose(i)) continue;
       if ((n.op == "dense" || n.op == "matmul") && try_dense(i)) continue;
       if (try_blocked_elemwise(i)) continue;
       emit_plain(i);
@@ -251,6 +254,78 @@ class LayoutAlterer {
     std::string wname = g_.node(n.inputs[1].node).name;
     r.inputs = {as_layout(map_[n.inputs[0]], xt, blocked_layout(ic_bn)),
                 constant(wname + "_packed", packed)};
+    r.outputs = {blocked_type(n.outputs[0], oc_bn)};
+    emit(i, std::move(r), blocked_layout(oc_bn));
+    return true;
+  }
+
+  /// conv2d_transpose(x, w [C, O, KH, KW]) as conv2d_nchwc over x dilated by the strides, padded
+  /// by dilation·(K − 1) − padding (+ output_padding after), with the kernel flipped and its
+  /// channels swapped — when no padding is negative (a crop) and the blocks are wide enough.
+  bool try_conv2d_transpose(int i) {
+    const Node& n = g_.node(i);
+    const TensorType& xt = g_.type_of(n.inputs[0]);
+    if (!is_f32(xt) || xt.shape.size() != 4 || !is_f32_constant(g_, n.inputs[1])) return false;
+    const NDArray& w = g_.node(n.inputs[1].node).value;
+    if (w.ndim() != 4 || w.shape()[0] != xt.shape[1]) return false;
+    const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
+    topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
+    if (t.groups != 1) return false;
+    auto [oph, opw] = detail::pair_attr(n.attrs, "output_padding", "conv2d_transpose");
+    const int64_t eh = t.dilation_h * (KH - 1), ew = t.dilation_w * (KW - 1);
+    topi::Padding2D pad{eh - t.padding.top, ew - t.padding.left, eh - t.padding.bottom + oph,
+                        ew - t.padding.right + opw};
+    if (pad.top < 0 || pad.left < 0 || pad.bottom < 0 || pad.right < 0) return false;
+    topi::Conv2DWorkload wl;
+    wl.batch = xt.shape[0];
+    wl.in_channel = C;
+    wl.height = (xt.shape[2] - 1) * t.stride_h + 1;
+    wl.width = (xt.shape[3] - 1) * t.stride_w + 1;
+    wl.out_channel = O;
+    wl.kernel_h = KH;
+    wl.kernel_w = KW;
+    wl.params.padding = pad;
+    wl.params.dilation_h = t.dilation_h;
+    wl.params.dilation_w = t.dilation_w;
+    int64_t ic_bn = 0, oc_bn = 0;
+    try {
+      autotune::Config cfg = config_for([&] { return conv2d_task(wl, target_); });
+      topi::Conv2DNCHWcLayout l = topi::define_conv2d_nchwc_knobs(cfg, wl, target_);
+      ic_bn = l.ic_bn;
+      oc_bn = l.oc_bn;
+    } catch (const Error&) {
+      return false;
+    }
+    if (oc_bn < 8) return false;
+    // W'[o, c, kh, kw] = w[c, o, KH-1-kh, KW-1-kw]
+    NDArray flipped = NDArray::empty({O, C, KH, KW}, w.dtype());
+    const float* src = w.data_as<float>();
+    float* dst = flipped.data_as<float>();
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t kh = 0; kh < KH; ++kh)
+          for (int64_t kw = 0; kw < KW; ++kw)
+            dst[((o * C + c) * KH + kh) * KW + kw] =
+                src[((c * O + o) * KH + (KH - 1 - kh)) * KW + (KW - 1 - kw)];
+    Entry data = as_layout(map_[n.inputs[0]], xt, "");
+    TensorType dt{{xt.shape[0], C, wl.height, wl.width}, xt.dtype};
+    if (t.stride_h > 1 || t.stride_w > 1) {
+      Node d;
+      d.op = "dilate2d";
+      d.attrs.set("strides", Ints{t.stride_h, t.stride_w});
+      d.inputs = {data};
+      d.outputs = {dt};
+      data = Entry{out_.add_node(std::move(d)), 0};
+    }
+    Node r;
+    r.op = "conv2d_nchwc";
+    r.name = n.name;
+    r.attrs.set("strides", Ints{1, 1});
+    r.attrs.set("padding", Ints{pad.top, pad.left, pad.bottom, pad.right});
+    r.attrs.set("dilation", Ints{t.dilation_h, t.dilation_w});
+    r.inputs = {as_layout(data, dt, blocked_layout(ic_bn)),
+                constant(g_.node(n.inputs[1].node).name + "_flipped_packed",
+                         pack_conv_weight(flipped, ic_bn, oc_bn))};
     r.outputs = {blocked_type(n.outputs[0], oc_bn)};
     emit(i, std::move(r), blocked_layout(oc_bn));
     return true;

@@ -3,9 +3,11 @@
 //   conv2d_nchwc(data, packed_kernel, …)           topi's x86 fast convolution (groups 1)
 //   depthwise_conv2d_nchwc(data, packed_kernel, …) the blocked depthwise convolution
 //   dense_packed(x, Wp, units)                      dense over weights packed in panels
+//   dilate2d(x, strides)                            zeros between pixels (transposed convs)
 // The packed weights are constants computed by the pass, so nothing packs at run time.
 
 #include "kiln/graph/op_registry.h"
+#include "kiln/ir/op.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -61,6 +63,36 @@ void register_layout_ops(OpRegistry& r) {
          in[0].dtype}};
   };
   r.add(dw);
+
+  // dilate2d(x, strides): x [N, C, H, W] with strides - 1 zeros between neighbours along H and
+  // W: out[n, c, y, x] = x[n, c, y / sh, x / sw] where both divide, else 0. The input of a
+  // transposed convolution rewritten as a convolution (alter_layout.cc).
+  OpDef dilate;
+  dilate.name = "dilate2d";
+  dilate.pattern = topi::OpPattern::kInjective;
+  dilate.attrs = {{"strides", AttrKind::kInts, std::nullopt}};
+  dilate.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    const te::Tensor& x = in[0];
+    KILN_USER_CHECK(x.ndim() == 4)
+        << "dilate2d: expected a 4-D NCHW tensor, got " << tensor_type(x).str();
+    auto [sh, sw] = detail::pair_attr(a, "strides", "dilate2d");
+    KILN_USER_CHECK(sh >= 1 && sw >= 1)
+        << "dilate2d: strides must be positive, got (" << sh << ", " << sw << ")";
+    TensorType t = tensor_type(x);
+    std::vector<ir::Expr> shape = {x->shape[0], x->shape[1],
+                                   ir::Expr(static_cast<int32_t>((t.shape[2] - 1) * sh + 1)),
+                                   ir::Expr(static_cast<int32_t>((t.shape[3] - 1) * sw + 1))};
+    ir::Expr esh(static_cast<int32_t>(sh)), esw(static_cast<int32_t>(sw));
+    return one(te::compute(
+        shape,
+        [&](ir::Var b, ir::Var c, ir::Var y, ir::Var w) {
+          ir::Expr on_grid = ir::floormod(y, esh) == 0 && ir::floormod(w, esw) == 0;
+          return ir::if_then_else(on_grid, x(b, c, ir::floordiv(y, esh), ir::floordiv(w, esw)),
+                                  ir::make_zero(x->dtype));
+        },
+        n, std::string(topi::tag::kInjective) + ",dilate"));
+  };
+  r.add(dilate);
 
   OpDef dense;
   dense.name = "dense_packed";

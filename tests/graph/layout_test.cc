@@ -259,5 +259,24 @@ TEST(AlterLayout, MatmulWithConstantWeightsBecomesDensePacked) {
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 15), 1e-5);
 }
 
+TEST(AlterLayout, TransposedConvBecomesDilatedBlockedConv) {
+  // stride 2, padding 1, output_padding 1, then relu; and one with stride 1 and no padding.
+  std::mt19937 rng(9);
+  Graph g;
+  Entry x = g.add_input("x", {1, 24, 5, 6}, f32);
+  Entry t = g.add_op(
+      "conv2d_transpose", {x, g.add_constant("wt", random_array({24, 16, 4, 3}, rng))},
+      {{"strides", Ints{2, 2}}, {"padding", Ints{1, 1, 1, 1}}, {"output_padding", Ints{1, 1}}});
+  Entry r = g.add_op("relu", {t});
+  g.add_output(
+      g.add_op("conv2d_transpose", {r, g.add_constant("wu", random_array({16, 32, 3, 3}, rng))}));
+  Graph a = alter_op_layout(infer_types(g), Target::host());
+  std::string text = a.str();
+  EXPECT_NE(text.find("dilate2d(%0, strides=[2, 2]) : float32[1, 24, 9, 11]"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("conv2d_transpose("), std::string::npos) << text;
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 16), 1e-4);
+}
+
 }  // namespace
 }  // namespace kiln::graph
