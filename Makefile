@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test bench format clean
+.PHONY: all deps configure build demo test bench bench-tuners format clean
 
 all: build
 
@@ -26,8 +26,13 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
+	bash scripts/setup-bench-env.sh
 	./$(BUILD)/bin/kiln-bench-gemm
 	./$(BUILD)/bin/kiln-bench-ops
+	./$(BUILD)/bin/kiln-bench-models
+
+bench-tuners: build
+	./$(BUILD)/bin/kiln-bench-tuners
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -154,6 +155,9 @@ struct Built {
   runtime::PackedFunc fn;
   MeasureResult failure;  ///< error set when compiling failed
   double compile_s = 0;
+  /// The candidate's argument shapes when they differ from the default config's (a config that
+  /// picks another data layout, e.g. other channel blocks); empty when they are the same.
+  std::vector<std::vector<int64_t>> own_shapes;
 };
 
 /// Argument copies with pre-packed call arguments.
@@ -240,6 +244,9 @@ struct Measurer::State {
   std::vector<ArgSet> sets;
   std::vector<std::string> reference;  ///< per argument (outputs only): the default's bytes
   MeasureResult default_result;
+  /// Argument sets of candidates whose arguments have other shapes than the default's (another
+  /// layout of the same tensors), one per shape list: random inputs, no reference.
+  std::map<std::vector<std::vector<int64_t>>, std::unique_ptr<State>> layouts;
 };
 
 Measurer::Measurer(const Task& task, MeasureOptions opt)
@@ -264,18 +271,33 @@ Built compile(const Task& task, const Config& cfg, const std::vector<std::vector
     b.failure.error_msg = e.what();
     return b;
   }
+  // The same arguments (count, dtypes) as the default config's; their shapes may differ when
+  // the config picks another layout.
   bool same = inst.args.size() == shapes.size();
-  for (size_t i = 0; same && i < shapes.size(); ++i) {
-    same = inst.args[i]->dtype == dtypes[i] && inst.args[i]->shape.size() == shapes[i].size();
-    for (size_t d = 0; same && d < shapes[i].size(); ++d)
-      same = ir::as_const_int(inst.args[i]->shape[d]) == shapes[i][d];
-  }
+  for (size_t i = 0; same && i < shapes.size(); ++i) same = inst.args[i]->dtype == dtypes[i];
   if (!same) {
     b.failure.error = ErrorKind::kInstantiate;
-    b.failure.error_msg =
-        "config " + cfg.str() + ": the template's arguments differ from the default config's";
+    b.failure.error_msg = "config " + cfg.str() +
+                          ": the template's arguments differ in number or dtype from the default "
+                          "config's";
     return b;
   }
+  std::vector<std::vector<int64_t>> own;
+  for (const te::Tensor& t : inst.args) {
+    std::vector<int64_t> shape;
+    for (const ir::Expr& e : t->shape) {
+      auto v = ir::as_const_int(e);
+      if (!v) {
+        b.failure.error = ErrorKind::kInstantiate;
+        b.failure.error_msg =
+            "config " + cfg.str() + ": argument " + t.name() + " has a non-constant shape";
+        return b;
+      }
+      shape.push_back(*v);
+    }
+    own.push_back(std::move(shape));
+  }
+  if (own != shapes) b.own_shapes = std::move(own);
   try {
     b.mod = kiln::build(inst.sch, inst.args, task.build_target, "kiln_candidate");
     b.fn = b.mod.get_function("kiln_candidate");
@@ -406,31 +428,19 @@ MeasureResult run_candidate(const Built& b, Measurer::State& st, const MeasureOp
 
 }  // namespace
 
-const MeasureResult& Measurer::default_result() {
-  State& st = *st_;
-  if (st.prepared) return st.default_result;
-  Instance dflt = task_.instantiate(Config::fallback());
+/// Fills `st.sets` for `st.shapes` / `st.dtypes`: a first set of seeded random inputs and
+/// poisoned outputs, and copies of it for rotation (together at least opt.rotate_bytes).
+static void make_arg_sets(Measurer::State& st, const MeasureOptions& opt) {
   size_t set_bytes = 0;
-  for (const te::Tensor& t : dflt.args) {
-    st.names.push_back(t.name());
-    st.is_output.push_back(t->op->kind != te::OpKind::kPlaceholder);
-    st.dtypes.push_back(t->dtype);
-    std::vector<int64_t> shape;
-    for (const ir::Expr& e : t->shape) {
-      auto v = ir::as_const_int(e);
-      KILN_USER_CHECK(v.has_value())
-          << "measure " << task_.key() << ": argument " << t.name() << " has a non-constant shape";
-      shape.push_back(*v);
-    }
-    st.shapes.push_back(shape);
+  for (size_t i = 0; i < st.shapes.size(); ++i) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    set_bytes += static_cast<size_t>(n) * t->dtype.bytes();
+    for (int64_t d : st.shapes[i]) n *= d;
+    set_bytes += static_cast<size_t>(n) * st.dtypes[i].bytes();
   }
   size_t copies =
-      std::clamp<size_t>((opt_.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
-                         static_cast<size_t>(std::max(1, opt_.max_copies)));
-  std::mt19937 rng(opt_.seed);
+      std::clamp<size_t>((opt.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
+                         static_cast<size_t>(std::max(1, opt.max_copies)));
+  std::mt19937 rng(opt.seed);
   for (size_t c = 0; c < copies; ++c) {
     ArgSet s;
     for (size_t i = 0; i < st.shapes.size(); ++i) {
@@ -452,6 +462,31 @@ const MeasureResult& Measurer::default_result() {
     }
     st.sets.push_back(std::move(s));
   }
+}
+
+const MeasureResult& Measurer::default_result() {
+  State& st = *st_;
+  if (st.prepared) return st.default_result;
+  Instance dflt = task_.instantiate(Config::fallback());
+  size_t set_bytes = 0;
+  for (const te::Tensor& t : dflt.args) {
+    st.names.push_back(t.name());
+    st.is_output.push_back(t->op->kind != te::OpKind::kPlaceholder);
+    st.dtypes.push_back(t->dtype);
+    std::vector<int64_t> shape;
+    for (const ir::Expr& e : t->shape) {
+      auto v = ir::as_const_int(e);
+      KILN_USER_CHECK(v.has_value())
+          << "measure " << task_.key() << ": argument " << t.name() << " has a non-constant shape";
+      shape.push_back(*v);
+    }
+    st.shapes.push_back(shape);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    set_bytes += static_cast<size_t>(n) * t->dtype.bytes();
+  }
+  (void)set_bytes;
+  make_arg_sets(st, opt_);
   Built b = compile(task_, Config::fallback(), st.shapes, st.dtypes);
   MeasureResult r = b.failure;
   std::string outputs;
@@ -492,8 +527,23 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
   for (Built& b : built) {
     if (!b.failure.ok()) {
       results.push_back(b.failure);
-    } else {
+    } else if (b.own_shapes.empty()) {
       results.push_back(run_candidate(b, st, opt_, nullptr));
+    } else {
+      // Another layout of the same tensors: its own seeded inputs, and no comparison with the
+      // default's output (whose elements are in another order).
+      std::unique_ptr<State>& alt = st.layouts[b.own_shapes];
+      if (!alt) {
+        alt = std::make_unique<State>();
+        alt->names = st.names;
+        alt->is_output = st.is_output;
+        alt->dtypes = st.dtypes;
+        alt->shapes = b.own_shapes;
+        make_arg_sets(*alt, opt_);
+      }
+      MeasureOptions unchecked = opt_;
+      unchecked.check = false;
+      results.push_back(run_candidate(b, *alt, unchecked, nullptr));
     }
     b = Built();  // release the module's code
   }

@@ -165,7 +165,8 @@ int tune_model(const TuneCmdOptions& o) {
       }
       nodes += (k ? ", " : "") + t.nodes[k];
     }
-    std::printf("  %zu/%zu %-16s %s  %.1f MFLOP, %llu configs; nodes: %s\n", i + 1, n, t.op.c_str(),
+    std::printf("  %*zu/%zu %-16s %s  %.1f MFLOP, %llu configs; nodes: %s\n",
+                static_cast<int>(std::to_string(n).size()), i + 1, n, t.op.c_str(),
                 t.task.workload.c_str(), t.task.flops / 1e6,
                 static_cast<unsigned long long>(t.task.space.size()), nodes.c_str());
   }
@@ -247,7 +248,8 @@ int tune_model(const TuneCmdOptions& o) {
   std::printf("\n");
   for (size_t k = 0; k < rows.size(); ++k) {
     for (size_t c = 0; c < rows[k].size(); ++c)
-      std::printf(c < 2 ? "%-*s  " : "%*s  ", static_cast<int>(w[c]), rows[k][c].c_str());
+      std::printf(c < 2 ? "%s%-*s" : "%s%*s", c ? "  " : "", static_cast<int>(w[c]),
+                  rows[k][c].c_str());
     std::printf("\n");
   }
   std::printf("\ntuned in %.1f s; log %s; compile with: kiln compile %s -o OUT --tuning-log %s\n",

@@ -80,6 +80,36 @@ TEST(Measure, FailuresAreResultsNotCrashes) {
   EXPECT_TRUE(m.measure({at(task, {0, 2})})[0].ok());
 }
 
+// A knob that chooses a data layout: B is packed into panels of `nb` columns, Bp [n/nb, n, nb],
+// so the argument shapes depend on the config (like a blocked convolution's channel blocks).
+Template packed_layout_template(int n) {
+  TemplateFn fn = [n](Config& cfg) {
+    cfg.define_knob("nb", {4, 8, 16});
+    if (cfg.is_fallback()) cfg.fallback_knob("nb", 8);
+    const int nb = static_cast<int>(cfg.knob("nb"));
+    auto A = te::placeholder({n, n}, DataType::Float(32), "A");
+    auto Bp = te::placeholder({n / nb, n, nb}, DataType::Float(32), "Bp");
+    auto k = te::reduce_axis({0, n}, "k");
+    auto C = te::compute(
+        {n, n}, [&](te::Var i, te::Var j) { return te::sum(A(i, k) * Bp(j / nb, k, j % nb), {k}); },
+        "C");
+    return Instance{te::create_schedule({C}), {A, Bp, C}};
+  };
+  return Template{"test_packed_layout", "1", fn};
+}
+
+TEST(Measure, ConfigsWithAnotherLayoutAreMeasured) {
+  Task task = Task::make(packed_layout_template(32));
+  Measurer m(task, fast_measure());
+  ASSERT_TRUE(m.default_result().ok()) << m.default_result().error_msg;
+  std::vector<MeasureResult> r = m.measure({at(task, {0}), at(task, {1}), at(task, {2})});
+  ASSERT_EQ(r.size(), 3u);
+  for (const MeasureResult& x : r) {
+    EXPECT_TRUE(x.ok()) << error_kind_name(x.error) << ": " << x.error_msg;
+    EXPECT_GT(x.mean_s, 0);
+  }
+}
+
 TEST(Measure, RunInChildReportsExitSignalAndTimeout) {
   ChildOutcome ok = run_in_child([](int fd) { (void)!::write(fd, "hi", 2); }, 5);
   EXPECT_EQ(ok.status, ChildOutcome::kExited);

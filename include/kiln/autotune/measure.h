@@ -16,6 +16,11 @@
 ///  3. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
 ///     running is killed (SIGKILL) and is a kTimeout, a wrong output is a kWrongResult. None of
 ///     these stops the caller: each is an ordinary MeasureResult.
+/// A candidate whose arguments have other shapes than the default's (a config that chooses
+/// another data layout, such as other channel blocks of a blocked convolution) runs on its own
+/// seeded inputs of those shapes, and its output is not compared (its elements are in another
+/// order); it can still crash, hang or fail to compile like any other. The operator library's
+/// tests check every template's sampled configs against references.
 #pragma once
 
 #include <cstdint>
