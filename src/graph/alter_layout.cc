@@ -357,6 +357,7 @@ class LayoutAlterer {
       // needs to stay vectorized and unrolled.
       const int64_t padded = (N + nb - 1) / nb * nb;
       r.attrs.set("units", padded);
+      r.attrs.set("orig_units", N);
       r.outputs = {TensorType{{xt.shape[0], padded}, xt.dtype}};
       r.name += "_padded";
       Node slice;

@@ -125,7 +125,8 @@ autotune::Config config_of(const Node& master, const te::Tensor& main, const Tar
   std::optional<autotune::Config> c;
   if (master.op == "dense_packed") {
     TensorType x = tensor_type(ins[0]), y = tensor_type(main);
-    c = tuned->lookup(dense_task({x.shape[0], y.shape[1], x.shape[1]}, target));
+    int64_t n = master.attrs.get_int("orig_units");
+    c = tuned->lookup(dense_task({x.shape[0], n > 0 ? n : y.shape[1], x.shape[1]}, target));
   } else {
     // ins[0] is the padded data when there is padding: the unpadded shape is its input's.
     te::Tensor data = ins[0];

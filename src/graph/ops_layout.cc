@@ -98,7 +98,11 @@ void register_layout_ops(OpRegistry& r) {
   dense.name = "dense_packed";
   dense.min_inputs = dense.max_inputs = 2;  // x, Wp (a bias is an add fused after it)
   dense.pattern = topi::kDensePattern;
-  dense.attrs = {{"units", AttrKind::kInt, std::nullopt}};
+  // units: the columns computed (whole panels); orig_units: the dense layer's own N when the
+  // product was padded to whole panels (0: the same as units) — the workload a tuned config is
+  // looked up by.
+  dense.attrs = {{"units", AttrKind::kInt, std::nullopt},
+                 {"orig_units", AttrKind::kInt, int64_t{0}}};
   dense.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     return one(topi::dense_packed(in[0], in[1], a.get_int("units"), {}, n));
   };

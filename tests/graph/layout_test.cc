@@ -183,7 +183,7 @@ TEST(AlterLayout, BlockedChainGolden) {
             "float32[1, 32, 1, 1]\n"
             "%13 = reshape(%12, newshape=[1, 32]) : float32[1, 32]  # flatten\n"
             "%14 = constant fc_packed : float32[1, 32, 16]\n"
-            "%15 = dense_packed(%13, %14, units=16) : float32[1, 16]  # fc_padded\n"
+            "%15 = dense_packed(%13, %14, orig_units=10, units=16) : float32[1, 16]  # fc_padded\n"
             "%16 = strided_slice(%15, begin=[0, 0], end=[1, 10]) : float32[1, 10]  # fc\n"
             "output %16\n");
   // Packed weights: w1_packed[ob, ib, kh, kw, ii, oi] = w1[ob*16 + oi, ib*16 + ii, kh, kw].
@@ -253,7 +253,8 @@ TEST(AlterLayout, MatmulWithConstantWeightsBecomesDensePacked) {
   g.add_output(g.add_op("relu", {m}));
   Graph a = dead_code_elimination(alter_op_layout(infer_types(g), Target::host()));
   // 20 outputs in one 32-wide panel: the product over the whole panel, then a slice.
-  EXPECT_NE(a.str().find("dense_packed(%0, %1, units=32)"), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("dense_packed(%0, %1, orig_units=20, units=32)"), std::string::npos)
+      << a.str();
   EXPECT_NE(a.str().find("strided_slice(%2, begin=[0, 0], end=[5, 20])"), std::string::npos)
       << a.str();
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 15), 1e-5);

@@ -166,7 +166,8 @@ TEST(Optimize, Recipe) {
   // Level 2 adds layout alteration: the weights are packed into a 16-wide panel (zero past
   // row 4), the product computed over it and sliced.
   Graph r2 = optimize(g, 2);
-  EXPECT_NE(r2.str().find("dense_packed(%0, %1, units=16) : float32[1, 16]"), std::string::npos)
+  EXPECT_NE(r2.str().find("dense_packed(%0, %1, orig_units=4, units=16) : float32[1, 16]"),
+            std::string::npos)
       << r2.str();
   EXPECT_EQ(optimize(g, 0).num_nodes(), g.num_nodes());
 }
