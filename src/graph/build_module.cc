@@ -3,9 +3,11 @@
 // group; a group is a convex set of op nodes in topological order whose master is its
 // out-fusable or reduction node, else its last node). Each group becomes one kernel: te
 // placeholders for the entries it reads from outside, the registered computes of its nodes
-// chained on them, the outputs other nodes (or the graph's results) read, a schedule chosen by
-// the master's pattern kind (topi's injective / reduce / softmax / norm schedules, or a generic
-// one: the default schedule with the outputs' two outer axes fused and parallel), completed for
+// chained on them, the outputs other nodes (or the graph's results) read, a schedule: the
+// master op's x86 template (blocked conv2d, depthwise, dense_packed, pooling, NCHW conv2d and
+// conv2d_transpose; a tuned config from the tuning log when there is one), else by the master's
+// pattern kind (topi's injective / reduce / softmax / norm schedules, or a generic one: the
+// default schedule with the outputs' two outer axes fused and parallel), completed for
 // fused groups by inlining every injective intermediate stage (a conv2d / dense epilogue joins
 // the output stage), and one lowered PrimFunc. Groups with the same structure, attributes and
 // input types share a function (a cache keyed by a string). All functions are compiled by one
@@ -112,10 +114,6 @@ te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
   return s;
 }
 
-/// The schedule of a group whose master node is `master` (its tensor `main`) and whose kernel
-/// outputs are `outs`: the operator library's schedule for the master's op (the x86 templates'
-/// default configs) when the group's first output has the master's shape (an element-wise
-/// epilogue), else by pattern kind.
 /// The tuned config of a blocked conv2d / depthwise conv2d / dense_packed stage `main` (its
 /// logical workload read back from its operands' blocked shapes), else the fallback.
 autotune::Config config_of(const Node& master, const te::Tensor& main, const Target& target,
@@ -146,6 +144,10 @@ autotune::Config config_of(const Node& master, const te::Tensor& main, const Tar
   return c ? *c : autotune::Config::fallback();
 }
 
+/// The schedule of a group whose master node is `master` (its tensor `main`) and whose kernel
+/// outputs are `outs`: the operator library's schedule for the master's op (the x86 templates,
+/// with the tuned config when `tuned` has one, else the default) when the group's first output
+/// has the master's shape (an element-wise epilogue), else by pattern kind.
 te::Schedule schedule_for(const Node& master, const te::Tensor& main,
                           const std::vector<te::Tensor>& outs, const Target& target,
                           TunedConfigs* tuned) {
