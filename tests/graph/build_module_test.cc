@@ -16,6 +16,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "graph/graph_test_util.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/runtime/params.h"
@@ -26,13 +27,7 @@ namespace {
 using runtime::NDArray;
 using testing::error_of;
 const DataType f32 = DataType::Float(32);
-
-NDArray random_array(std::vector<int64_t> shape, std::mt19937& rng, float lo = -1, float hi = 1) {
-  NDArray a = NDArray::empty(std::move(shape), f32);
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = d(rng);
-  return a;
-}
+using test_util::random_array;
 
 std::vector<float> values(const NDArray& a) {
   return std::vector<float>(a.data_as<float>(), a.data_as<float>() + a.numel());

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "graph/graph_test_util.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
@@ -19,13 +20,7 @@ namespace {
 
 using runtime::NDArray;
 const DataType f32 = DataType::Float(32);
-
-NDArray random_array(std::vector<int64_t> shape, std::mt19937& rng, float lo = -1, float hi = 1) {
-  NDArray a = NDArray::empty(std::move(shape), f32);
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = d(rng);
-  return a;
-}
+using test_util::random_array;
 
 std::string fused(const Graph& g) {
   Graph t = infer_types(g);
@@ -145,30 +140,9 @@ TEST(Fuse, TenThousandNodeChain) {
 
 // Builds `g` at opt_level 0 and 2, runs both on the same random inputs, compares all outputs.
 void expect_fused_matches_unfused(const Graph& g, uint32_t seed, const std::string& what) {
-  CompiledModule m0 = build_module(g, Target::host(), BuildOptions{0, true});
-  CompiledModule m2 = build_module(g, Target::host(), BuildOptions{2, true});
-  EXPECT_LT(m2.num_kernels, m0.num_kernels) << what;
-  auto e0 = runtime::GraphExecutor::create(m0.graph_json, m0.lib, m0.params);
-  auto e2 = runtime::GraphExecutor::create(m2.graph_json, m2.lib, m2.params);
-  std::mt19937 rng(seed);
-  for (int i : g.input_nodes()) {
-    NDArray v = random_array(g.node(i).outputs[0].shape, rng);
-    e0.set_input(g.node(i).name, v);
-    e2.set_input(g.node(i).name, v);
-  }
-  e0.run();
-  e2.run();
-  ASSERT_EQ(e0.num_outputs(), e2.num_outputs());
-  for (int o = 0; o < e0.num_outputs(); ++o) {
-    NDArray a = e0.get_output(o), b = e2.get_output(o);
-    ASSERT_EQ(a.numel(), b.numel()) << what;
-    double err = 0;
-    for (int64_t k = 0; k < a.numel(); ++k) {
-      double x = a.data_as<float>()[k], y = b.data_as<float>()[k];
-      err = std::max(err, std::abs(x - y) / (1.0 + std::abs(x)));
-    }
-    EXPECT_LT(err, 1e-5) << what << " output " << o;
-  }
+  test_util::LevelComparison c = test_util::compare_with_unoptimized(g, 2, seed);
+  EXPECT_LT(c.kernels, c.kernels0) << what;
+  EXPECT_LT(c.max_err, 1e-5) << what;
 }
 
 TEST(FuseBuild, ResidualBlockMatchesUnfused) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "graph/graph_test_util.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
@@ -19,14 +20,8 @@ namespace {
 
 using runtime::NDArray;
 using Ints = std::vector<int64_t>;
+using test_util::random_array;
 const DataType f32 = DataType::Float(32);
-
-NDArray random_array(std::vector<int64_t> shape, std::mt19937& rng, float lo = -1, float hi = 1) {
-  NDArray a = NDArray::empty(std::move(shape), f32);
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = d(rng);
-  return a;
-}
 
 const NDArray& constant_named(const Graph& g, const std::string& name) {
   for (const Node& n : g.nodes())
@@ -34,34 +29,8 @@ const NDArray& constant_named(const Graph& g, const std::string& name) {
   throw std::runtime_error("no constant " + name);
 }
 
-/// Builds `g` at opt_level 0 and `level`, runs both on the same random inputs and returns the
-/// largest relative difference over all outputs.
 double max_diff_vs_unoptimized(const Graph& g, int level, uint32_t seed) {
-  CompiledModule m0 = build_module(g, Target::host(), BuildOptions{0, true});
-  CompiledModule m2 = build_module(g, Target::host(), BuildOptions{level, true});
-  auto e0 = runtime::GraphExecutor::create(m0.graph_json, m0.lib, m0.params);
-  auto e2 = runtime::GraphExecutor::create(m2.graph_json, m2.lib, m2.params);
-  std::mt19937 rng(seed);
-  for (int i : g.input_nodes()) {
-    NDArray v = random_array(g.node(i).outputs[0].shape, rng);
-    e0.set_input(g.node(i).name, v);
-    e2.set_input(g.node(i).name, v);
-  }
-  e0.run();
-  e2.run();
-  EXPECT_EQ(e0.num_outputs(), e2.num_outputs());
-  double err = 0;
-  for (int o = 0; o < e0.num_outputs(); ++o) {
-    NDArray a = e0.get_output(o), b = e2.get_output(o);
-    EXPECT_EQ(a.shape(), b.shape());
-    if (a.shape() != b.shape()) return 1e9;
-    for (int64_t k = 0; k < a.numel(); ++k) {
-      double x = a.data_as<float>()[k], y = b.data_as<float>()[k];
-      EXPECT_TRUE(std::isfinite(y));
-      err = std::max(err, std::abs(x - y) / (1.0 + std::abs(x)));
-    }
-  }
-  return err;
+  return test_util::compare_with_unoptimized(g, level, seed).max_err;
 }
 
 // x → conv2d(w) → add(bias) → batch_norm → relu
