@@ -30,6 +30,7 @@
 #include "kiln/target/build.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/depthwise_conv2d.h"
+#include "paper_layers.h"
 
 extern "C" void omp_set_num_threads(int);
 
@@ -119,39 +120,7 @@ double max_rel_error(const std::vector<float>& x, const std::vector<float>& ref)
 // ---------------------------------------------------------------------------------------------
 // Layers.
 
-struct Layer {
-  std::string name;
-  bool depthwise;
-  int64_t hw, ic, oc, k, stride;
-};
-
-const std::vector<Layer>& layers() {
-  static const std::vector<Layer> l = {
-      {"C1", false, 224, 3, 64, 7, 2},    {"C2", false, 56, 64, 64, 3, 1},
-      {"C3", false, 56, 64, 64, 1, 1},    {"C4", false, 56, 64, 128, 3, 2},
-      {"C5", false, 56, 64, 128, 1, 2},   {"C6", false, 28, 128, 128, 3, 1},
-      {"C7", false, 28, 128, 256, 3, 2},  {"C8", false, 28, 128, 256, 1, 2},
-      {"C9", false, 14, 256, 256, 3, 1},  {"C10", false, 14, 256, 512, 3, 2},
-      {"C11", false, 14, 256, 512, 1, 2}, {"C12", false, 7, 512, 512, 3, 1},
-      {"D1", true, 112, 32, 32, 3, 1},    {"D2", true, 112, 64, 64, 3, 2},
-      {"D3", true, 56, 128, 128, 3, 1},   {"D4", true, 56, 128, 128, 3, 2},
-      {"D5", true, 28, 256, 256, 3, 1},   {"D6", true, 28, 256, 256, 3, 2},
-      {"D7", true, 14, 512, 512, 3, 1},   {"D8", true, 14, 512, 512, 3, 2},
-      {"D9", true, 7, 1024, 1024, 3, 1}};
-  return l;
-}
-
-topi::Conv2DWorkload workload(const Layer& l) {
-  topi::Conv2DWorkload w;
-  w.in_channel = l.ic;
-  w.height = w.width = l.hw;
-  w.out_channel = l.oc;
-  w.kernel_h = w.kernel_w = l.k;
-  w.params.stride_h = w.params.stride_w = l.stride;
-  w.params.padding = topi::Padding2D::all(l.k / 2);
-  w.params.groups = l.depthwise ? l.ic : 1;
-  return w;
-}
+using Layer = bench::PaperLayer;
 
 /// oneDNN's convolution for a layer: primitive, memories in its chosen layouts, and the output
 /// reordered to plain NCHW for the check.
@@ -253,9 +222,9 @@ int main(int argc, char** argv) {
                       "kiln config"});
   double log_c = 0, log_d = 0;
   int n_c = 0, n_d = 0;
-  for (const Layer& l : layers()) {
+  for (const Layer& l : bench::paper_layers()) {
     if (only != ",," && only.find("," + l.name + ",") == std::string::npos) continue;
-    topi::Conv2DWorkload w = workload(l);
+    topi::Conv2DWorkload w = bench::paper_workload(l);
     std::vector<float> data(static_cast<size_t>(w.in_channel * w.height * w.width));
     std::vector<float> kernel(static_cast<size_t>(w.out_channel * (w.in_channel / w.params.groups) *
                                                   w.kernel_h * w.kernel_w));

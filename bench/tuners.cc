@@ -31,6 +31,7 @@
 #include "kiln/graph/tuning.h"
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/topi/conv2d.h"
+#include "paper_layers.h"
 
 namespace {
 
@@ -38,33 +39,7 @@ namespace bench = kiln::bench;
 namespace autotune = kiln::autotune;
 namespace topi = kiln::topi;
 
-/// A conv2d layer of ResNet-18 (TVM paper Table 2), as in bench/ops.cc's layers() table.
-struct Layer {
-  std::string name;
-  int64_t hw, ic, oc, k, stride;
-};
-
-/// The paper's C1-C12; the same definitions as bench/ops.cc.
-const std::vector<Layer>& layers() {
-  static const std::vector<Layer> l = {
-      {"C1", 224, 3, 64, 7, 2},    {"C2", 56, 64, 64, 3, 1},    {"C3", 56, 64, 64, 1, 1},
-      {"C4", 56, 64, 128, 3, 2},   {"C5", 56, 64, 128, 1, 2},   {"C6", 28, 128, 128, 3, 1},
-      {"C7", 28, 128, 256, 3, 2},  {"C8", 28, 128, 256, 1, 2},  {"C9", 14, 256, 256, 3, 1},
-      {"C10", 14, 256, 512, 3, 2}, {"C11", 14, 256, 512, 1, 2}, {"C12", 7, 512, 512, 3, 1}};
-  return l;
-}
-
-/// As bench/ops.cc: padding = kernel / 2, batch 1.
-topi::Conv2DWorkload workload(const Layer& l) {
-  topi::Conv2DWorkload w;
-  w.in_channel = l.ic;
-  w.height = w.width = l.hw;
-  w.out_channel = l.oc;
-  w.kernel_h = w.kernel_w = l.k;
-  w.params.stride_h = w.params.stride_w = l.stride;
-  w.params.padding = topi::Padding2D::all(l.k / 2);
-  return w;
-}
+using Layer = bench::PaperLayer;
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> r;
@@ -127,9 +102,10 @@ int main(int argc, char** argv) {
   if (tuners.empty()) cl.fail("--tuners: no tuner given");
   std::vector<Layer> chosen;
   for (const std::string& name : split_list(cl.get_string("--workloads", "C2,C6,C9,C12"))) {
-    auto it = std::find_if(layers().begin(), layers().end(),
-                           [&](const Layer& l) { return l.name == name; });
-    if (it == layers().end()) cl.fail("--workloads: unknown layer '" + name + "' (C1-C12)");
+    const std::vector<Layer>& all = bench::paper_layers();
+    auto it = std::find_if(all.begin(), all.end(),
+                           [&](const Layer& l) { return l.name == name && !l.depthwise; });
+    if (it == all.end()) cl.fail("--workloads: unknown layer '" + name + "' (C1-C12)");
     chosen.push_back(*it);
   }
   if (chosen.empty()) cl.fail("--workloads: no workload given");
@@ -171,7 +147,7 @@ int main(int argc, char** argv) {
   const double t_all = bench::now_ms();
 
   for (const Layer& l : chosen) {
-    topi::Conv2DWorkload w = workload(l);
+    topi::Conv2DWorkload w = bench::paper_workload(l);
     autotune::Task task = kiln::graph::conv2d_task(w, target);
     std::cout << l.name << ": " << w.str() << ", " << bench::fixed(task.flops / 1e6, 1)
               << " MFLOP, " << task.space.size() << " configs\n";
