@@ -25,9 +25,9 @@ using detail::ci;
 namespace {
 
 constexpr const char* kOp = "conv2d_nchwc";
-/// Register budget of the accumulator tile, in vectors (32 zmm less the kernel vectors and a
-/// broadcast).
-constexpr int64_t kMaxAccumulators = 28;
+/// Vector registers (zmm0–31): a register tile of accumulators, the kernel vectors of one
+/// reduction step and a broadcast input value must fit in them, or LLVM spills.
+constexpr int64_t kRegisters = 32;
 
 /// Output-channel chunks of `per_chunk` channels that one register tile covers: the largest of
 /// `want` and smaller powers of two dividing `chunks`.
@@ -38,8 +38,8 @@ int64_t oc_chunks_per_tile(int64_t want, int64_t chunks) {
 }
 
 /// Knob declarations shared by the template and the schedule; returns (ic_bn, oc_bn).
-std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int64_t OH,
-                                         int64_t OW, int64_t KH, int64_t KW, int64_t lanes) {
+std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int64_t OH, int64_t OW,
+                                         int64_t KH, int64_t KW, int64_t lanes) {
   cfg.define_split("tile_ic", C, 2, SplitPolicy::kFactors, 64);
   cfg.define_split("tile_oc", O, 2, SplitPolicy::kFactors, 64);
   cfg.define_knob("oc_reg", {1, 2, 4});
@@ -50,7 +50,7 @@ std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int6
   if (cfg.is_fallback()) {
     // Defaults (docs/conv2d-schedule.md): 16-lane channel blocks (so that chains of layers
     // share one layout); the register tile covers V vectors of output channels (oc_reg chunks)
-    // by n output pixels (tile_oh x tile_ow) with V * n <= kMaxAccumulators, chosen to
+    // by n output pixels (tile_oh x tile_ow) with V * n + V + 1 <= kRegisters, chosen to
     // minimize the loads per FMA of a reduction step, 1/V + 1/n.
     int64_t oc_bn = largest_divisor_at_most(O, lanes);
     cfg.fallback_split("tile_oc", {-1, oc_bn});
@@ -58,9 +58,15 @@ std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int6
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     double best = 1e9;
     int64_t best_reg = 1, best_w = 1, best_h = 1;
-    for (int64_t reg : {1, 4}) {  // 2 measured slower (docs/conv2d-schedule.md)
+    for (int64_t reg : {1, 2, 4}) {
       if (oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
-      const int64_t v = vecs * reg, budget = kMaxAccumulators / v;
+      // Measured (docs/conv2d-schedule.md): two channel vectors lose to one or four on 1x1
+      // convolutions (MobileNet-v2's 16→96 expansion: 1.24 ms against 0.49 ms) but win where
+      // four do not fit a useful pixel tile (ResNet's 7x7-wide 3x3 layers).
+      if (reg == 2 && KH * KW == 1) continue;
+      // The tile, the v kernel vectors of a step and one broadcast must fit the registers.
+      const int64_t v = vecs * reg, budget = (kRegisters - 1 - v) / v;
+      if (budget < 1) continue;
       int64_t w = largest_divisor_at_most(OW, budget);
       int64_t h = largest_divisor_at_most(OH, std::min<int64_t>(4, budget / w));
       double score = 1.0 / v + 1.0 / (w * h);
@@ -77,7 +83,6 @@ std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int6
     cfg.fallback_knob("unroll_kw", KW <= 3 ? 1 : 0);
     cfg.fallback_knob("unroll_ic", 0);
   }
-  (void)KH;
   return {cfg.split("tile_ic").size[1], cfg.split("tile_oc").size[1]};
 }
 
@@ -100,8 +105,8 @@ std::vector<int64_t> packed_conv2d_weight_shape(const std::vector<int64_t>& k, i
   const char* op = "pack_conv2d_weight";
   KILN_USER_CHECK(k.size() == 4) << op << ": expected an OIHW kernel, got " << shape_str(k);
   KILN_USER_CHECK(ic_bn > 0 && oc_bn > 0 && k[1] % ic_bn == 0 && k[0] % oc_bn == 0)
-      << op << ": blocks (ic " << ic_bn << ", oc " << oc_bn << ") must divide the kernel's "
-      << k[1] << " input and " << k[0] << " output channels (kernel " << shape_str(k) << ")";
+      << op << ": blocks (ic " << ic_bn << ", oc " << oc_bn << ") must divide the kernel's " << k[1]
+      << " input and " << k[0] << " output channels (kernel " << shape_str(k) << ")";
   return {k[0] / oc_bn, k[1] / ic_bn, k[2], k[3], ic_bn, oc_bn};
 }
 
@@ -130,14 +135,14 @@ std::vector<int64_t> conv2d_nchwc_shape(const std::vector<int64_t>& d,
       << kOp << ": data " << shape_str(d) << " (" << d[1] * d[4] << " channels in blocks of "
       << d[4] << ") does not match packed kernel " << shape_str(k) << " (" << k[1] * k[4]
       << " input channels in blocks of " << k[4] << ")";
-  int64_t oh = conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top,
-                               p.padding.bottom);
-  int64_t ow = conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left,
-                               p.padding.right);
+  int64_t oh =
+      conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
+  int64_t ow =
+      conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
   KILN_USER_CHECK(oh > 0 && ow > 0)
       << kOp << ": the kernel " << k[2] << "x" << k[3] << " (dilation (" << p.dilation_h << ", "
-      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d)
-      << ", padding " << p.padding.str();
+      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d) << ", padding "
+      << p.padding.str();
   return {d[0], k[0], oh, ow, k[5]};
 }
 
@@ -164,8 +169,8 @@ te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const 
   if (ep.bias.defined()) {
     std::vector<int64_t> bs = static_shape(ep.bias, kOp);
     KILN_USER_CHECK(bs == std::vector<int64_t>{O})
-        << kOp << ": bias " << shape_str(bs) << " must have one value per output channel ["
-        << O << "]";
+        << kOp << ": bias " << shape_str(bs) << " must have one value per output channel [" << O
+        << "]";
   }
   if (ep.residual.defined()) {
     std::vector<int64_t> rs = static_shape(ep.residual, kOp);
