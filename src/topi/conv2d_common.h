@@ -37,10 +37,20 @@ inline void schedule_pad_root(te::Schedule& s, const te::Tensor& pad, bool vecto
   if (vectorize_last) sp.vectorize(ax.back());
 }
 
-/// The input tensors of a compute stage, in first-use order.
-inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) {
-  return t.op()->input_tensors();
+/// Vectorizes a channel-block axis of `extent`: split by the lanes (outer part unrolled) when
+/// it is a wider multiple of them.
+inline void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent, int64_t lanes) {
+  if (extent > lanes && extent % lanes == 0) {
+    auto [o, i] = st.split(iv, ci(lanes));
+    st.unroll(o);
+    st.vectorize(i);
+  } else {
+    st.vectorize(iv);
+  }
 }
+
+/// The input tensors of a compute stage, in first-use order.
+inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) { return t.op()->input_tensors(); }
 
 /// The reference schedule of an NCHW convolution-like stage tagged `op_tag` feeding `out`
 /// (conv2d.cc): output rows parallel over n*oc (knob parallel_rows: n*oc*oh), each row

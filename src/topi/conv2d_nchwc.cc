@@ -21,6 +21,7 @@ using namespace kiln::ir;  // NOLINT
 using autotune::Config;
 using autotune::SplitPolicy;
 using detail::ci;
+using detail::vectorize_block;
 
 namespace {
 
@@ -84,18 +85,6 @@ std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int6
     cfg.fallback_knob("unroll_ic", 0);
   }
   return {cfg.split("tile_ic").size[1], cfg.split("tile_oc").size[1]};
-}
-
-/// Vectorizes a channel-block axis of `extent`: split by the lanes (outer part unrolled) when
-/// it is a wider multiple of them.
-void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent, int64_t lanes) {
-  if (extent > lanes && extent % lanes == 0) {
-    auto [o, i] = st.split(iv, ci(lanes));
-    st.unroll(o);
-    st.vectorize(i);
-  } else {
-    st.vectorize(iv);
-  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ using namespace kiln::ir;  // NOLINT
 using autotune::Config;
 using autotune::SplitPolicy;
 using detail::ci;
+using detail::vectorize_block;
 
 namespace {
 
@@ -72,16 +73,6 @@ int64_t define_knobs(Config& cfg, int64_t C, int64_t OH, int64_t OW, int64_t KH,
   }
   (void)KW;
   return cfg.split("tile_c").size[1];
-}
-
-void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent, int64_t lanes) {
-  if (extent > lanes && extent % lanes == 0) {
-    auto [o, i] = st.split(iv, ci(lanes));
-    st.unroll(o);
-    st.vectorize(i);
-  } else {
-    st.vectorize(iv);
-  }
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // batch_matmul: plain compute (both B layouts, broadcast batch) and the template (fallback on
 // odd shapes, every knob candidate of both variants) against a naive C++ reference; errors.
+#include "kiln/topi/batch_matmul.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "common/covering_configs.h"
 #include "e2e/e2e_util.h"
-#include "kiln/topi/batch_matmul.h"
 
 namespace kiln::topi {
 namespace {
@@ -28,18 +30,7 @@ NDArray bmm_ref(const NDArray& A, const NDArray& B, bool tb) {
                         });
 }
 
-std::vector<autotune::Config> covering_configs(const autotune::ConfigSpace& space) {
-  size_t most = 1;
-  for (const auto& k : space.knobs()) most = std::max(most, k.candidates.size());
-  std::vector<autotune::Config> r;
-  for (size_t j = 0; j < most; ++j) {
-    std::vector<uint32_t> choice;
-    for (const auto& k : space.knobs())
-      choice.push_back(static_cast<uint32_t>(j % k.candidates.size()));
-    r.push_back(space.at(choice));
-  }
-  return r;
-}
+using kiln::testing::covering_configs;
 
 void check(const BatchMatmulWorkload& w, const autotune::Config& cfg, uint32_t seed) {
   auto inst = autotune::instantiate(batch_matmul_template(w, e2e::host_target()), cfg);
@@ -61,8 +52,9 @@ TEST(BatchMatmul, PlainComputeWithBroadcastBatch) {
                   : te::placeholder({bb, 7, 13}, DataType::Float(32), "B");
       auto C = batch_matmul(A, B, tb);
       NDArray a = random_array({ba, 5, 7}, DataType::Float(32), 1);
-      NDArray b = random_array(tb ? std::vector<int64_t>{bb, 13, 7} : std::vector<int64_t>{bb, 7, 13},
-                               DataType::Float(32), 2);
+      NDArray b =
+          random_array(tb ? std::vector<int64_t>{bb, 13, 7} : std::vector<int64_t>{bb, 7, 13},
+                       DataType::Float(32), 2);
       auto out = e2e::build_and_run(te::create_schedule({C}), {A, B, C}, {a, b});
       EXPECT_TRUE(all_close(out[0], bmm_ref(a, b, tb))) << "tb=" << tb << " " << ba << "," << bb;
     }
@@ -72,8 +64,9 @@ TEST(BatchMatmul, PlainComputeWithBroadcastBatch) {
 TEST(BatchMatmul, FallbackOnOddShapes) {
   uint32_t seed = 10;
   for (bool tb : {false, true}) {
-    for (BatchMatmulWorkload w : {BatchMatmulWorkload{1, 1, 7, 13}, BatchMatmulWorkload{3, 13, 50, 9},
-                                  BatchMatmulWorkload{2, 7, 64, 1}, BatchMatmulWorkload{4, 16, 32, 16}}) {
+    for (BatchMatmulWorkload w :
+         {BatchMatmulWorkload{1, 1, 7, 13}, BatchMatmulWorkload{3, 13, 50, 9},
+          BatchMatmulWorkload{2, 7, 64, 1}, BatchMatmulWorkload{4, 16, 32, 16}}) {
       w.transpose_b = tb;
       check(w, autotune::Config::fallback(), seed++);
     }

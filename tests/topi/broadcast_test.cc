@@ -1,10 +1,11 @@
 // Binary / ternary broadcast operators against naive C++ with numpy broadcasting, including
 // size-1 dimensions on either side and rank mismatch; error messages for bad shapes/dtypes.
+#include "kiln/topi/broadcast.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "kiln/topi/broadcast.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -22,8 +23,8 @@ Shape bshape(const Shape& a, const Shape& b) { return broadcast_shape(a, b); }
 
 void run_binary(const std::vector<BinCase>& cases, const Shape& sa, const Shape& sb, DataType t,
                 uint32_t seed, double lo, double hi) {
-  SCOPED_TRACE(::testing::Message() << runtime::shape_str(sa) << " with "
-                                    << runtime::shape_str(sb) << " " << t);
+  SCOPED_TRACE(::testing::Message()
+               << runtime::shape_str(sa) << " with " << runtime::shape_str(sb) << " " << t);
   te::Tensor A = input(sa, t, "A"), B = input(sb, t, "B");
   NDArray a = random_array(sa, t, seed, lo, hi), b = random_array(sb, t, seed + 100, lo, hi);
   Shape so = bshape(sa, sb);
@@ -82,12 +83,12 @@ std::vector<BinCase> compare_cases() {
 }
 
 const std::vector<std::pair<Shape, Shape>> kShapePairs = {
-    {{3, 13}, {3, 13}},     // same shape
-    {{3, 13}, {13}},        // rank mismatch
-    {{7, 1}, {1, 13}},      // both stretch
-    {{2, 1, 5}, {3, 1}},    // mixed, rank mismatch
-    {{1}, {7}},             // scalar-like
-    {{64, 1}, {64, 97}},    // large (parallel path)
+    {{3, 13}, {3, 13}},   // same shape
+    {{3, 13}, {13}},      // rank mismatch
+    {{7, 1}, {1, 13}},    // both stretch
+    {{2, 1, 5}, {3, 1}},  // mixed, rank mismatch
+    {{1}, {7}},           // scalar-like
+    {{64, 1}, {64, 97}},  // large (parallel path)
 };
 
 TEST(TopiBroadcast, FloatArithmetic) {
@@ -139,16 +140,16 @@ TEST(TopiBroadcast, WhereThreeWay) {
     te::Tensor W = where(C, A, B);
     Shape so = bshape(bshape(sc, sa), sb);
     ASSERT_EQ(shape_of(W), so);
-    NDArray want = reference(so, f32, [&](const Shape& i) {
-      return bcast_at(c, i) ? bcast_at(a, i) : bcast_at(b, i);
-    });
+    NDArray want = reference(
+        so, f32, [&](const Shape& i) { return bcast_at(c, i) ? bcast_at(a, i) : bcast_at(b, i); });
     check({C, A, B}, {W}, {c, a, b}, {want});
   }
   // A float condition (non-zero is true).
   te::Tensor C = input({6}, f32, "C"), A = input({6}, f32, "A");
   NDArray c = random_array({6}, f32, 6), a = random_array({6}, f32, 7);
   set_element(c, 2, 0.0);
-  NDArray want = reference({6}, f32, [&](const Shape& i) { return at(c, i) != 0 ? at(a, i) : at(c, i); });
+  NDArray want =
+      reference({6}, f32, [&](const Shape& i) { return at(c, i) != 0 ? at(a, i) : at(c, i); });
   check({C, A}, {where(C, A, C)}, {c, a}, {want});
 }
 
@@ -159,8 +160,13 @@ TEST(TopiBroadcast, BroadcastToAndExpand) {
   te::Tensor Z = expand(X, {1, 4});  // bidirectional: [3, 4]
   ASSERT_EQ(shape_of(Z), (Shape{3, 4}));
   check({X}, {Y, Z}, {x},
-        {reference({2, 3, 5}, f32, [&](const Shape& i) { return at(x, {i[1], 0}); }),
-         reference({3, 4}, f32, [&](const Shape& i) { return at(x, {i[0], 0}); })});
+        {reference({2, 3, 5}, f32,
+                   [&](const Shape& i) {
+                     return at(x, {i[1], 0});
+                   }),
+         reference({3, 4}, f32, [&](const Shape& i) {
+           return at(x, {i[0], 0});
+         })});
 }
 
 TEST(TopiBroadcast, Errors) {
@@ -169,11 +175,15 @@ TEST(TopiBroadcast, Errors) {
   EXPECT_EQ(error_of([&] { multiply(A, I); }), "multiply: dtype mismatch: float32 and int32");
   EXPECT_EQ(error_of([&] { where(A, A, B); }),
             "where: cannot broadcast shapes [2, 3], [2, 3] and [4]");
-  EXPECT_EQ(error_of([&] { broadcast_to(A, {3, 3}); }),
+  EXPECT_EQ(error_of([&] {
+              broadcast_to(A, {3, 3});
+            }),
             "broadcast_to: cannot broadcast shape [2, 3] to [3, 3]");
   EXPECT_NE(error_of([&] { power(I, I); }).find("power: needs floating-point inputs"),
             std::string::npos);
-  EXPECT_EQ(error_of([&] { broadcast_shape({2, 3}, {3, 2}, "f"); }),
+  EXPECT_EQ(error_of([&] {
+              broadcast_shape({2, 3}, {3, 2}, "f");
+            }),
             "f: cannot broadcast shapes [2, 3] and [3, 2]");
 }
 

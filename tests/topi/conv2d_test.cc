@@ -2,10 +2,11 @@
 // NaN-poisoned outputs, odd sizes, strides 1/2, symmetric and asymmetric padding, dilation,
 // groups, 1x1 kernels; for each template the fallback config and a sample of random points of
 // its space; the fused epilogue (bias, relu, residual); shape-rule errors by message.
+#include "kiln/topi/conv2d.h"
+
 #include <gtest/gtest.h>
 
 #include "conv_ref.h"
-#include "kiln/topi/conv2d.h"
 #include "topi_test_util.h"
 
 namespace kiln::topi {
@@ -63,39 +64,50 @@ TEST(Conv2DShape, OutputShapes) {
 
 TEST(Conv2DShape, Errors) {
   Conv2DParams p;
-  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7, 7}, {8, 4, 3, 3}, p); })
+  EXPECT_NE(error_of([&] {
+              conv2d_nchw_shape({1, 3, 7, 7}, {8, 4, 3, 3}, p);
+            })
                 .find("conv2d_nchw: kernel [8, 4, 3, 3] has 4 input channels per group, but "
                       "data [1, 3, 7, 7] with groups 1 has 3"),
             std::string::npos);
   p.groups = 2;
-  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7, 7}, {8, 1, 3, 3}, p); })
-                .find("conv2d_nchw: groups 2 must divide the 3 input channels"),
+  EXPECT_NE(error_of([&] {
+              conv2d_nchw_shape({1, 3, 7, 7}, {8, 1, 3, 3}, p);
+            }).find("conv2d_nchw: groups 2 must divide the 3 input channels"),
             std::string::npos);
   p.groups = 1;
-  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 2, 2}, {8, 3, 3, 3}, p); })
-                .find("does not fit the padded input: data [1, 3, 2, 2]"),
+  EXPECT_NE(error_of([&] {
+              conv2d_nchw_shape({1, 3, 2, 2}, {8, 3, 3, 3}, p);
+            }).find("does not fit the padded input: data [1, 3, 2, 2]"),
             std::string::npos);
   p.stride_h = 0;
-  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7, 7}, {8, 3, 3, 3}, p); })
-                .find("conv2d_nchw: strides must be positive, got (0, 1)"),
+  EXPECT_NE(error_of([&] {
+              conv2d_nchw_shape({1, 3, 7, 7}, {8, 3, 3, 3}, p);
+            }).find("conv2d_nchw: strides must be positive, got (0, 1)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { conv2d_nchw_shape({1, 3, 7}, {8, 3, 3, 3}, Conv2DParams{}); })
-                .find("expected data [N, C, H, W]"),
+  EXPECT_NE(error_of([&] {
+              conv2d_nchw_shape({1, 3, 7}, {8, 3, 3, 3}, Conv2DParams{});
+            }).find("expected data [N, C, H, W]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Padding2D::from({1, 2, 3}, "conv2d"); })
-                .find("conv2d: padding [1, 2, 3] must have 1 (all sides), 2 (h, w) or 4"),
+  EXPECT_NE(error_of([&] {
+              Padding2D::from({1, 2, 3}, "conv2d");
+            }).find("conv2d: padding [1, 2, 3] must have 1 (all sides), 2 (h, w) or 4"),
             std::string::npos);
   Conv2DParams g;
   g.groups = 2;
-  EXPECT_NE(error_of([&] { conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 2, 1, 1, 8, 16}, g); })
-                .find("conv2d_nchwc: groups 2 is not supported in the blocked layout"),
+  EXPECT_NE(error_of([&] {
+              conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 2, 1, 1, 8, 16}, g);
+            }).find("conv2d_nchwc: groups 2 is not supported in the blocked layout"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 1, 1, 1, 16, 16}, {}); })
+  EXPECT_NE(error_of([&] {
+              conv2d_nchwc_shape({1, 2, 7, 7, 8}, {4, 1, 1, 1, 16, 16}, {});
+            })
                 .find("conv2d_nchwc: data [1, 2, 7, 7, 8] (16 channels in blocks of 8) does not "
                       "match packed kernel"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { packed_conv2d_weight_shape({8, 6, 3, 3}, 4, 8); })
-                .find("pack_conv2d_weight: blocks (ic 4, oc 8) must divide"),
+  EXPECT_NE(error_of([&] {
+              packed_conv2d_weight_shape({8, 6, 3, 3}, 4, 8);
+            }).find("pack_conv2d_weight: blocks (ic 4, oc 8) must divide"),
             std::string::npos);
   EXPECT_EQ(kConv2DPattern, OpPattern::kOutEWiseFusable);
 }
@@ -134,7 +146,8 @@ TEST(Conv2DNCHW, DefaultScheduleWithReluConsumer) {
   te::Tensor kernel = input(w.kernel_shape(), f32, "kernel");
   te::Tensor conv = conv2d_nchw(data, kernel, w.params);
   te::Tensor out = te::compute(
-      conv->shape, [&](const std::vector<ir::Var>& i) {
+      conv->shape,
+      [&](const std::vector<ir::Var>& i) {
         return ir::max(conv(std::vector<ir::Expr>(i.begin(), i.end())), ir::Expr(0.0f));
       },
       "relu", "elemwise,relu");
@@ -177,8 +190,7 @@ void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, 
     Instance inst = autotune::instantiate(t, c);
     SCOPED_TRACE(inst.config.str());
     Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(inst.config, w, host_target());
-    std::vector<NDArray> ins = {to_nchwc(data, l.ic_bn),
-                                pack_kernel_ref(kernel, l.ic_bn, l.oc_bn)};
+    std::vector<NDArray> ins = {to_nchwc(data, l.ic_bn), pack_kernel_ref(kernel, l.ic_bn, l.oc_bn)};
     if (ep.bias) ins.push_back(bias);
     if (ep.residual) ins.push_back(to_nchwc(residual, l.oc_bn));
     NDArray got = run_instance(inst, ins);
@@ -232,8 +244,9 @@ TEST(Conv2DNCHWc, ScheduleRejectsMismatchedConfig) {
   te::Tensor kernel = input(packed_conv2d_weight_shape(w.kernel_shape(), 8, 16), f32, "k");
   te::Tensor out = conv2d_nchwc(data, kernel, w.params);
   te::Schedule s = te::create_schedule({out});
-  EXPECT_NE(error_of([&] { schedule_conv2d_nchwc(applied, s, out, host_target()); })
-                .find("differ from the tensors' (ic 8, oc 16)"),
+  EXPECT_NE(error_of([&] {
+              schedule_conv2d_nchwc(applied, s, out, host_target());
+            }).find("differ from the tensors' (ic 8, oc 16)"),
             std::string::npos);
 }
 

@@ -1,10 +1,11 @@
 // conv2d_transpose (NCHW) against the scatter reference of conv_ref.h: DCGAN-like stride 2
 // with padding and output_padding, odd sizes, stride 1 and 3, dilation, asymmetric padding;
 // the fallback config and random points of the template's space; shape-rule errors.
+#include "kiln/topi/conv2d_transpose.h"
+
 #include <gtest/gtest.h>
 
 #include "conv_ref.h"
-#include "kiln/topi/conv2d_transpose.h"
 #include "topi_test_util.h"
 
 namespace kiln::topi {
@@ -45,16 +46,20 @@ TEST(Conv2DTransposeShape, RulesAndErrors) {
   EXPECT_EQ(conv2d_transpose_nchw_shape({1, 16, 4, 4}, {16, 8, 4, 4}, p), (Shape{1, 8, 8, 8}));
   EXPECT_EQ(conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p, 1, 1),
             (Shape{1, 3, 14, 14}));
-  EXPECT_NE(error_of([&] { conv2d_transpose_nchw_shape({1, 4, 7, 7}, {5, 3, 3, 3}, p); })
+  EXPECT_NE(error_of([&] {
+              conv2d_transpose_nchw_shape({1, 4, 7, 7}, {5, 3, 3, 3}, p);
+            })
                 .find("conv2d_transpose_nchw: kernel [5, 3, 3, 3] has 5 input channels, data "
                       "[1, 4, 7, 7] has 4"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p, 2, 0); })
-                .find("output_padding (2, 0) must be non-negative and smaller than the stride"),
+  EXPECT_NE(error_of([&] {
+              conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p, 2, 0);
+            }).find("output_padding (2, 0) must be non-negative and smaller than the stride"),
             std::string::npos);
   p.groups = 2;
-  EXPECT_NE(error_of([&] { conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p); })
-                .find("groups 2 is not supported"),
+  EXPECT_NE(error_of([&] {
+              conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p);
+            }).find("groups 2 is not supported"),
             std::string::npos);
 }
 
@@ -80,14 +85,14 @@ TEST_P(Conv2DTranspose, FallbackAndSampledConfigs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, Conv2DTranspose,
-    ::testing::Values(Case{1, 16, 4, 4, 8, 4, 2, Padding2D::all(1), 0, 1},  // DCGAN layer
-                      Case{2, 4, 7, 7, 3, 3, 2, Padding2D::all(1), 1, 1},
-                      Case{1, 3, 13, 11, 5, 3, 1, Padding2D::all(1), 0, 1},
-                      Case{1, 4, 5, 5, 4, 3, 3, Padding2D{0, 1, 2, 0}, 2, 1},
-                      Case{1, 2, 6, 6, 3, 3, 2, Padding2D::all(2), 0, 2},
-                      Case{1, 3, 1, 1, 4, 4, 1, Padding2D{}, 0, 1}));
+INSTANTIATE_TEST_SUITE_P(Shapes, Conv2DTranspose,
+                         ::testing::Values(Case{1, 16, 4, 4, 8, 4, 2, Padding2D::all(1), 0,
+                                                1},  // DCGAN layer
+                                           Case{2, 4, 7, 7, 3, 3, 2, Padding2D::all(1), 1, 1},
+                                           Case{1, 3, 13, 11, 5, 3, 1, Padding2D::all(1), 0, 1},
+                                           Case{1, 4, 5, 5, 4, 3, 3, Padding2D{0, 1, 2, 0}, 2, 1},
+                                           Case{1, 2, 6, 6, 3, 3, 2, Padding2D::all(2), 0, 2},
+                                           Case{1, 3, 1, 1, 4, 4, 1, Padding2D{}, 0, 1}));
 
 }  // namespace
 }  // namespace kiln::topi

@@ -1,12 +1,14 @@
 // Dense: the plain and packed compute rules and the packed template (fallback and sampled
 // configs, every knob) against a naive C++ reference on seeded random inputs; packing against
 // a host-side packing; shape errors.
+#include "kiln/topi/dense.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "common/covering_configs.h"
 #include "e2e/e2e_util.h"
-#include "kiln/topi/dense.h"
 
 namespace kiln::topi {
 namespace {
@@ -35,21 +37,7 @@ NDArray pack_ref(const NDArray& W, int64_t nb) {
                         });
 }
 
-/// Configs of `space` that together take every candidate of every knob (config j picks
-/// candidate j % n_i of knob i), plus `extra` random points.
-std::vector<autotune::Config> covering_configs(const autotune::ConfigSpace& space, int extra) {
-  size_t most = 1;
-  for (const auto& k : space.knobs()) most = std::max(most, k.candidates.size());
-  std::vector<autotune::Config> r;
-  for (size_t j = 0; j < most; ++j) {
-    std::vector<uint32_t> choice;
-    for (const auto& k : space.knobs()) choice.push_back(static_cast<uint32_t>(j % k.candidates.size()));
-    r.push_back(space.at(choice));
-  }
-  std::mt19937_64 rng(42);
-  for (int i = 0; i < extra; ++i) r.push_back(space.random(rng));
-  return r;
-}
+using kiln::testing::covering_configs;
 
 /// Runs the template at `cfg` and compares with the reference.
 void check_template(const DenseWorkload& w, const autotune::Config& cfg, uint32_t seed) {
@@ -100,16 +88,17 @@ TEST(Dense, PackedComputeWithBiasUnscheduled) {
   NDArray xa = random_array({3, 9}, DataType::Float(32), 5);
   NDArray wa = random_array({20, 9}, DataType::Float(32), 6);
   NDArray ba = random_array({20}, DataType::Float(32), 7);
-  auto out = e2e::build_and_run(te::create_schedule({y}), {x, Wp, b, y}, {xa, pack_ref(wa, 16), ba});
+  auto out =
+      e2e::build_and_run(te::create_schedule({y}), {x, Wp, b, y}, {xa, pack_ref(wa, 16), ba});
   EXPECT_TRUE(all_close(out[0], dense_ref(xa, wa, &ba, false)));
 }
 
 TEST(Dense, FallbackScheduleOnManyShapes) {
   uint32_t seed = 10;
-  for (DenseWorkload w : {DenseWorkload{1, 64, 32}, DenseWorkload{1, 7, 13, true, false},
-                          DenseWorkload{7, 13, 5, true, true}, DenseWorkload{13, 50, 33},
-                          DenseWorkload{1, 1, 1}, DenseWorkload{64, 128, 64, false, true},
-                          DenseWorkload{2, 100, 17, true, true}}) {
+  for (DenseWorkload w :
+       {DenseWorkload{1, 64, 32}, DenseWorkload{1, 7, 13, true, false},
+        DenseWorkload{7, 13, 5, true, true}, DenseWorkload{13, 50, 33}, DenseWorkload{1, 1, 1},
+        DenseWorkload{64, 128, 64, false, true}, DenseWorkload{2, 100, 17, true, true}}) {
     check_template(w, autotune::Config::fallback(), seed);
     seed += 3;
   }
@@ -146,8 +135,9 @@ TEST(Dense, ShapeErrorsNameOpAndShapes) {
   EXPECT_EQ(e2e::error_of([&] { dense_packed(x, Wp, 40); }),
             "dense_packed: 40 outputs do not match packed weight [2, 8, 16] (needs 17 to 32)");
   auto xi = te::placeholder({4, 8}, DataType::Int(8), "xi");
-  EXPECT_NE(e2e::error_of([&] { dense(xi, W2); }).find("dense: needs floating-point data, got int8"),
-            std::string::npos);
+  EXPECT_NE(
+      e2e::error_of([&] { dense(xi, W2); }).find("dense: needs floating-point data, got int8"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Element-wise unary operators against naive C++ on seeded random inputs, built with the
 // default schedule and with schedule_injective; all ops of a dtype share one build per shape.
+#include "kiln/topi/elemwise.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "kiln/topi/elemwise.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {

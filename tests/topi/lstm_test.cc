@@ -1,11 +1,13 @@
 // LSTM cell: the plain and packed compute rules, the weight packing and the template (fallback
 // and every knob candidate) against a naive C++ LSTMCell (PyTorch's gate order i, f, g, o).
+#include "kiln/topi/lstm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "common/covering_configs.h"
 #include "e2e/e2e_util.h"
-#include "kiln/topi/lstm.h"
 
 namespace kiln::topi {
 namespace {
@@ -20,9 +22,12 @@ struct LstmData {
 
 LstmData make_data(int64_t B, int64_t I, int64_t H, uint32_t seed) {
   auto f = DataType::Float(32);
-  return {random_array({B, I}, f, seed), random_array({B, H}, f, seed + 1),
-          random_array({B, H}, f, seed + 2), random_array({4 * H, I}, f, seed + 3, -0.5, 0.5),
-          random_array({4 * H, H}, f, seed + 4, -0.5, 0.5), random_array({4 * H}, f, seed + 5)};
+  return {random_array({B, I}, f, seed),
+          random_array({B, H}, f, seed + 1),
+          random_array({B, H}, f, seed + 2),
+          random_array({4 * H, I}, f, seed + 3, -0.5, 0.5),
+          random_array({4 * H, H}, f, seed + 4, -0.5, 0.5),
+          random_array({4 * H}, f, seed + 5)};
 }
 
 /// {h', c'} of torch.nn.LSTMCell, in double.
@@ -46,37 +51,27 @@ std::pair<NDArray, NDArray> lstm_ref(const LstmData& d) {
     }
   }
   auto f = DataType::Float(32);
-  NDArray h = e2e::reference({B, H}, f, [&](const std::vector<int64_t>& i) { return hn[i[0] * H + i[1]]; });
-  NDArray c = e2e::reference({B, H}, f, [&](const std::vector<int64_t>& i) { return cn[i[0] * H + i[1]]; });
+  NDArray h =
+      e2e::reference({B, H}, f, [&](const std::vector<int64_t>& i) { return hn[i[0] * H + i[1]]; });
+  NDArray c =
+      e2e::reference({B, H}, f, [&](const std::vector<int64_t>& i) { return cn[i[0] * H + i[1]]; });
   return {h, c};
 }
 
 /// Host-side packing: Wp[p, k, g*hb + u] = [Wi | Wh][g*H + p*hb + u, k], 0 past H.
 NDArray pack_ref(const LstmData& d, int64_t hb) {
   int64_t I = d.Wi.shape()[1], H = d.Wh.shape()[1];
-  return e2e::reference({(H + hb - 1) / hb, I + H, 4 * hb}, DataType::Float(32),
-                        [&](const std::vector<int64_t>& i) {
-                          int64_t g = i[2] / hb, n = i[0] * hb + i[2] % hb, k = i[1];
-                          if (n >= H) return 0.0;
-                          return k < I ? e2e::at(d.Wi, {g * H + n, k})
-                                       : e2e::at(d.Wh, {g * H + n, k - I});
-                        });
+  return e2e::reference(
+      {(H + hb - 1) / hb, I + H, 4 * hb}, DataType::Float(32), [&](const std::vector<int64_t>& i) {
+        int64_t g = i[2] / hb, n = i[0] * hb + i[2] % hb, k = i[1];
+        if (n >= H) return 0.0;
+        return k < I ? e2e::at(d.Wi, {g * H + n, k}) : e2e::at(d.Wh, {g * H + n, k - I});
+      });
 }
 
 const e2e::Tolerance kTol{2e-5, 2e-5};
 
-std::vector<autotune::Config> covering_configs(const autotune::ConfigSpace& space) {
-  size_t most = 1;
-  for (const auto& k : space.knobs()) most = std::max(most, k.candidates.size());
-  std::vector<autotune::Config> r;
-  for (size_t j = 0; j < most; ++j) {
-    std::vector<uint32_t> choice;
-    for (const auto& k : space.knobs())
-      choice.push_back(static_cast<uint32_t>(j % k.candidates.size()));
-    r.push_back(space.at(choice));
-  }
-  return r;
-}
+using kiln::testing::covering_configs;
 
 void check(const LstmWorkload& w, const autotune::Config& cfg, uint32_t seed) {
   auto inst = autotune::instantiate(lstm_cell_template(w, e2e::host_target()), cfg);
@@ -85,8 +80,8 @@ void check(const LstmWorkload& w, const autotune::Config& cfg, uint32_t seed) {
   auto out = e2e::build_and_run(inst.sch, inst.args, {d.x, d.h, d.c, pack_ref(d, hb), d.b});
   auto [h, c] = lstm_ref(d);
   EXPECT_TRUE(all_close(out[0], h, kTol) && all_close(out[1], c, kTol))
-      << "B=" << w.batch << " I=" << w.input << " H=" << w.hidden << " config "
-      << inst.config.str() << "\n"
+      << "B=" << w.batch << " I=" << w.input << " H=" << w.hidden << " config " << inst.config.str()
+      << "\n"
       << all_close(out[0], h, kTol) << all_close(out[1], c, kTol) << "\n"
       << e2e::lowered_text(inst.sch, inst.args);
 }

@@ -25,11 +25,8 @@ NDArray naive_softmax(const NDArray& x, int axis, bool log_form) {
 
 TEST(TopiNorm, SoftmaxAndLogSoftmax) {
   uint32_t seed = 1;
-  for (auto [shape, axis] : std::vector<std::pair<Shape, int>>{{{7, 13}, -1},
-                                                                {{3, 5, 7}, 1},
-                                                                {{13}, 0},
-                                                                {{2, 3, 1}, -1},
-                                                                {{40, 130}, 1}}) {
+  for (auto [shape, axis] : std::vector<std::pair<Shape, int>>{
+           {{7, 13}, -1}, {{3, 5, 7}, 1}, {{13}, 0}, {{2, 3, 1}, -1}, {{40, 130}, 1}}) {
     SCOPED_TRACE(::testing::Message() << runtime::shape_str(shape) << " axis " << axis);
     te::Tensor X = input(shape, f32, "X");
     // Values up to 80: exp would overflow float32 without the max subtraction.
@@ -89,8 +86,7 @@ TEST(TopiNorm, LayerNorm) {
       Shape ti(i.begin() + lead, i.end());
       return (at(x, i) - mu) / std::sqrt(var + 1e-5) * at(g, ti) + at(b, ti);
     });
-    check({X, G, B}, {layer_norm(X, G, B, 1e-5)}, {x, g, b}, {want}, schedule_norm,
-          {1e-3, 1e-3});
+    check({X, G, B}, {layer_norm(X, G, B, 1e-5)}, {x, g, b}, {want}, schedule_norm, {1e-3, 1e-3});
   }
 }
 

@@ -2,13 +2,14 @@
 // global and adaptive pooling in NCHW and NCHW16c, each against a naive C++ reference written
 // after PyTorch's CPU kernels (avg: hend = min(hstart + k, H + pad), divisor from the clipped or
 // unclipped window), with the fallback schedule and every knob of the template.
+#include "kiln/topi/pooling.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "e2e/e2e_util.h"
-#include "kiln/topi/pooling.h"
 
 namespace kiln::topi {
 namespace {
@@ -29,8 +30,8 @@ RefWindow ref_window(const PoolWorkload& w, int axis, int64_t o, int64_t in) {
     return {s, e, 1, e - s};
   }
   const Pool2DAttrs& a = w.attrs;
-  int64_t k = a.kernel[axis], st = a.stride[axis], pb = a.padding[axis],
-          pe = a.padding[axis + 2], d = a.dilation[axis];
+  int64_t k = a.kernel[axis], st = a.stride[axis], pb = a.padding[axis], pe = a.padding[axis + 2],
+          d = a.dilation[axis];
   int64_t s = o * st - pb;
   if (w.type == PoolType::kMax) return {s, s + (k - 1) * d + 1, d, 0};
   // PyTorch avg_pool2d (dilation 1).
@@ -62,20 +63,6 @@ NDArray pool_ref(const NDArray& x, const PoolWorkload& w, const std::vector<int6
     if (w.kind == PoolWorkload::kWindow) return acc / double(wh.pool_size * ww.pool_size);
     return acc / double(n);
   });
-}
-
-/// Configs taking every candidate of every knob (config j picks candidate j % n_i of knob i).
-std::vector<autotune::Config> covering_configs(const autotune::ConfigSpace& space) {
-  size_t most = 1;
-  for (const auto& k : space.knobs()) most = std::max(most, k.candidates.size());
-  std::vector<autotune::Config> r;
-  for (size_t j = 0; j < most; ++j) {
-    std::vector<uint32_t> choice;
-    for (const auto& k : space.knobs())
-      choice.push_back(static_cast<uint32_t>(j % k.candidates.size()));
-    r.push_back(space.at(choice));
-  }
-  return r;
 }
 
 void check_pool(const PoolWorkload& w, const autotune::Config& cfg, uint32_t seed) {
@@ -164,9 +151,9 @@ TEST(Pool, EveryKnobOfTheTemplate) {
     EXPECT_EQ(space.size(), 4u);
     for (uint64_t i = 0; i < space.size(); ++i) check_pool(w, space.get(i), 30 + i);
   }
-  auto fb = autotune::instantiate(pool_template(window(PoolType::kMax, {1, 1, 8, 8}, a),
-                                                e2e::host_target()),
-                                  autotune::Config::fallback());
+  auto fb = autotune::instantiate(
+      pool_template(window(PoolType::kMax, {1, 1, 8, 8}, a), e2e::host_target()),
+      autotune::Config::fallback());
   EXPECT_EQ(fb.config.str(), "vec=1 unroll_window=1");
 }
 
@@ -180,10 +167,14 @@ TEST(Pool, ErrorsNameOpAndShapes) {
   EXPECT_EQ(e2e::error_of([&] { pool2d(x, PoolType::kMax, a); }),
             "max_pool2d: padding [2, 0, 0, 0] must be non-negative and at most half the "
             "(dilated) kernel [2, 2]");
-  EXPECT_EQ(e2e::error_of([&] { adaptive_pool2d(x, PoolType::kAvg, {0, 2}); }),
+  EXPECT_EQ(e2e::error_of([&] {
+              adaptive_pool2d(x, PoolType::kAvg, {0, 2});
+            }),
             "adaptive_avg_pool2d: output size must be 2 positive values, got [0, 2]");
   auto small = te::placeholder({1, 1, 2, 2}, DataType::Float(32), "s");
-  EXPECT_EQ(e2e::error_of([&] { pool2d(small, PoolType::kMax, Pool2DAttrs{{3, 3}}); }),
+  EXPECT_EQ(e2e::error_of([&] {
+              pool2d(small, PoolType::kMax, Pool2DAttrs{{3, 3}});
+            }),
             "max_pool2d: empty output for input [1, 1, 2, 2] (output 0 x 0)");
 }
 

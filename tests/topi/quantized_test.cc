@@ -2,11 +2,13 @@
 // and the direct NCHWc quantized conv2d against exact int32 naive references; the generated
 // assembly uses vpdpbusd on AVX512-VNNI targets, and the generic (no VNNI) lowering of the
 // dpbusd intrinsic gives the same results.
+#include "kiln/topi/quantized.h"
+
 #include <gtest/gtest.h>
 
+#include "common/covering_configs.h"
 #include "e2e/e2e_util.h"
 #include "kiln/target/codegen.h"
-#include "kiln/topi/quantized.h"
 
 namespace kiln::topi {
 namespace {
@@ -17,7 +19,9 @@ using e2e::random_array;
 
 const DataType kU8 = DataType::UInt(8), kS8 = DataType::Int(8), kI32 = DataType::Int(32);
 
-NDArray u8_array(std::vector<int64_t> s, uint32_t seed) { return random_array(s, kU8, seed, 0, 255); }
+NDArray u8_array(std::vector<int64_t> s, uint32_t seed) {
+  return random_array(s, kU8, seed, 0, 255);
+}
 NDArray s8_array(std::vector<int64_t> s, uint32_t seed) {
   return random_array(s, kS8, seed, -128, 127);
 }
@@ -50,18 +54,7 @@ NDArray pack_dense_ref(const NDArray& W, int64_t nb) {
                         });
 }
 
-std::vector<autotune::Config> covering_configs(const autotune::ConfigSpace& space) {
-  size_t most = 1;
-  for (const auto& k : space.knobs()) most = std::max(most, k.candidates.size());
-  std::vector<autotune::Config> r;
-  for (size_t j = 0; j < most; ++j) {
-    std::vector<uint32_t> choice;
-    for (const auto& k : space.knobs())
-      choice.push_back(static_cast<uint32_t>(j % k.candidates.size()));
-    r.push_back(space.at(choice));
-  }
-  return r;
-}
+using kiln::testing::covering_configs;
 
 bool host_has_vnni() { return e2e::host_target().has_feature("avx512vnni"); }
 
@@ -108,8 +101,8 @@ TEST(QuantizedDense, PackWeightMatchesHostPacking) {
 
 TEST(QuantizedDense, FallbackOnSeveralShapesIsExact) {
   uint32_t seed = 10;
-  for (QuantizedDenseWorkload w : {QuantizedDenseWorkload{1, 64, 32}, {7, 13, 5}, {13, 50, 36},
-                                   {1, 1, 1}, {64, 128, 256}}) {
+  for (QuantizedDenseWorkload w :
+       {QuantizedDenseWorkload{1, 64, 32}, {7, 13, 5}, {13, 50, 36}, {1, 1, 1}, {64, 128, 256}}) {
     check_qdense(w, autotune::Config::fallback(), seed);
     seed += 2;
   }
@@ -133,7 +126,8 @@ TEST(QuantizedDense, UsesVpdpbusdWithVnniAndIsExactWithout) {
   EXPECT_NE(text.find("vpdpbusd"), std::string::npos);
   // Generic path (VNNI disabled): the same numbers, no vpdpbusd.
   Target plain("llvm -mcpu=native -mattr=-avx512vnni");
-  auto inst2 = autotune::instantiate(quantized_dense_template(w, plain), autotune::Config::fallback());
+  auto inst2 =
+      autotune::instantiate(quantized_dense_template(w, plain), autotune::Config::fallback());
   auto [y2, text2] = run(inst2, plain, {x, pack_dense_ref(W, 64)});
   EXPECT_TRUE(all_close(y2, qdense_ref(x, W)));
   EXPECT_EQ(text2.find("vpdpbusd"), std::string::npos);
@@ -145,7 +139,8 @@ TEST(QuantizedDense, UsesVpdpbusdWithVnniAndIsExactWithout) {
 NDArray qconv_ref(const NDArray& x, const NDArray& W, const QConv2DAttrs& a) {
   int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], Wd = x.shape()[3];
   int64_t O = W.shape()[0], KH = W.shape()[2], KW = W.shape()[3];
-  int64_t OH = (H + 2 * a.padding - KH) / a.stride + 1, OW = (Wd + 2 * a.padding - KW) / a.stride + 1;
+  int64_t OH = (H + 2 * a.padding - KH) / a.stride + 1,
+          OW = (Wd + 2 * a.padding - KW) / a.stride + 1;
   return e2e::reference({N, (O + 15) / 16, OH, OW, 16}, kI32, [&](const std::vector<int64_t>& i) {
     int64_t o = i[1] * 16 + i[4], acc = 0;
     if (o >= O) return 0.0;
@@ -188,11 +183,10 @@ void check_qconv(const QuantizedConv2DWorkload& w, const autotune::Config& cfg, 
 
 TEST(QuantizedConv2d, FallbackOnSeveralShapesIsExact) {
   uint32_t seed = 70;
-  for (QuantizedConv2DWorkload w :
-       {QuantizedConv2DWorkload{1, 5, 7, 9, 20, 3, 3, {1, 1}},
-        QuantizedConv2DWorkload{2, 8, 13, 13, 16, 3, 3, {2, 0}},
-        QuantizedConv2DWorkload{1, 4, 1, 7, 16, 1, 1, {1, 0}},
-        QuantizedConv2DWorkload{1, 16, 8, 8, 32, 3, 3, {1, 1}}}) {
+  for (QuantizedConv2DWorkload w : {QuantizedConv2DWorkload{1, 5, 7, 9, 20, 3, 3, {1, 1}},
+                                    QuantizedConv2DWorkload{2, 8, 13, 13, 16, 3, 3, {2, 0}},
+                                    QuantizedConv2DWorkload{1, 4, 1, 7, 16, 1, 1, {1, 0}},
+                                    QuantizedConv2DWorkload{1, 16, 8, 8, 32, 3, 3, {1, 1}}}) {
     check_qconv(w, autotune::Config::fallback(), seed);
     seed += 2;
   }
@@ -204,7 +198,9 @@ TEST(QuantizedConv2d, EveryKnobCandidateAndVpdpbusd) {
   EXPECT_EQ(space.knob_names(), (std::vector<std::string>{"tile_ow", "unroll_kw"}));
   std::string text;
   for (const auto& c : covering_configs(space)) check_qconv(w, c, 90, &text);
-  if (host_has_vnni()) EXPECT_NE(text.find("vpdpbusd"), std::string::npos);
+  if (host_has_vnni()) {
+    EXPECT_NE(text.find("vpdpbusd"), std::string::npos);
+  }
 }
 
 TEST(Quantized, ErrorsNameOpAndShapes) {

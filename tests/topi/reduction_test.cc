@@ -1,11 +1,12 @@
 // Reductions (sum, mean, max, min, prod, argmax, argmin) over single and multiple axes,
 // negative axes and keepdims, against naive C++; argmax/argmin ties resolve to the first index.
+#include "kiln/topi/reduction.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "kiln/topi/reduction.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -22,15 +23,19 @@ NDArray naive_reduce(const NDArray& x, std::vector<int> axes, bool keepdims, Kin
   for (int a : axes) red[a < 0 ? a + r : a] = true;
   Shape out;
   for (int d = 0; d < r; ++d)
-    if (!red[d]) out.push_back(in[d]);
-    else if (keepdims) out.push_back(1);
+    if (!red[d])
+      out.push_back(in[d]);
+    else if (keepdims)
+      out.push_back(1);
   Shape out_full(r);  // output index with reduced dims at 0
   return reference(out, out_t, [&](const Shape& oi) {
     Shape base(r, 0);
     size_t o = 0;
     for (int d = 0; d < r; ++d) {
-      if (!red[d]) base[d] = oi[o++];
-      else if (keepdims) ++o;
+      if (!red[d])
+        base[d] = oi[o++];
+      else if (keepdims)
+        ++o;
     }
     double acc = k == Kind::kProd ? 1 : 0, best = 0;
     int64_t best_i = -1, count = 0, pos = 0;
@@ -42,8 +47,12 @@ NDArray naive_reduce(const NDArray& x, std::vector<int> axes, bool keepdims, Kin
         ++count;
         switch (k) {
           case Kind::kSum:
-          case Kind::kMean: acc += v; break;
-          case Kind::kProd: acc *= v; break;
+          case Kind::kMean:
+            acc += v;
+            break;
+          case Kind::kProd:
+            acc *= v;
+            break;
           case Kind::kMax:
           case Kind::kArgMax:
             if (best_i < 0 || v > best) best = v, best_i = pos;
@@ -65,11 +74,15 @@ NDArray naive_reduce(const NDArray& x, std::vector<int> axes, bool keepdims, Kin
     rec(0);
     switch (k) {
       case Kind::kSum:
-      case Kind::kProd: return acc;
-      case Kind::kMean: return out_t.is_float() ? acc / count : std::floor(acc / count);
+      case Kind::kProd:
+        return acc;
+      case Kind::kMean:
+        return out_t.is_float() ? acc / count : std::floor(acc / count);
       case Kind::kMax:
-      case Kind::kMin: return best;
-      default: return static_cast<double>(best_i);
+      case Kind::kMin:
+        return best;
+      default:
+        return static_cast<double>(best_i);
     }
   });
 }
@@ -81,9 +94,9 @@ struct Spec {
 };
 
 void check_all(const Spec& sp, DataType t, uint32_t seed, double lo, double hi) {
-  SCOPED_TRACE(::testing::Message() << "shape " << runtime::shape_str(sp.shape) << " axes "
-                                    << ::testing::PrintToString(sp.axes) << " keepdims "
-                                    << sp.keepdims << " " << t);
+  SCOPED_TRACE(::testing::Message()
+               << "shape " << runtime::shape_str(sp.shape) << " axes "
+               << ::testing::PrintToString(sp.axes) << " keepdims " << sp.keepdims << " " << t);
   te::Tensor X = input(sp.shape, t, "X");
   NDArray x = random_array(sp.shape, t, seed, lo, hi);
   struct Op {
@@ -149,8 +162,7 @@ TEST(TopiReduction, ShapesAndErrors) {
   EXPECT_EQ(shape_of(sum(X, {-1, 0})), (Shape{3}));
   EXPECT_EQ(error_of([&] { sum(X, {3}); }),
             "sum: axis 3 is out of range for a tensor of rank 3 (shape [2, 3, 4])");
-  EXPECT_EQ(error_of([&] { max(X, {1, -2}); }),
-            "max: axis -2 is listed twice (shape [2, 3, 4])");
+  EXPECT_EQ(error_of([&] { max(X, {1, -2}); }), "max: axis -2 is listed twice (shape [2, 3, 4])");
   EXPECT_EQ(error_of([&] { argmax(X, {0}, false, DataType::Float(32)); }),
             "argmax: index dtype must be int32 or int64, got float32");
 }

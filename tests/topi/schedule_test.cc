@@ -30,7 +30,7 @@ TEST(TopiSchedule, InjectiveInlinesAndVectorizes) {
   te::Tensor C = relu(add(A, B));
   std::string ir = lowered(schedule_injective({C}, host_target()), {A, B, C});
   EXPECT_EQ(count(ir, "parallel for"), 1) << ir;
-  EXPECT_EQ(ir.find("add["), std::string::npos) << ir;  // the add stage is inlined
+  EXPECT_EQ(ir.find("add["), std::string::npos) << ir;   // the add stage is inlined
   EXPECT_NE(ir.find("ramp("), std::string::npos) << ir;  // vector accesses
   // Small outputs stay serial.
   te::Tensor S = input({3, 5}, f32, "S");
@@ -48,11 +48,11 @@ TEST(TopiSchedule, BoolOutputsAreNotVectorized) {
 
 TEST(TopiSchedule, ReduceVectorizesOuterAxisReduction) {
   te::Tensor A = input({64, 97}, f32, "A");
-  te::Tensor R0 = sum(A, {0});   // spatial inner axis is contiguous: vectorize it
+  te::Tensor R0 = sum(A, {0});  // spatial inner axis is contiguous: vectorize it
   std::string ir0 = lowered(schedule_reduce({R0}, host_target()), {A, R0});
   EXPECT_NE(ir0.find("ramp("), std::string::npos) << ir0;
   EXPECT_EQ(count(ir0, "parallel for"), 1) << ir0;
-  te::Tensor R1 = sum(A, {1});   // innermost reduced: serial k, parallel rows
+  te::Tensor R1 = sum(A, {1});  // innermost reduced: serial k, parallel rows
   std::string ir1 = lowered(schedule_reduce({R1}, host_target()), {A, R1});
   EXPECT_EQ(ir1.find("ramp("), std::string::npos) << ir1;
   EXPECT_EQ(count(ir1, "parallel for"), 1) << ir1;

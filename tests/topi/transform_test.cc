@@ -1,10 +1,11 @@
 // Shape operators against naive C++ index mappings, with the default schedule and
 // schedule_injective; error messages for bad shapes and axes.
+#include "kiln/topi/transform.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "kiln/topi/transform.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -17,8 +18,8 @@ TEST(TopiTransform, ReshapeFlattenSqueezeUnsqueeze) {
     return reference(s, f32, [&, s](const Shape& i) { return element(x, flat(s, i)); });
   };
   te::Tensor r1 = reshape(X, {0, -1}), r2 = reshape(X, {7, 6}), f0 = flatten(X, 0),
-             f2 = flatten(X, -2), sq = squeeze(X), sq2 = squeeze(X, {-2}), ed = expand_dims(X, -1, 2),
-             us = unsqueeze(X, {0, 5});
+             f2 = flatten(X, -2), sq = squeeze(X), sq2 = squeeze(X, {-2}),
+             ed = expand_dims(X, -1, 2), us = unsqueeze(X, {0, 5});
   EXPECT_EQ(shape_of(r1), (Shape{2, 21}));
   EXPECT_EQ(shape_of(f0), (Shape{1, 42}));
   EXPECT_EQ(shape_of(f2), (Shape{6, 7}));
@@ -36,8 +37,13 @@ TEST(TopiTransform, Transpose) {
   NDArray x = random_array({2, 3, 5}, f32, 2);
   te::Tensor t1 = transpose(X, {1, -1, 0}), t2 = transpose(X);
   check({X}, {t1, t2}, {x},
-        {reference({3, 5, 2}, f32, [&](const Shape& i) { return at(x, {i[2], i[0], i[1]}); }),
-         reference({5, 3, 2}, f32, [&](const Shape& i) { return at(x, {i[2], i[1], i[0]}); })});
+        {reference({3, 5, 2}, f32,
+                   [&](const Shape& i) {
+                     return at(x, {i[2], i[0], i[1]});
+                   }),
+         reference({5, 3, 2}, f32, [&](const Shape& i) {
+           return at(x, {i[2], i[1], i[0]});
+         })});
 }
 
 TEST(TopiTransform, ConcatAndSplit) {
@@ -75,9 +81,9 @@ TEST(TopiTransform, ConcatAndSplit) {
   auto slice0 = [&](int64_t off) {
     return reference({2, 7}, f32, [&, off](const Shape& i) { return at(x, {i[0] + off, i[1]}); });
   };
-  check({X}, outs, {x},
-        {slice1(0, 2), slice1(2, 1), slice1(3, 4), slice0(0), slice0(2), slice1(0, 4),
-         slice1(4, 3)});
+  check(
+      {X}, outs, {x},
+      {slice1(0, 2), slice1(2, 1), slice1(3, 4), slice0(0), slice0(2), slice1(0, 4), slice1(4, 3)});
 }
 
 TEST(TopiTransform, Pad) {
@@ -90,8 +96,7 @@ TEST(TopiTransform, Pad) {
                      int64_t r = i[0] - 1, c = i[1] - 2;
                      return r >= 0 && r < 3 && c >= 0 && c < 5 ? at(x, {r, c}) : 7.5;
                    }),
-         reference({4, 5}, f32,
-                   [&](const Shape& i) { return i[0] < 3 ? at(x, i) : 0.0; })});
+         reference({4, 5}, f32, [&](const Shape& i) { return i[0] < 3 ? at(x, i) : 0.0; })});
 }
 
 /// numpy-style reference slice of one axis: the selected indices.
@@ -128,12 +133,14 @@ TEST(TopiTransform, StridedSlice) {
   for (const Case& c : cases) {
     te::Tensor t = strided_slice(X, c.b, c.e, c.s);
     std::vector<int64_t> rows = np_slice(7, c.b[0], c.e[0], c.s[0]);
-    std::vector<int64_t> cols = c.b.size() > 1 ? np_slice(13, c.b[1], c.e[1], c.s[1])
-                                               : np_slice(13, 0, 13, 1);
+    std::vector<int64_t> cols =
+        c.b.size() > 1 ? np_slice(13, c.b[1], c.e[1], c.s[1]) : np_slice(13, 0, 13, 1);
     Shape s = {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols.size())};
     EXPECT_EQ(shape_of(t), s);
     outs.push_back(t);
-    want.push_back(reference(s, f32, [&](const Shape& i) { return at(x, {rows[i[0]], cols[i[1]]}); }));
+    want.push_back(reference(s, f32, [&](const Shape& i) {
+      return at(x, {rows[i[0]], cols[i[1]]});
+    }));
   }
   // With explicit axes.
   te::Tensor t = strided_slice(X, {-3}, {kBig}, {}, {1});
@@ -154,7 +161,9 @@ TEST(TopiTransform, TakeWrapsNegativeIndices) {
     auto wrap = [](double v, int64_t n) { return static_cast<int64_t>(v < 0 ? v + n : v); };
     check({X, I}, {t0, t1}, {x, ind},
           {reference({2, 3, 6}, f32,
-                     [&](const Shape& i) { return at(x, {wrap(at(ind, {i[0], i[1]}), 5), i[2]}); }),
+                     [&](const Shape& i) {
+                       return at(x, {wrap(at(ind, {i[0], i[1]}), 5), i[2]});
+                     }),
            reference({5, 2, 3}, f32, [&](const Shape& i) {
              return at(x, {i[0], wrap(at(ind, {i[1], i[2]}), 6)});
            })});
@@ -170,10 +179,13 @@ TEST(TopiTransform, LayoutTransform) {
   EXPECT_EQ(shape_of(b4), (Shape{2, 2, 3, 5, 4}));
   check({X}, {b4, back, b2}, {x},
         {reference({2, 2, 3, 5, 4}, f32,
-                   [&](const Shape& i) { return at(x, {i[0], i[1] * 4 + i[4], i[2], i[3]}); }),
+                   [&](const Shape& i) {
+                     return at(x, {i[0], i[1] * 4 + i[4], i[2], i[3]});
+                   }),
          reference({2, 8, 3, 5}, f32, [&](const Shape& i) { return at(x, i); }),
-         reference({2, 4, 3, 5, 2}, f32,
-                   [&](const Shape& i) { return at(x, {i[0], i[1] * 2 + i[4], i[2], i[3]}); })});
+         reference({2, 4, 3, 5, 2}, f32, [&](const Shape& i) {
+           return at(x, {i[0], i[1] * 2 + i[4], i[2], i[3]});
+         })});
 }
 
 TEST(TopiTransform, Errors) {
@@ -183,12 +195,16 @@ TEST(TopiTransform, Errors) {
   auto has = [](const std::string& msg, const std::string& part) {
     return msg.find(part) != std::string::npos;
   };
-  EXPECT_EQ(error_of([&] { reshape(X, {4, 2}); }),
+  EXPECT_EQ(error_of([&] {
+              reshape(X, {4, 2});
+            }),
             "reshape: cannot reshape [2, 3] (6 elements) to [4, 2] (8 elements)");
   EXPECT_TRUE(has(error_of([&] { reshape(X, {-1, -1}); }), "more than one -1"));
   EXPECT_TRUE(has(error_of([&] { reshape(X, {4, -1}); }), "cannot infer the -1 in [4, -1]"));
   EXPECT_TRUE(has(error_of([&] { transpose(X, {0, 0}); }), "transpose: axis 0 repeats"));
-  EXPECT_EQ(error_of([&] { concat({X, Y}, 0); }),
+  EXPECT_EQ(error_of([&] {
+              concat({X, Y}, 0);
+            }),
             "concat: input 1 has shape [2, 4], incompatible with [2, 3] along axis 0");
   EXPECT_EQ(error_of([&] { split(X, 2, 1); }),
             "split: axis 1 of size 3 cannot be split into 2 equal sections (shape [2, 3])");
@@ -205,8 +221,8 @@ TEST(TopiTransform, Errors) {
   EXPECT_EQ(error_of([&] { layout_transform(N, "NCHW", "NCHW4c"); }),
             "layout_transform: 6 channels are not divisible by the block size 4 of NCHW4c "
             "(input [2, 6, 3, 3])");
-  EXPECT_TRUE(has(error_of([&] { layout_transform(N, "NHWC", "NCHW"); }),
-                  "unsupported layout 'NHWC'"));
+  EXPECT_TRUE(
+      has(error_of([&] { layout_transform(N, "NHWC", "NCHW"); }), "unsupported layout 'NHWC'"));
 }
 
 }  // namespace
