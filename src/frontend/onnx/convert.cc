@@ -1050,6 +1050,13 @@ const ConvertTable& table() {
     register_nn_converters(m);
     register_tensor_converters(m);
     register_training_converters(m);
+    // The families below may wrap an entry registered above (keeping it for the cases it
+    // handles), so they come last.
+    register_ndim_converters(m);
+    register_signal_converters(m);
+    register_dynamic_converters(m);
+    register_control_converters(m);
+    register_misc_converters(m);
     return m;
   }();
   return t;

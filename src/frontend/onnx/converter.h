@@ -284,6 +284,19 @@ void register_tensor_converters(ConvertTable& t);
 /// ConvInteger (convert_training.cc).
 void register_training_converters(ConvertTable& t);
 
+/// Convolution and pooling over 1-D and 3-D windows, MaxPool's Indices (convert_ndim.cc).
+void register_ndim_converters(ConvertTable& t);
+/// DFT, STFT, MelWeightMatrix, Det, GridSample, RoiAlign (convert_signal.cc).
+void register_signal_converters(ConvertTable& t);
+/// Operators whose output shape depends on the data: NonZero, Unique, NonMaxSuppression
+/// (convert_dynamic.cc).
+void register_dynamic_converters(ConvertTable& t);
+/// If, Loop, Scan and sequences (convert_control.cc).
+void register_control_converters(ConvertTable& t);
+/// TfIdfVectorizer, QLinearConv/QLinearMatMul, bfloat16, and other corner cases
+/// (convert_misc.cc).
+void register_misc_converters(ConvertTable& t);
+
 /// ONNX TensorProto element-type code -> Kiln type; Void for types Kiln cannot compute with.
 DataType onnx_elem_type(int64_t code);
 /// A 1-D int64 array holding xs.
