@@ -104,6 +104,11 @@ const OpRegistry& OpRegistry::global() {
     register_transform_ops(r);
     register_layout_ops(r);
     register_extra_ops(r);
+    register_ndim_ops(r);
+    register_signal_ops(r);
+    register_dynamic_ops(r);
+    register_control_ops(r);
+    register_misc_ops(r);
     return r;
   }();
   return reg;

@@ -102,5 +102,13 @@ void register_transform_ops(OpRegistry& r);
 void register_layout_ops(OpRegistry& r);
 /// Sequence models, transposed convolution, resize and the other ONNX-driven ops (ops_extra.cc).
 void register_extra_ops(OpRegistry& r);
+/// N-d convolution and pooling (ops_ndim.cc), signal processing and sampling (ops_signal.cc),
+/// data-dependent output shapes (ops_dynamic.cc), control flow (ops_control.cc), other corner
+/// cases (ops_misc.cc).
+void register_ndim_ops(OpRegistry& r);
+void register_signal_ops(OpRegistry& r);
+void register_dynamic_ops(OpRegistry& r);
+void register_control_ops(OpRegistry& r);
+void register_misc_ops(OpRegistry& r);
 
 }  // namespace kiln::graph
