@@ -11,6 +11,8 @@
 // reference, and its peak resident memory (VmHWM of /proc/self/status, read at its end; wait4's
 // ru_maxrss would count the parent's image the child was forked from), so every runtime is
 // measured alike, Python's interpreter and framework included for the baselines.
+// With --tuning-log, each model is also built with the log's best configs (`kiln tune`) and
+// timed as "kiln tuned" in the same run.
 // Speedups are baseline median / Kiln median: above 1 means Kiln is faster. Processes run one at
 // a time, so a busy period on a shared machine slows whichever runs then: repeat and compare.
 #include <fcntl.h>
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "kiln/autotune/record.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/runtime/graph_executor.h"
@@ -226,6 +229,7 @@ int main(int argc, char** argv) {
        {"--python", "Python of the baselines (default SOURCE/.venv-bench/bin/python)"},
        {"--source", "Kiln's source tree (default: where this file was compiled from)"},
        {"--json", "write the result rows to this file"},
+       {"--tuning-log", "also time each model built with this tuning log's configs (kiln tune)"},
        {"--child-run", "(internal) run this module directory and print JSON"},
        {"--input", "(internal) the input .npy of --child-run"},
        {"--ref", "(internal) the reference .npy of --child-run"}});
@@ -251,6 +255,14 @@ int main(int argc, char** argv) {
   const std::string warmup = std::to_string(cl.get_int("--warmup", 3));
   const std::string max_s = std::to_string(cl.get_int("--max-seconds", 10));
   std::string bl = cl.get_string("--baselines", "ort,torch,tvm");
+  // --tuning-log FILE: also build each model with the log's best configs ("kiln tuned").
+  std::vector<kiln::autotune::Record> tuning_records;
+  if (cl.has("--tuning-log")) {
+    kiln::autotune::RecordLog log = kiln::autotune::load_records(cl.get_string("--tuning-log", ""));
+    for (const std::string& w : log.warnings) std::cerr << "kiln-bench-models: " << w << "\n";
+    tuning_records = std::move(log.records);
+    if (tuning_records.empty()) cl.fail("--tuning-log: the log holds no records");
+  }
   std::vector<std::string> baselines = bl == "none" ? std::vector<std::string>{} : split(bl, ',');
   for (const std::string& b : baselines)
     if (std::find(kBaselines.begin(), kBaselines.end(), b) == kBaselines.end())
@@ -291,8 +303,9 @@ int main(int argc, char** argv) {
             << "; timings: median (min) ms of up to " << reps << " runs after " << warmup
             << " warm-up runs\n\n";
 
-  bench::Table lat({"model", "thr", "kiln", "kiln -O0", "ort", "torch", "tvm", "vs ort", "vs torch",
-                    "vs tvm", "vs -O0", "kiln err"});
+  bench::Table lat({"model", "thr", "kiln", "kiln -O0", "kiln tuned", "ort", "torch", "tvm",
+                    "vs ort", "vs torch", "vs tvm", "vs -O0", "tuned vs ort", "tuned vs torch",
+                    "kiln err"});
   bench::Table other({"model", "kiln compile s", "-O0 compile s", "kernels", "-O0 kernels",
                       "ort init s", "torch jit s", "tvm compile s", "peak MiB kiln", "kiln -O0",
                       "ort", "torch", "tvm"});
@@ -303,25 +316,36 @@ int main(int argc, char** argv) {
     const std::string input = (cache / (m + ".input.npy")).string();
     const std::string ref = (cache / (m + ".ref.npy")).string();
     // Compile: import + build + save, at the default level and at 0.
+    // Variants: the default build, opt level 0, and (with --tuning-log) the tuned build.
     struct Variant {
+      std::string key;
       int opt_level;
+      bool tuned = false;
       std::string dir, error;
       double compile_s = 0;
       int kernels = 0;
     };
-    std::vector<Variant> variants = {{kiln::graph::BuildOptions{}.opt_level, "", ""}, {0, "", ""}};
+    std::vector<Variant> variants = {{"kiln", kiln::graph::BuildOptions{}.opt_level},
+                                     {"kiln-O0", 0}};
+    if (!tuning_records.empty())
+      variants.push_back({"kiln-tuned", kiln::graph::BuildOptions{}.opt_level, true});
     for (Variant& v : variants) {
-      v.dir = (cache / (m + "_O" + std::to_string(v.opt_level) + ".kiln")).string();
+      v.dir = (cache / (m + (v.tuned ? "_tuned" : "_O" + std::to_string(v.opt_level)) + ".kiln"))
+                  .string();
       double t0 = bench::now_ms();
       try {
         kiln::graph::Graph g = kiln::frontend::import_onnx(onnx);
         kiln::graph::BuildOptions opt;
         opt.opt_level = v.opt_level;
-        v.kernels =
-            kiln::graph::compile_to_directory(g, kiln::Target::host(), opt, v.dir).num_kernels;
+        if (v.tuned) opt.tuning_records = tuning_records;
+        kiln::graph::CompiledModule cm =
+            kiln::graph::compile_to_directory(g, kiln::Target::host(), opt, v.dir);
+        v.kernels = cm.num_kernels;
         v.compile_s = (bench::now_ms() - t0) / 1e3;
-        std::cout << "  kiln -O" << v.opt_level << " compile " << bench::fixed(v.compile_s, 2)
-                  << " s, " << v.kernels << " kernels" << std::endl;
+        std::cout << "  " << v.key << " (-O" << v.opt_level << ") compile "
+                  << bench::fixed(v.compile_s, 2) << " s, " << v.kernels << " kernels"
+                  << (v.tuned && !cm.tuning_report.empty() ? "; " + cm.tuning_report[0] : "")
+                  << std::endl;
       } catch (const std::exception& e) {
         v.error = e.what();
         std::cout << "  kiln -O" << v.opt_level << " compile failed: " << v.error << std::endl;
@@ -333,7 +357,7 @@ int main(int argc, char** argv) {
       std::map<std::string, ChildResult> res;
       for (size_t vi = 0; vi < variants.size(); ++vi) {
         const Variant& v = variants[vi];
-        std::string key = vi == 0 ? "kiln" : "kiln-O0";
+        const std::string& key = v.key;
         if (!v.error.empty()) {
           res[key].out = {{"error", v.error}};
           continue;
@@ -366,10 +390,12 @@ int main(int argc, char** argv) {
       std::cout.flush();
       auto get = [&](const std::string& k) { return res.count(k) ? res[k].out : json::object(); };
       const json kj = get("kiln");
-      lat.add_row({m, std::to_string(nt), ms_cell(kj), ms_cell(get("kiln-O0")), ms_cell(get("ort")),
-                   ms_cell(get("torch")), ms_cell(get("tvm")), ratio_cell(kj, get("ort")),
-                   ratio_cell(kj, get("torch")), ratio_cell(kj, get("tvm")),
-                   ratio_cell(kj, get("kiln-O0")), err_cell(kj)});
+      const json tj = get("kiln-tuned");
+      lat.add_row({m, std::to_string(nt), ms_cell(kj), ms_cell(get("kiln-O0")), ms_cell(tj),
+                   ms_cell(get("ort")), ms_cell(get("torch")), ms_cell(get("tvm")),
+                   ratio_cell(kj, get("ort")), ratio_cell(kj, get("torch")),
+                   ratio_cell(kj, get("tvm")), ratio_cell(kj, get("kiln-O0")),
+                   ratio_cell(tj, get("ort")), ratio_cell(tj, get("torch")), err_cell(kj)});
       if (peak_at_1.empty()) peak_at_1 = res;
       // JSON row (bench_util.h conventions).
       bench::Timing kt;
@@ -378,14 +404,16 @@ int main(int argc, char** argv) {
         kt.median_ms = kj["median_ms"];
       }
       std::vector<std::pair<std::string, double>> meds;
-      for (const std::string& b : std::vector<std::string>{"kiln-O0", "ort", "torch", "tvm"})
+      for (const std::string& b :
+           std::vector<std::string>{"kiln-O0", "kiln-tuned", "ort", "torch", "tvm"})
         if (get(b).contains("median_ms"))
-          meds.push_back({b == "kiln-O0" ? "kiln_O0" : b, get(b)["median_ms"]});
+          meds.push_back({b == "kiln-O0" ? "kiln_O0" : b == "kiln-tuned" ? "kiln_tuned" : b,
+                          get(b)["median_ms"]});
       nlohmann::ordered_json row = bench::make_row(m, nt, kt, meds);
       row["kiln_compile_s"] = variants[0].compile_s;
       row["kiln_O0_compile_s"] = variants[1].compile_s;
       for (auto& [k, r] : res) {
-        std::string name = k == "kiln-O0" ? "kiln_O0" : k;
+        std::string name = k == "kiln-O0" ? "kiln_O0" : k == "kiln-tuned" ? "kiln_tuned" : k;
         row[name + "_peak_mib"] = r.peak_mib;
         if (r.out.contains("rel_error")) row[name + "_rel_error"] = r.out["rel_error"];
         if (r.out.contains("error")) row[name + "_error"] = r.out["error"];

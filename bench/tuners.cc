@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
 
   for (const Layer& l : chosen) {
     topi::Conv2DWorkload w = bench::paper_workload(l);
-    autotune::Task task = kiln::graph::conv2d_task(w, target);
+    autotune::Task task = kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned);
     std::cout << l.name << ": " << w.str() << ", " << bench::fixed(task.flops / 1e6, 1)
               << " MFLOP, " << task.space.size() << " configs\n";
     std::vector<Run> runs;

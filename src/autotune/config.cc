@@ -6,6 +6,7 @@
 // In apply mode a declaration only checks that the space has the knob with the same
 // candidates and returns the chosen value. JSON holds the values by knob name; parsing looks
 // each value up among its knob's candidates, so a round trip reproduces the same choices.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -84,6 +85,23 @@ SplitEntity Config::define_split(const std::string& name, int64_t extent, int nu
   bounds.back() = num_outputs > 1 ? 16 : -1;
   uint32_t def = detail::pick_split(k, bounds);
   int pos = declare(std::move(k), def);
+  return SplitEntity{space_.knobs()[pos].candidates[choice_[pos]]};
+}
+
+SplitEntity Config::define_split_fixed(const std::string& name, int64_t extent,
+                                       const std::vector<int64_t>& factors) {
+  KILN_USER_CHECK(!factors.empty())
+      << "define_split_fixed: knob '" << name << "' needs at least one factor";
+  Knob k = detail::make_split_knob(name, extent, static_cast<int>(factors.size()),
+                                   SplitPolicy::kFactors, 0, true);
+  std::erase_if(k.candidates, [&](const std::vector<int64_t>& c) {
+    return !std::equal(c.begin() + 1, c.end(), factors.begin() + 1);
+  });
+  KILN_USER_CHECK(k.candidates.size() == 1)
+      << "define_split_fixed: knob '" << name << "': the factors " << k.value_str(factors)
+      << " are not a split of the extent " << extent;
+  k.policy = "fixed";
+  int pos = declare(std::move(k), 0);
   return SplitEntity{space_.knobs()[pos].candidates[choice_[pos]]};
 }
 

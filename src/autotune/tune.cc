@@ -7,7 +7,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <numeric>
+#include <set>
 #include <sstream>
 #include <unordered_set>
 
@@ -25,6 +28,7 @@ std::string TuneProgress::line() const {
   std::ostringstream os;
   char buf[64];
   os << (task ? task->key() : std::string("?")) << " trial " << trials << "/" << n_trials;
+  if (verifying) os << ", verifying the best";
   if (best_s > 0) {
     std::snprintf(buf, sizeof buf, " best %.3f ms", best_s * 1e3);
     os << buf;
@@ -55,11 +59,14 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   prog.task = &task;
   prog.n_trials = opt.n_trials;
 
+  // Every successful measurement (logged ones included), for the final choice.
+  std::vector<std::pair<Config, MeasureResult>> seen;
   auto consider = [&](const Config& c, const MeasureResult& r) {
     if (!r.ok()) {
       ++res.errors;
       return;
     }
+    seen.emplace_back(c, r);
     if (!res.best || r.mean_s < res.best_result.mean_s) {
       res.best = c;
       res.best_result = r;
@@ -92,7 +99,10 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
       } catch (const Error&) {
         continue;
       }
-      if (!logged.insert(c.index()).second) continue;
+      if (!logged.insert(c.index()).second) {
+        if (r.result.ok()) seen.emplace_back(c, r.result);  // a verification's re-measurement
+        continue;
+      }
       cfgs.push_back(c);
       results.push_back(r.result);
       consider(c, r.result);
@@ -126,8 +136,8 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   };
 
   // The default is a trial like any other, logged once.
+  Config d = Config::from_json(task.instantiate(Config::fallback()).config.to_json(), task.space);
   {
-    Config d = Config::from_json(task.instantiate(Config::fallback()).config.to_json(), task.space);
     if (!logged.count(d.index()) && res.resumed < opt.n_trials) {
       log(d, res.default_result);
       tuner.update({d}, {res.default_result});
@@ -156,6 +166,52 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
       report(&batch[i], &results[i], seconds_since(t_loop), measured_now);
     }
     tuner.update(batch, results);
+  }
+
+  // Verification: the fastest configs and the default again, interleaved.
+  // Only after a search that measured something (a resumed run with its budget spent adds
+  // nothing).
+  if (opt.verify_top > 0 && res.best && res.trials > 0) {
+    std::vector<size_t> order(seen.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return seen[a].second.mean_s < seen[b].second.mean_s;
+    });
+    std::vector<Config> top{d};
+    std::set<uint64_t> chosen{d.index()};
+    for (size_t i : order) {
+      if (static_cast<int>(top.size()) > opt.verify_top) break;
+      if (chosen.insert(seen[i].first.index()).second) top.push_back(seen[i].first);
+    }
+    prog.verifying = true;
+    for (int round = 0; round < opt.verify_rounds; ++round) {
+      std::vector<MeasureResult> results = measurer.measure(top);
+      for (size_t i = 0; i < top.size(); ++i) {
+        log(top[i], results[i]);
+        if (results[i].ok()) seen.emplace_back(top[i], results[i]);
+        ++res.verified;
+        report(&top[i], &results[i], 0, 0);
+      }
+    }
+  }
+
+  // The best config: the lowest upper median over each config's measurements (best_record's
+  // rule), so compiling with the log picks the same config.
+  {
+    std::map<uint64_t, std::vector<size_t>> by_config;
+    for (size_t i = 0; i < seen.size(); ++i) by_config[seen[i].first.index()].push_back(i);
+    double best_s = 0;
+    for (auto& [index, ids] : by_config) {
+      std::sort(ids.begin(), ids.end(), [&](size_t a, size_t b) {
+        return seen[a].second.mean_s < seen[b].second.mean_s;
+      });
+      size_t m = ids[ids.size() / 2];
+      if (best_s == 0 || seen[m].second.mean_s < best_s) {
+        best_s = seen[m].second.mean_s;
+        res.best = seen[m].first;
+        res.best_result = seen[m].second;
+      }
+    }
   }
   res.elapsed_s = seconds_since(t_start);
   return res;

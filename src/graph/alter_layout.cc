@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "kiln/autotune/space.h"
 #include "kiln/graph/op_registry.h"
@@ -236,12 +237,14 @@ class LayoutAlterer {
         return depthwise ? depthwise_conv2d_task(wl, target_) : conv2d_task(wl, target_);
       });
       if (depthwise) {
-        ic_bn = oc_bn = topi::define_depthwise_nchwc_knobs(cfg, wl, target_);
+        ic_bn = oc_bn =
+            topi::define_depthwise_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
         if (oc_bn < 8) return false;
         packed = pack_depthwise_weight(w, oc_bn);
         r.op = "depthwise_conv2d_nchwc";
       } else {
-        topi::Conv2DNCHWcLayout l = topi::define_conv2d_nchwc_knobs(cfg, wl, target_);
+        topi::Conv2DNCHWcLayout l =
+            topi::define_conv2d_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
         ic_bn = l.ic_bn;
         oc_bn = l.oc_bn;
         if (oc_bn < 8) return false;  // too narrow for the vector micro-kernel: keep NCHW
@@ -290,7 +293,8 @@ class LayoutAlterer {
     int64_t ic_bn = 0, oc_bn = 0;
     try {
       autotune::Config cfg = config_for([&] { return conv2d_task(wl, target_); });
-      topi::Conv2DNCHWcLayout l = topi::define_conv2d_nchwc_knobs(cfg, wl, target_);
+      topi::Conv2DNCHWcLayout l =
+          topi::define_conv2d_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
       ic_bn = l.ic_bn;
       oc_bn = l.oc_bn;
     } catch (const Error&) {
@@ -348,8 +352,16 @@ class LayoutAlterer {
     r.op = "dense_packed";
     r.name = n.name;
     r.attrs.set("units", N);
-    r.inputs = {as_layout(map_[n.inputs[0]], xt, ""),
-                constant(g_.node(n.inputs[1].node).name + "_packed", pack_dense_weight(w, nb))};
+    // One packed copy per (weight, transposition, panel width): a weight used at every step of
+    // a recurrence is packed once.
+    auto key = std::make_tuple(n.inputs[1].node, n.op == "matmul", nb);
+    auto hit = packed_dense_.find(key);
+    if (hit == packed_dense_.end())
+      hit = packed_dense_
+                .emplace(key, constant(g_.node(n.inputs[1].node).name + "_packed",
+                                       pack_dense_weight(w, nb)))
+                .first;
+    r.inputs = {as_layout(map_[n.inputs[0]], xt, ""), hit->second};
     r.outputs = n.outputs;
     if (N % nb != 0) {
       // The product over whole panels (the packed weights are zero past row N), then the first
@@ -453,6 +465,7 @@ class LayoutAlterer {
   const Graph& g_;
   Target target_;
   TunedConfigs* tuned_;
+  std::map<std::tuple<int, bool, int64_t>, Entry> packed_dense_;
   Graph out_;
   detail::EntryMap map_;
   detail::NameGen names_;

@@ -16,6 +16,7 @@
 
 #include "kiln/graph/build_module.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,7 @@
 #include "kiln/tir/lower.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/conv2d_transpose.h"
+#include "kiln/topi/conv_nd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/pooling.h"
@@ -76,12 +78,47 @@ int master_of(const Graph& g, const Group& grp) {
   return grp.nodes.back();
 }
 
+/// The bounded outputs of op node `i` (OpDef::bounded), empty for a static-shape op.
+std::vector<BoundedOutput> bounded_outputs(const Graph& g, int i) {
+  const Node& n = g.node(i);
+  const OpDef* def = n.is_op() ? OpRegistry::global().find(n.op) : nullptr;
+  if (!def || !def->bounded) return {};
+  std::vector<TensorType> in;
+  for (const Entry& e : n.inputs) in.push_back(g.type_of(e));
+  return def->bounded(in, n.attrs);
+}
+
+/// Data-dependent shapes may only leave the graph: a user error naming the producer and the
+/// consumer when an op reads a bounded output.
+void check_bounded_consumers(const Graph& g) {
+  auto name = [&](int i) {
+    return g.node(i).name.empty() ? "%" + std::to_string(i) : g.node(i).name;
+  };
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    std::vector<BoundedOutput> b = bounded_outputs(g, i);
+    if (b.empty()) continue;
+    for (int c = i + 1; c < g.num_nodes(); ++c) {
+      for (const Entry& e : g.node(c).inputs) {
+        if (e.node != i) continue;
+        for (const BoundedOutput& bo : b) {
+          KILN_USER_CHECK(bo.output != e.index)
+              << "build_module: the output of " << g.node(i).op << " '" << name(i)
+              << "' has a data-dependent shape; only graph outputs may have one yet (it is read "
+              << "by " << g.node(c).op << " '" << name(c) << "')";
+        }
+      }
+    }
+  }
+}
+
 /// A node of the executable graph (graph.json).
 struct ExecNode {
   std::string name;
   std::string func_name;  ///< empty for a null (argument) node
   std::vector<Entry> inputs;
   std::vector<TensorType> outputs;
+  /// Bounded outputs, by the exec node's output indices (output, axis, extent_output).
+  std::vector<BoundedOutput> bounded;
 };
 
 /// A compiled group: its function and its interface in terms of the graph's entries.
@@ -167,6 +204,7 @@ te::Schedule schedule_for(const Node& master, const te::Tensor& main,
     }
     if (op == "conv2d") return topi::schedule_conv2d_nchw(outs, target);
     if (op == "conv2d_transpose") return topi::schedule_conv2d_transpose_nchw(outs, target);
+    if (op == "conv3d") return topi::schedule_conv3d_ncdhw(outs, target);
     if (op == "max_pool2d" || op == "avg_pool2d" || op == "global_max_pool2d" ||
         op == "global_avg_pool2d")
       return topi::schedule_pool(outs, target);
@@ -326,6 +364,7 @@ class ModuleBuilder {
     std::map<Entry, Entry> to_exec;  // graph entry → executable-graph entry
     std::vector<std::string> input_names;
     std::vector<int> arg_nodes;
+    check_bounded_consumers(g_);
     std::vector<Group> groups = partition(g_, opt_.opt_level);
     std::map<int, size_t> group_of_last;
     for (size_t gi = 0; gi < groups.size(); ++gi) group_of_last[groups[gi].nodes.back()] = gi;
@@ -357,6 +396,19 @@ class ModuleBuilder {
       for (size_t o = 0; o < k.outputs.size(); ++o) {
         to_exec[k.outputs[o]] = Entry{static_cast<int>(exec.size()), static_cast<int>(o)};
         en.outputs.push_back(g_.type_of(k.outputs[o]));
+      }
+      for (int m : groups[it->second].nodes) {
+        for (const BoundedOutput& bo : bounded_outputs(g_, m)) {
+          auto pos = [&](int index) {
+            auto f = std::find(k.outputs.begin(), k.outputs.end(), Entry{m, index});
+            return f == k.outputs.end() ? -1 : static_cast<int>(f - k.outputs.begin());
+          };
+          int o = pos(bo.output), x = pos(bo.extent_output);
+          if (o < 0) continue;  // not exposed: nobody reads it
+          KILN_ICHECK(x >= 0) << "build_module: the extent of bounded output " << bo.output
+                              << " of node " << m << " is not a kernel output";
+          en.bounded.push_back(BoundedOutput{o, bo.axis, x});
+        }
       }
       exec.push_back(std::move(en));
     }
@@ -393,9 +445,14 @@ class ModuleBuilder {
                       const std::vector<std::string>& input_names, const std::vector<Entry>& heads,
                       const MemoryPlan& plan) const {
     json nodes = json::array();
-    json shapes = json::array(), dtypes = json::array();
+    json shapes = json::array(), dtypes = json::array(), bounded = json::array();
     std::vector<int> row_ptr{0};
     for (const ExecNode& en : exec) {
+      for (const BoundedOutput& bo : en.bounded) {
+        bounded.push_back({{"entry", row_ptr.back() + bo.output},
+                           {"axis", bo.axis},
+                           {"extent_entry", row_ptr.back() + bo.extent_output}});
+      }
       json jn;
       jn["op"] = en.func_name.empty() ? "null" : "kiln_op";
       jn["name"] = en.name;
@@ -437,6 +494,7 @@ class ModuleBuilder {
     j["outputs"] = names;
     j["node_row_ptr"] = row_ptr;
     j["attrs"] = {{"shape", shapes}, {"dtype", dtypes}, {"storage_id", plan.storage_id}};
+    if (!bounded.empty()) j["bounded"] = bounded;  // data-dependent shapes (module-format.md)
     // One line per node and per attribute list: readable, and diffs stay small.
     std::string r = "{\n";
     size_t key = 0;

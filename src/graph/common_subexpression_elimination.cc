@@ -1,8 +1,13 @@
 // Common-subexpression elimination by value numbering: walking the nodes forward, an op node
 // is keyed by (op, mapped input entries, attribute text); the first node with a key is kept
 // and later nodes with the same key are mapped onto it. Since inputs are mapped before the
-// key is formed, whole duplicated chains merge in one pass.
+// key is formed, whole duplicated chains merge in one pass. Constants merge by value (type,
+// shape and bytes): constant folding leaves one copy of a computed weight per use (an LSTM's
+// recurrent weights transposed at each of 35 steps), and layout alteration one packed copy per
+// node; merged, they are stored once in the module's parameters.
 
+#include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 #include "kiln/graph/transform.h"
@@ -14,6 +19,7 @@ Graph common_subexpression_elimination(const Graph& g) {
   Graph out;
   detail::EntryMap map(g);
   std::unordered_map<std::string, int> seen;
+  std::unordered_multimap<std::string, int> constants;
   for (int i = 0; i < g.num_nodes(); ++i) {
     Node n = map.remap(g.node(i));
     if (n.is_op()) {
@@ -29,6 +35,26 @@ Graph common_subexpression_elimination(const Graph& g) {
       int id = out.add_node(std::move(n));
       seen.emplace(std::move(key), id);
       map.set_node(i, id, out.node(id).num_outputs());
+      continue;
+    }
+    if (n.is_constant() && n.value.defined()) {
+      const runtime::NDArray& v = n.value;
+      std::string_view bytes(static_cast<const char*>(v.data()), v.nbytes());
+      std::string key = "const " + v.dtype().str() + " " + runtime::shape_str(v.shape()) + " " +
+                        std::to_string(std::hash<std::string_view>{}(bytes));
+      auto [lo, hi] = constants.equal_range(key);
+      bool merged = false;
+      for (auto it = lo; it != hi && !merged; ++it) {
+        const runtime::NDArray& w = out.node(it->second).value;
+        if (w.nbytes() == v.nbytes() && std::memcmp(w.data(), v.data(), v.nbytes()) == 0) {
+          map.set_node(i, it->second, 1);
+          merged = true;
+        }
+      }
+      if (merged) continue;
+      int id = out.add_node(std::move(n));
+      constants.emplace(std::move(key), id);
+      map.set_node(i, id, 1);
       continue;
     }
     int outs = n.num_outputs();

@@ -63,6 +63,8 @@ Graph constant_folding(const Graph& g) {
     Node n = map.remap(g.node(i));
     bool foldable = n.is_op() && !n.inputs.empty();
     for (const Entry& e : n.inputs) foldable = foldable && out.node(e.node).is_constant();
+    if (const OpDef* d = foldable ? reg.find(n.op) : nullptr; d && d->bounded)
+      foldable = false;  // a data-dependent shape stays for the executor (ops_dynamic.cc)
     if (!foldable) {
       int outs = n.num_outputs();
       map.set_node(i, out.add_node(std::move(n)), outs);

@@ -4,6 +4,9 @@
 // types, which are already known because producers come first. Errors from a type rule are
 // re-thrown prefixed with the node, so a shape mismatch names both shapes and the node.
 
+#include <set>
+#include <string>
+
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
 #include "kiln/support/error.h"
@@ -23,6 +26,18 @@ Graph infer_types(const Graph& g) {
     n.attrs = def.normalize_attrs(n.attrs, where);
     std::vector<TensorType> in;
     for (const Entry& e : n.inputs) in.push_back(out.type_of(e));
+    // bfloat16 is a storage type: LLVM cannot select its arithmetic on this target, so only
+    // casts and data movement may touch it.
+    static const std::set<std::string> kBfloat16Ops = {
+        "cast",          "reshape", "flatten",      "transpose",
+        "concat",        "squeeze", "unsqueeze",    "expand_dims",
+        "strided_slice", "take",    "broadcast_to", "layout_transform",
+        "split",         "copy",    "tile",         "reverse"};
+    if (!kBfloat16Ops.count(n.op))
+      for (const TensorType& t : in)
+        KILN_USER_CHECK(!t.dtype.is_bfloat16())
+            << where << ": bfloat16 arithmetic is not supported yet (only Cast to and from "
+            << "bfloat16 and data movement such as reshape and transpose); cast to float32 first";
     std::vector<TensorType> types;
     try {
       types = def.infer(in, n.attrs);

@@ -38,6 +38,8 @@ Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned
     g = step(
         "alter_op_layout", [&](const Graph& x) { return alter_op_layout(x, target, tuned); }, g);
     g = step("infer_types", infer_types, g);
+    // Weights packed once per node: identical packed copies (an LSTM's steps) merge.
+    g = step("common_subexpression_elimination", common_subexpression_elimination, g);
   }
   g = step("dead_code_elimination", dead_code_elimination, g);
   return g;

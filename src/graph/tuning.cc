@@ -12,13 +12,16 @@
 
 namespace kiln::graph {
 
-autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target) {
-  return autotune::Task::make(topi::conv2d_nchwc_template(wl, {}, target), target, wl.str());
+autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
+                           topi::ChannelBlocks blocks) {
+  return autotune::Task::make(topi::conv2d_nchwc_template(wl, {}, target, blocks), target,
+                              wl.str());
 }
 
-autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target) {
-  return autotune::Task::make(topi::depthwise_conv2d_nchwc_template(wl, target), target,
-                              "depthwise " + wl.str());
+autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
+                                     topi::ChannelBlocks blocks) {
+  return autotune::Task::make(topi::depthwise_conv2d_nchwc_template(wl, target, false, blocks),
+                              target, "depthwise " + wl.str());
 }
 
 autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target) {

@@ -8,6 +8,13 @@
 // sized to the largest entry using it, builds a KilnArray view per entry over its buffer, copies
 // the params in after checking their shape and dtype, looks up each op node's function once and
 // pre-packs its arguments (input views then output views). run() is a loop of packed calls.
+//
+// Bounded (data-dependent) outputs ("bounded" in graph.json): such an entry keeps its upper-
+// bound shape in `shape` (what its kernel is called with) and its current shape in `actual`;
+// after its node ran, the extent entry's int64 value (checked against the bound) sets the
+// actual extent of the axis, and the view, get_output and copies use the actual shape. The
+// kernel wrote the tensor densely with that shape at the start of the storage, so the view is
+// simply the same storage with fewer elements.
 #include "kiln/runtime/graph_executor.h"
 
 #include <algorithm>
@@ -30,11 +37,14 @@ using json = nlohmann::json;
 namespace {
 
 struct Entry {
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;   ///< the static shape (the upper bound of a bounded entry)
+  std::vector<int64_t> actual;  ///< the current shape (== shape unless bounded)
   DataType dtype;
   int64_t storage_id = 0;
   size_t nbytes = 0;
-  int node = 0;  ///< the node producing it
+  int node = 0;           ///< the node producing it
+  int bounded_axis = -1;  ///< the data-dependent axis of a bounded entry, else -1
+  int extent_eid = -1;    ///< the entry holding that axis' actual extent
   KilnArray view{};
 };
 
@@ -50,6 +60,7 @@ struct OpCall {
   PackedFunc fn;
   std::vector<KilnValue> args;
   std::vector<int32_t> codes;
+  std::vector<int> bounded;  ///< its bounded output entries
 };
 
 std::string join(const std::vector<std::string>& names) {
@@ -134,8 +145,9 @@ struct GraphExecutor::Impl {
   }
   NDArray copy_entry(int eid) const {
     const Entry& e = entries[eid];
-    NDArray out = NDArray::empty(e.shape, e.dtype);
-    if (e.nbytes) std::memcpy(out.data(), e.view.data, e.nbytes);
+    NDArray out = NDArray::empty(e.actual, e.dtype);
+    size_t bytes = static_cast<size_t>(out.numel()) * static_cast<size_t>(e.dtype.bytes());
+    if (bytes) std::memcpy(out.data(), e.view.data, bytes);
     return out;
   }
 };
@@ -351,6 +363,40 @@ void GraphExecutor::Impl::parse(const std::string& text) {
     }
   }
 
+  // Bounded entries: {"entry", "axis", "extent_entry"}; the extent is an int64 output of the
+  // same op node.
+  if (g.contains("bounded")) {
+    const json& jb = cx.array(g, "bounded", "");
+    for (size_t k = 0; k < jb.size(); ++k) {
+      std::string w = "bounded[" + std::to_string(k) + "] ";
+      int64_t eid = cx.integer(cx.field(jb[k], "entry", w), w + "entry");
+      int64_t axis = cx.integer(cx.field(jb[k], "axis", w), w + "axis");
+      int64_t xid = cx.integer(cx.field(jb[k], "extent_entry", w), w + "extent_entry");
+      if (eid < 0 || eid >= static_cast<int64_t>(num_entries) || xid < 0 ||
+          xid >= static_cast<int64_t>(num_entries)) {
+        cx.fail(w + "entry " + std::to_string(eid) + " or extent_entry " + std::to_string(xid) +
+                " out of range [0, " + std::to_string(num_entries) + ")");
+      }
+      Entry& e = entries[eid];
+      const Entry& x = entries[xid];
+      if (nodes[e.node].op != "kiln_op" || x.node != e.node || xid == eid) {
+        cx.fail(w + "entry " + std::to_string(eid) + " and its extent_entry " +
+                std::to_string(xid) + " must be two outputs of the same kiln_op node");
+      }
+      if (axis < 0 || axis >= static_cast<int64_t>(e.shape.size())) {
+        cx.fail(w + "axis " + std::to_string(axis) + " out of range for shape " +
+                shape_str(e.shape));
+      }
+      if (x.dtype != DataType::Int(64) || x.nbytes < 8) {
+        cx.fail(w + "extent_entry " + std::to_string(xid) + " must be int64 with an element, got " +
+                x.dtype.str() + " " + shape_str(x.shape));
+      }
+      if (e.bounded_axis >= 0) cx.fail(w + "entry " + std::to_string(eid) + " is listed twice");
+      e.bounded_axis = static_cast<int>(axis);
+      e.extent_eid = static_cast<int>(xid);
+    }
+  }
+
   // Argument storage is exclusive: inputs and params must survive run().
   std::map<int64_t, int> users;
   for (const Entry& e : entries) ++users[e.storage_id];
@@ -380,6 +426,7 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
     storage_bytes += sizes[s];
   }
   for (Entry& e : entries) {
+    e.actual = e.shape;
     e.view.data = storage[e.storage_id].data();
     e.view.device = Device::cpu().to_c();
     e.view.ndim = static_cast<int32_t>(e.shape.size());
@@ -442,7 +489,10 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
       call.codes.push_back(kKilnArrayHandle);
     };
     for (auto [src, idx] : node.inputs) push(static_cast<int>(row_ptr[src] + idx));
-    for (int64_t eid = row_ptr[n]; eid < row_ptr[n + 1]; ++eid) push(static_cast<int>(eid));
+    for (int64_t eid = row_ptr[n]; eid < row_ptr[n + 1]; ++eid) {
+      push(static_cast<int>(eid));
+      if (entries[eid].bounded_axis >= 0) call.bounded.push_back(static_cast<int>(eid));
+    }
     ops.push_back(std::move(call));
   }
   input_set.assign(input_names.size(), false);
@@ -512,7 +562,7 @@ void GraphExecutor::set_input(int index, const NDArray& value) {
 
 namespace {
 
-void call_op(const GraphExecutor::Impl& g, const OpCall& op);
+void call_op(GraphExecutor::Impl& g, const OpCall& op);
 
 }  // namespace
 
@@ -546,12 +596,26 @@ std::vector<NodeTime> GraphExecutor::profile(int repeat) {
 
 namespace {
 
-void call_op(const GraphExecutor::Impl& g, const OpCall& op) {
+void call_op(GraphExecutor::Impl& g, const OpCall& op) {
+  // A bounded output's kernel is called with its upper-bound shape.
+  for (int eid : op.bounded) g.entries[eid].view.shape = g.entries[eid].shape.data();
   try {
     op.fn.call_packed(op.args.data(), op.codes.data(), static_cast<int32_t>(op.args.size()));
   } catch (const Error& err) {
     KILN_ERROR << "run: node " << op.node << " ('" << g.nodes[op.node].name << "'), function '"
                << g.nodes[op.node].func_name << "': " << err.what();
+  }
+  for (int eid : op.bounded) {
+    Entry& e = g.entries[eid];
+    int64_t n = *static_cast<const int64_t*>(g.entries[e.extent_eid].view.data);
+    int64_t bound = e.shape[static_cast<size_t>(e.bounded_axis)];
+    KILN_USER_CHECK(n >= 0 && n <= bound)
+        << "run: node " << op.node << " ('" << g.nodes[op.node].name << "'), function '"
+        << g.nodes[op.node].func_name << "': the kernel gave extent " << n << " for axis "
+        << e.bounded_axis << " of a data-dependent output bounded by " << shape_str(e.shape);
+    e.actual = e.shape;
+    e.actual[static_cast<size_t>(e.bounded_axis)] = n;
+    e.view.shape = e.actual.data();
   }
 }
 
@@ -608,7 +672,7 @@ TensorInfo GraphExecutor::output_info(int index) const {
   KILN_USER_CHECK(index >= 0 && index < static_cast<int>(g.output_names.size()))
       << "output_info: output index " << index << " out of range";
   const Entry& e = g.entries[g.output_eids[index]];
-  return TensorInfo{g.output_names[index], e.shape, e.dtype};
+  return TensorInfo{g.output_names[index], e.shape, e.dtype, e.bounded_axis};
 }
 
 int GraphExecutor::num_nodes() const { return static_cast<int>(get("num_nodes").nodes.size()); }

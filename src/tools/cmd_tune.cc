@@ -34,7 +34,7 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
-  int trials = 200, threads = 1, early_stopping = 0, batch = 8, build_threads = 2;
+  int trials = 200, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4;
   double timeout_s = 10;
   unsigned seed = 0;
   bool no_transfer = false;
@@ -190,6 +190,7 @@ int tune_model(const TuneCmdOptions& o) {
   topt.early_stopping = o.early_stopping;
   topt.measure.timeout_s = o.timeout_s;
   topt.measure.build_threads = o.build_threads;
+  topt.verify_top = o.verify;
 
   ProgressDisplay display;
   std::vector<TaskOutcome> outcomes;
@@ -221,6 +222,7 @@ int tune_model(const TuneCmdOptions& o) {
                 t.op.c_str(), r.resumed + r.trials, r.resumed, r.trials);
     if (r.errors) std::printf(", %d failed", r.errors);
     if (r.transfer_records) std::printf(", %d records of other tasks used", r.transfer_records);
+    if (r.verified) std::printf(", %d verification runs", r.verified);
     std::printf("), best %.2f GFLOP/s, %.2fx the default, %.1f s\n",
                 gflops(t.task, r.best_result.mean_s), r.speedup(), r.elapsed_s);
     std::fflush(stdout);
@@ -288,6 +290,10 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--build-threads", o->build_threads, "Candidates compiled at once (default 2)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--seed", o->seed, "Seed of the tuner (default 0)");
+  cmd->add_option("--verify", o->verify,
+                  "After each task, measure its N fastest configs and the default twice more "
+                  "and keep the fastest by median (default 4; 0: off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-transfer", o->no_transfer,
                 "xgb: do not warm-start the model with logged records of the model's other tasks");
   return {cmd, [o] { return tune_model(*o); }};

@@ -38,24 +38,39 @@ int64_t oc_chunks_per_tile(int64_t want, int64_t chunks) {
   return r;
 }
 
-/// Knob declarations shared by the template and the schedule; returns (ic_bn, oc_bn).
-std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int64_t OH, int64_t OW,
-                                         int64_t KH, int64_t KW, int64_t lanes) {
-  cfg.define_split("tile_ic", C, 2, SplitPolicy::kFactors, 64);
-  cfg.define_split("tile_oc", O, 2, SplitPolicy::kFactors, 64);
+/// The channel-block knobs (the layout): tuned, or pinned to the default lanes-wide blocks.
+std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O, int64_t lanes,
+                                               ChannelBlocks blocks) {
+  // Defaults (docs/conv2d-schedule.md): lanes-wide channel blocks, so that chains of layers
+  // share one layout.
+  const int64_t ic_bn = largest_divisor_at_most(C, lanes),
+                oc_bn = largest_divisor_at_most(O, lanes);
+  if (blocks == ChannelBlocks::kDefault) {
+    cfg.define_split_fixed("tile_ic", C, {-1, ic_bn});
+    cfg.define_split_fixed("tile_oc", O, {-1, oc_bn});
+  } else {
+    cfg.define_split("tile_ic", C, 2, SplitPolicy::kFactors, 64);
+    cfg.define_split("tile_oc", O, 2, SplitPolicy::kFactors, 64);
+    if (cfg.is_fallback()) {
+      cfg.fallback_split("tile_oc", {-1, oc_bn});
+      cfg.fallback_split("tile_ic", {-1, ic_bn});
+    }
+  }
+  return {cfg.split("tile_ic").size[1], cfg.split("tile_oc").size[1]};
+}
+
+/// The schedule's knobs for output blocks of oc_bn channels.
+void define_schedule_knobs(Config& cfg, int64_t O, int64_t OH, int64_t OW, int64_t KH, int64_t KW,
+                           int64_t lanes, int64_t oc_bn) {
   cfg.define_knob("oc_reg", {1, 2, 4});
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
   cfg.define_bool("unroll_kw");
   cfg.define_bool("unroll_ic");
   if (cfg.is_fallback()) {
-    // Defaults (docs/conv2d-schedule.md): 16-lane channel blocks (so that chains of layers
-    // share one layout); the register tile covers V vectors of output channels (oc_reg chunks)
-    // by n output pixels (tile_oh x tile_ow) with V * n + V + 1 <= kRegisters, chosen to
-    // minimize the loads per FMA of a reduction step, 1/V + 1/n.
-    int64_t oc_bn = largest_divisor_at_most(O, lanes);
-    cfg.fallback_split("tile_oc", {-1, oc_bn});
-    cfg.fallback_split("tile_ic", {-1, largest_divisor_at_most(C, lanes)});
+    // The register tile covers V vectors of output channels (oc_reg chunks) by n output pixels
+    // (tile_oh x tile_ow) with V * n + V + 1 <= kRegisters, chosen to minimize the loads per FMA
+    // of a reduction step, 1/V + 1/n.
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     double best = 1e9;
     int64_t best_reg = 1, best_w = 1, best_h = 1;
@@ -84,7 +99,6 @@ std::pair<int64_t, int64_t> define_knobs(Config& cfg, int64_t C, int64_t O, int6
     cfg.fallback_knob("unroll_kw", KW <= 3 ? 1 : 0);
     cfg.fallback_knob("unroll_ic", 0);
   }
-  return {cfg.split("tile_ic").size[1], cfg.split("tile_oc").size[1]};
 }
 
 }  // namespace
@@ -180,13 +194,14 @@ te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const 
 }
 
 Conv2DNCHWcLayout define_conv2d_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl,
-                                            const Target& target) {
+                                            const Target& target, ChannelBlocks blocks) {
   conv2d_nchw_shape(wl.data_shape(), wl.kernel_shape(), wl.params);  // validates
   KILN_USER_CHECK(wl.params.groups == 1)
       << kOp << ": groups " << wl.params.groups << " is not supported in the blocked layout";
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
-  auto [ic_bn, oc_bn] = define_knobs(cfg, wl.in_channel, wl.out_channel, wl.out_height(),
-                                     wl.out_width(), wl.kernel_h, wl.kernel_w, lanes);
+  auto [ic_bn, oc_bn] = define_block_knobs(cfg, wl.in_channel, wl.out_channel, lanes, blocks);
+  define_schedule_knobs(cfg, wl.out_channel, wl.out_height(), wl.out_width(), wl.kernel_h,
+                        wl.kernel_w, lanes, oc_bn);
   Conv2DNCHWcLayout l;
   l.ic_bn = ic_bn;
   l.oc_bn = oc_bn;
@@ -212,15 +227,14 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
   std::vector<int64_t> ks = static_shape(ins[1], kOp);
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
   const int64_t ic_bn = ks[4], oc_bn = ks[5];
-  define_knobs(cfg, ks[1] * ic_bn, ks[0] * oc_bn, cs[2], cs[3], ks[2], ks[3], lanes);
-  if (cfg.is_fallback()) {
-    cfg.fallback_split("tile_ic", {-1, ic_bn});
-    cfg.fallback_split("tile_oc", {-1, oc_bn});
+  // The blocks are the tensors' (a template defined its block knobs before building them).
+  if (cfg.space().find("tile_ic") >= 0) {
+    KILN_USER_CHECK(cfg.split("tile_ic").size[1] == ic_bn && cfg.split("tile_oc").size[1] == oc_bn)
+        << "schedule_conv2d_nchwc: the config's channel blocks (tile_ic "
+        << cfg.split("tile_ic").size[1] << ", tile_oc " << cfg.split("tile_oc").size[1]
+        << ") differ from the tensors' (ic " << ic_bn << ", oc " << oc_bn << ")";
   }
-  KILN_USER_CHECK(cfg.split("tile_ic").size[1] == ic_bn && cfg.split("tile_oc").size[1] == oc_bn)
-      << "schedule_conv2d_nchwc: the config's channel blocks (tile_ic "
-      << cfg.split("tile_ic").size[1] << ", tile_oc " << cfg.split("tile_oc").size[1]
-      << ") differ from the tensors' (ic " << ic_bn << ", oc " << oc_bn << ")";
+  define_schedule_knobs(cfg, ks[0] * oc_bn, cs[2], cs[3], ks[2], ks[3], lanes, oc_bn);
 
   inline_injective_consumers(s, {out}, {conv});
   if (detail::is_pad(pad)) detail::schedule_pad_root(s, pad, true);
@@ -262,9 +276,9 @@ te::Schedule schedule_conv2d_nchwc(const std::vector<te::Tensor>& outs, const Ta
 }
 
 autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const EpilogueFlags& ep,
-                                         const Target& target) {
-  return {kOp, "1", [wl, ep, target](Config& cfg) {
-            Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target);
+                                         const Target& target, ChannelBlocks blocks) {
+  return {kOp, "1", [wl, ep, target, blocks](Config& cfg) {
+            Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             const DataType f32 = DataType::Float(32);
             te::Tensor data = te::placeholder(detail::to_exprs(l.data_shape), f32, "data");
             te::Tensor kernel =

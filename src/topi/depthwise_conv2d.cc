@@ -40,16 +40,26 @@ void check_window(int64_t oh, int64_t ow, const std::vector<int64_t>& d,
       << p.padding.str();
 }
 
-int64_t define_knobs(Config& cfg, int64_t C, int64_t OH, int64_t OW, int64_t KH, int64_t KW,
-                     int64_t IW, int64_t stride, int64_t lanes) {
-  cfg.define_split("tile_c", C, 2, SplitPolicy::kFactors, 64);
+/// The channel-block knob (the layout): tuned, or pinned to the default lanes-wide block.
+int64_t define_block_knob(Config& cfg, int64_t C, int64_t lanes, ChannelBlocks blocks) {
+  const int64_t bn = largest_divisor_at_most(C, lanes);
+  if (blocks == ChannelBlocks::kDefault) {
+    cfg.define_split_fixed("tile_c", C, {-1, bn});
+  } else {
+    cfg.define_split("tile_c", C, 2, SplitPolicy::kFactors, 64);
+    if (cfg.is_fallback()) cfg.fallback_split("tile_c", {-1, bn});
+  }
+  return cfg.split("tile_c").size[1];
+}
+
+/// The schedule's knobs for channel blocks of bn.
+void define_schedule_knobs(Config& cfg, int64_t OH, int64_t OW, int64_t KH, int64_t IW,
+                           int64_t stride, int64_t lanes, int64_t bn) {
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 8);
   cfg.define_bool("unroll_kw");
   cfg.define_knob("pad_at", {0, 1, 2, kPadInline});
   if (cfg.is_fallback()) {
-    int64_t bn = largest_divisor_at_most(C, lanes);
-    cfg.fallback_split("tile_c", {-1, bn});
     int64_t vecs = std::max<int64_t>(1, bn / lanes);
     cfg.fallback_split("tile_ow", {-1, largest_divisor_at_most(OW, 14 / vecs)});
     cfg.fallback_knob("unroll_kw", 1);
@@ -71,8 +81,6 @@ int64_t define_knobs(Config& cfg, int64_t C, int64_t OH, int64_t OW, int64_t KH,
       }
     cfg.fallback_split("tile_oh", {-1, rows});
   }
-  (void)KW;
-  return cfg.split("tile_c").size[1];
 }
 
 }  // namespace
@@ -226,15 +234,18 @@ te::Tensor depthwise_conv2d_nchwc(const te::Tensor& data, const te::Tensor& kern
       name + "_epilogue", detail::tag_of(tag::kElemWise, "conv2d_epilogue"));
 }
 
-int64_t define_depthwise_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl, const Target& target) {
+int64_t define_depthwise_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl, const Target& target,
+                                     ChannelBlocks blocks) {
   KILN_USER_CHECK(wl.out_channel == wl.in_channel)
       << kNCHWc << ": only multiplier 1 is supported in the blocked layout (" << wl.in_channel
       << " input, " << wl.out_channel << " output channels)";
   depthwise_conv2d_nchw_shape(wl.data_shape(), {wl.out_channel, 1, wl.kernel_h, wl.kernel_w},
                               wl.params);
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
-  return define_knobs(cfg, wl.in_channel, wl.out_height(), wl.out_width(), wl.kernel_h, wl.kernel_w,
-                      wl.width, wl.params.stride_h, lanes);
+  const int64_t bn = define_block_knob(cfg, wl.in_channel, lanes, blocks);
+  define_schedule_knobs(cfg, wl.out_height(), wl.out_width(), wl.kernel_h, wl.width,
+                        wl.params.stride_h, lanes, bn);
+  return bn;
 }
 
 void schedule_depthwise_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
@@ -256,12 +267,13 @@ void schedule_depthwise_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Ten
       static_shape(detail::is_pad(pad) ? detail::inputs_of(pad)[0] : pad, who);
   // The stride (for the fallback row count only), estimated from the shapes.
   const int64_t stride_h = cs[2] > 1 ? (static_shape(pad, who)[2] - ks[2]) / (cs[2] - 1) : 1;
-  define_knobs(cfg, cs[1] * bn, cs[2], cs[3], ks[2], ks[3], ds[3], std::max<int64_t>(1, stride_h),
-               lanes);
-  if (cfg.is_fallback()) cfg.fallback_split("tile_c", {-1, bn});
-  KILN_USER_CHECK(cfg.split("tile_c").size[1] == bn)
-      << who << ": the config's channel block (tile_c " << cfg.split("tile_c").size[1]
-      << ") differs from the tensors' (" << bn << ")";
+  // The block is the tensors' (a template defined its block knob before building them).
+  if (cfg.space().find("tile_c") >= 0) {
+    KILN_USER_CHECK(cfg.split("tile_c").size[1] == bn)
+        << who << ": the config's channel block (tile_c " << cfg.split("tile_c").size[1]
+        << ") differs from the tensors' (" << bn << ")";
+  }
+  define_schedule_knobs(cfg, cs[2], cs[3], ks[2], ds[3], std::max<int64_t>(1, stride_h), lanes, bn);
 
   inline_injective_consumers(s, {out}, {conv});
   te::Tensor acc = detail::accumulator(s, conv, out);
@@ -314,9 +326,9 @@ te::Schedule schedule_depthwise_conv2d_nchwc(const std::vector<te::Tensor>& outs
 }
 
 autotune::Template depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, const Target& target,
-                                                   bool bias_relu) {
-  return {kNCHWc, "1", [wl, target, bias_relu](Config& cfg) {
-            int64_t bn = define_depthwise_nchwc_knobs(cfg, wl, target);
+                                                   bool bias_relu, ChannelBlocks blocks) {
+  return {kNCHWc, "1", [wl, target, bias_relu, blocks](Config& cfg) {
+            int64_t bn = define_depthwise_nchwc_knobs(cfg, wl, target, blocks);
             const DataType f32 = DataType::Float(32);
             te::Tensor data = te::placeholder(
                 detail::to_exprs(nchwc_shape(wl.data_shape(), bn, kNCHWc)), f32, "data");

@@ -171,5 +171,30 @@ TEST(RecordLog, BestRecordIgnoresOtherTargetsAndVersions) {
   EXPECT_EQ(none.summary(), "used 0 records");
 }
 
+TEST(RecordLog, BestRecordJudgesAConfigByItsMedian) {
+  // Config 1 was measured once lucky (1 ms) and twice more at 3 ms; config 2 twice at 2 ms.
+  // By the upper median config 2 wins; config 3's single record counts as it is.
+  Task t = Task::make(test_templates::matmul_template(8));
+  std::vector<Record> recs = {
+      Record::make(t, t.space.get(1), ok_result(1e-3)),
+      Record::make(t, t.space.get(2), ok_result(2e-3)),
+      Record::make(t, t.space.get(3), ok_result(2.5e-3)),
+      Record::make(t, t.space.get(1), ok_result(3e-3)),
+      Record::make(t, t.space.get(2), ok_result(2e-3)),
+      Record::make(t, t.space.get(1), ok_result(3e-3)),
+  };
+  BestRecord b = best_record(recs, t);
+  ASSERT_TRUE(b.best.has_value());
+  EXPECT_EQ(b.config, t.space.get(2));
+  EXPECT_DOUBLE_EQ(b.best->result.mean_s, 2e-3);
+  EXPECT_EQ(b.used, 6u);
+  // Of two records the slower one counts: config 1 at (1, 3) ms loses to config 3's 2.5 ms.
+  recs.erase(recs.begin() + 5);
+  recs.erase(recs.begin() + 4);
+  recs.erase(recs.begin() + 1);
+  b = best_record(recs, t);
+  EXPECT_EQ(b.config, t.space.get(3));
+}
+
 }  // namespace
 }  // namespace kiln::autotune

@@ -60,6 +60,40 @@ TEST(ConfigSpace, SplitCandidates) {
   for (const auto& v : d.space().knob("s").candidates) EXPECT_EQ(v[0] * v[1] * v[2], 12);
 }
 
+TEST(ConfigSpace, FixedSplitHasOneCandidate) {
+  Config d = Config::define();
+  SplitEntity s = d.define_split_fixed("tile_c", 48, {-1, 16});
+  EXPECT_EQ(s.size, (std::vector<int64_t>{3, 16}));
+  d.define_split("tile_x", 12, 2);
+  EXPECT_EQ(d.space().size(), 6u);  // 1 x the 6 divisors of 12
+  EXPECT_EQ(d.space().knob("tile_c").candidates, (std::vector<std::vector<int64_t>>{{3, 16}}));
+  // Every point of the space carries the fixed split, and parses back.
+  for (uint64_t i = 0; i < d.space().size(); ++i) {
+    Config c = d.space().get(i);
+    EXPECT_EQ(c.split("tile_c").size, (std::vector<int64_t>{3, 16}));
+    EXPECT_EQ(Config::from_json(c.to_json(), d.space()), c);
+  }
+  // Defined again the same way (a schedule re-declaring its knobs): the same knob.
+  d.define_split_fixed("tile_c", 48, {-1, 16});
+  EXPECT_EQ(d.space().knobs().size(), 2u);
+  // A split that another setting of the template made, with the same inner factor, parses; one
+  // with another factor does not.
+  Config free = Config::define();
+  free.define_split("tile_c", 48, 2);
+  free.define_split("tile_x", 12, 2);
+  json same = free.to_json(), other = free.to_json();
+  same["knobs"]["tile_c"] = {3, 16};
+  same.erase("index");
+  other["knobs"]["tile_c"] = {6, 8};
+  other.erase("index");
+  EXPECT_EQ(Config::from_json(same, d.space()).split("tile_c").size, (std::vector<int64_t>{3, 16}));
+  EXPECT_THROW(Config::from_json(other, d.space()), Error);
+  Config bad = Config::define();
+  EXPECT_EQ(error_of([&] { bad.define_split_fixed("tile_c", 48, {-1, 10}); }),
+            "define_split_fixed: knob 'tile_c': the factors [-1,10] are not a split of the "
+            "extent 48");
+}
+
 TEST(ConfigSpace, ReorderAnnotateKnobSizes) {
   Config c = Config::define();
   c.define_reorder("all4", 4);

@@ -211,6 +211,53 @@ TEST(Tune, ShortTuneFindsAFasterMatmul) {
   fs::remove(path);
 }
 
+TEST(Tune, VerificationMeasuresTheBestAgain) {
+  Task task = Task::make(matmul_template(64));
+  std::string path = temp_log("verify");
+  RandomTuner tuner(task, 3);
+  TuneOptions opt;
+  opt.n_trials = 12;
+  opt.batch_size = 4;
+  opt.log_path = path;
+  opt.measure = fast_measure();
+  opt.verify_top = 3;
+  opt.verify_rounds = 2;
+  bool saw_verifying = false;
+  opt.progress = [&](const TuneProgress& p) {
+    if (p.verifying) {
+      saw_verifying = true;
+      EXPECT_NE(p.line().find("verifying the best"), std::string::npos) << p.line();
+    }
+  };
+  TuneResult r = tune(task, tuner, opt);
+  EXPECT_EQ(r.trials, 12);
+  // The default and the 3 fastest, twice each.
+  EXPECT_EQ(r.verified, 8);
+  EXPECT_TRUE(saw_verifying);
+  RecordLog log = load_records(path, false);
+  EXPECT_EQ(log.records.size(), 20u);
+  // The verified configs have three records each; the run's best is best_record's choice.
+  std::map<uint64_t, int> count;
+  for (const Record& rec : log.records) ++count[Config::from_json(rec.config, task.space).index()];
+  int verified_configs = 0;
+  for (const auto& [index, n] : count) verified_configs += n == 3;
+  EXPECT_EQ(verified_configs, 4);
+  ASSERT_TRUE(r.best.has_value());
+  BestRecord b = best_record(log.records, task);
+  ASSERT_TRUE(b.best.has_value());
+  EXPECT_EQ(b.config, *r.best);
+  EXPECT_DOUBLE_EQ(b.best->result.mean_s, r.best_result.mean_s);
+  // Resumed, the re-measurements are not trials and nothing is measured again.
+  RandomTuner again(task, 3);
+  TuneOptions o2 = opt;
+  o2.verify_top = 0;
+  TuneResult r2 = tune(task, again, o2);
+  EXPECT_EQ(r2.resumed, 12);
+  EXPECT_EQ(r2.trials, 0);
+  EXPECT_EQ(*r2.best, *r.best);
+  fs::remove(path);
+}
+
 TEST(Tune, ResumesFromItsLog) {
   Task task = Task::make(matmul_template(32));
   std::string path = temp_log("resume");

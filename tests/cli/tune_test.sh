@@ -35,7 +35,7 @@ EOF
 
 # A short tune: the task list names both workloads and their nodes; one log line per trial.
 LOG="$TMP/tune.jsonl"
-"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 4 --timeout 5 >"$TMP/out1" 2>"$TMP/err1" \
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 4 --timeout 5 --verify 0 >"$TMP/out1" 2>"$TMP/err1" \
   || fail "tune: $(cat "$TMP/out1" "$TMP/err1")"
 grep -q "2 tunable task(s)" "$TMP/out1" || fail "task count: $(cat "$TMP/out1")"
 grep -q "1/2 conv2d .*nodes: conv1" "$TMP/out1" || fail "conv task not listed: $(cat "$TMP/out1")"
@@ -62,7 +62,7 @@ assert any(t.startswith("conv2d") for t in per_task) and any(t.startswith("dense
 EOF
 
 # Resume: the same log, a larger budget; only the difference is measured, per task.
-"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tuner random --timeout 5 >"$TMP/out2" 2>"$TMP/err2" \
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tuner random --timeout 5 --verify 0 >"$TMP/out2" 2>"$TMP/err2" \
   || fail "resumed tune: $(cat "$TMP/out2" "$TMP/err2")"
 grep -q "task 1/2 conv2d: 7 trials (4 resumed from the log, 3 new" "$TMP/out2" || fail "resume: $(cat "$TMP/out2")"
 grep -q "task 2/2 dense: 7 trials (4 resumed from the log, 3 new" "$TMP/out2" || fail "resume: $(cat "$TMP/out2")"
@@ -81,6 +81,18 @@ EOF
 "$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tasks 2 >"$TMP/out3" 2>&1 || fail "--tasks: $(cat "$TMP/out3")"
 grep -q "tuning 1 task(s)" "$TMP/out3" && ! grep -q "task 1/2 conv2d:" "$TMP/out3" || fail "--tasks 2: $(cat "$TMP/out3")"
 [ "$(wc -l <"$LOG")" -eq 14 ] || fail "a complete task measured again: $(wc -l <"$LOG") lines"
+
+# Verification (on by default): the default and the 2 fastest of the conv's 4 trials measured
+# twice more, logged; a run with nothing new to search verifies nothing.
+VLOG="$TMP/verify.jsonl"
+"$KILN" tune "$TMP/m.onnx" --log "$VLOG" --trials 4 --tasks 1 --verify 2 >"$TMP/outv" 2>&1 \
+  || fail "tune --verify: $(cat "$TMP/outv")"
+grep -q "task 1/2 conv2d: 4 trials (0 resumed from the log, 4 new, 6 verification runs)" "$TMP/outv" \
+  || fail "verification summary: $(cat "$TMP/outv")"
+[ "$(wc -l <"$VLOG")" -eq 10 ] || fail "expected 10 log lines (4 trials + 6 verifications), got $(wc -l <"$VLOG")"
+"$KILN" tune "$TMP/m.onnx" --log "$VLOG" --trials 4 --tasks 1 --verify 2 >"$TMP/outv2" 2>&1 \
+  || fail "tune --verify again: $(cat "$TMP/outv2")"
+[ "$(wc -l <"$VLOG")" -eq 10 ] || fail "a spent budget verified again: $(wc -l <"$VLOG") lines"
 
 # Compile with the log: both workloads tuned; the result equals the unoptimized build's.
 "$KILN" compile "$TMP/m.onnx" -o "$TMP/tuned" --tuning-log "$LOG" >"$TMP/out4" 2>&1 \

@@ -229,6 +229,32 @@ TEST(AlterLayout, MatmulWithConstantWeightsBecomesDensePacked) {
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 15), 1e-5);
 }
 
+TEST(AlterLayout, SharedWeightsArePackedOnce) {
+  // A recurrence: h1 = tanh(x W), h2 = tanh(h1 W) with one constant W; and an equal copy of W
+  // (what constant folding leaves at each step of an unrolled LSTM) used by a third product.
+  // The optimized graph holds one packed copy of W.
+  std::mt19937 rng(9);
+  Graph g;
+  Entry x = g.add_input("x", {1, 24}, f32);
+  NDArray w = random_array({24, 24}, rng);
+  Entry wc = g.add_constant("w", w);
+  NDArray copy = NDArray::empty({24, 24}, f32);
+  copy.copy_from(w.data(), w.nbytes());
+  Entry h1 = g.add_op("tanh", {g.add_op("matmul", {x, wc})});
+  Entry h2 = g.add_op("tanh", {g.add_op("matmul", {h1, wc})});
+  Entry h3 = g.add_op("tanh", {g.add_op("matmul", {h2, g.add_constant("w_copy", copy)})});
+  g.add_output(h3);
+  Graph a = optimize(g, 2, Target::host());
+  size_t constants = 0, packed = 0;
+  for (const Node& n : a.nodes()) {
+    constants += n.is_constant();
+    packed += n.is_op() && n.op == "dense_packed";
+  }
+  EXPECT_EQ(packed, 3u) << a.str();
+  EXPECT_EQ(constants, 1u) << a.str();
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 16), 1e-5);
+}
+
 TEST(AlterLayout, TransposedConvBecomesDilatedBlockedConv) {
   // stride 2, padding 1, output_padding 1, then relu; and one with stride 1 and no padding.
   std::mt19937 rng(9);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/error.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/transform.h"
 
@@ -15,6 +16,7 @@ namespace {
 
 const DataType f32 = DataType::Float(32);
 using Ints = std::vector<int64_t>;
+using ::kiln::testing::error_of;
 
 runtime::NDArray iota(std::vector<int64_t> shape, float start, float step) {
   runtime::NDArray a = runtime::NDArray::empty(std::move(shape), f32);
@@ -62,6 +64,51 @@ TEST(CSE, MergesDuplicates) {
             "%4 = clip(%2, a_max=2.0, a_min=0.0) : float32[4]\n"
             "%5 = add(%3, %4) : float32[4]\n"
             "output %5, %5\n");
+}
+
+TEST(InferTypes, Bfloat16ArithmeticIsRefusedCastIsNot) {
+  Graph g;
+  Entry x = g.add_input("x", {4}, DataType::BFloat16());
+  Entry t = g.add_op("transpose", {g.add_op("reshape", {x}, {{"newshape", Ints{2, 2}}})});
+  Entry f = g.add_op("cast", {t}, {{"dtype", std::string("float32")}});
+  g.add_output(g.add_op("relu", {f}));
+  EXPECT_NO_THROW(infer_types(g));
+  g.add_output(g.add_op("add", {x, x}, {}, "sum"));
+  EXPECT_EQ(error_of([&] { infer_types(g); }),
+            "infer_types: node %5 (add 'sum'): bfloat16 arithmetic is not supported yet (only "
+            "Cast to and from bfloat16 and data movement such as reshape and transpose); cast "
+            "to float32 first");
+}
+
+TEST(CSE, MergesEqualConstants) {
+  // Equal constants (type, shape and bytes) merge, so the ops using them merge too; a constant
+  // with one other element, or another shape, stays.
+  Graph g;
+  Entry x = g.add_input("x", {2, 3}, f32);
+  Entry c1 = g.add_constant("c1", iota({2, 3}, 0, 1));
+  Entry c2 = g.add_constant("c2", iota({2, 3}, 0, 1));
+  runtime::NDArray other = iota({2, 3}, 0, 1);
+  other.data_as<float>()[5] = 7.5f;
+  Entry c3 = g.add_constant("c3", other);
+  Entry c4 = g.add_constant("c4", iota({3, 2}, 0, 1));
+  Entry a1 = g.add_op("add", {x, c1});
+  Entry a2 = g.add_op("add", {x, c2});
+  Entry a3 = g.add_op("add", {x, c3});
+  Entry r4 = g.add_op("reshape", {c4}, {{"newshape", Ints{2, 3}}});
+  g.add_output(g.add_op("add", {g.add_op("add", {a1, a2}), g.add_op("add", {a3, r4})}));
+  Graph r = dead_code_elimination(common_subexpression_elimination(infer_types(g)));
+  EXPECT_EQ(r.str(),
+            "%0 = input x : float32[2, 3]\n"
+            "%1 = constant c1 : float32[2, 3]\n"
+            "%2 = constant c3 : float32[2, 3]\n"
+            "%3 = constant c4 : float32[3, 2]\n"
+            "%4 = add(%0, %1) : float32[2, 3]\n"
+            "%5 = add(%0, %2) : float32[2, 3]\n"
+            "%6 = reshape(%3, newshape=[2, 3]) : float32[2, 3]\n"
+            "%7 = add(%4, %4) : float32[2, 3]\n"
+            "%8 = add(%5, %6) : float32[2, 3]\n"
+            "%9 = add(%7, %8) : float32[2, 3]\n"
+            "output %9\n");
 }
 
 TEST(ConstantFolding, ShapeLikeSubgraph) {

@@ -105,7 +105,10 @@ RecordLog load_records(const std::string& path, bool print_warnings = true);
 
 /// The best record of a task and what was used or ignored to find it.
 struct BestRecord {
-  std::optional<Record> best;          ///< the successful record with the lowest mean, if any
+  /// The record of the fastest config, if any: configs are compared by the median of their
+  /// successful records' means (a config measured again, e.g. by tune()'s verification, is
+  /// judged by its typical time rather than its luckiest one); `best` is that median record.
+  std::optional<Record> best;
   Config config = Config::fallback();  ///< best's config parsed against the task's space
   size_t used = 0;                     ///< records of this task, target and version that parsed
   size_t failed = 0;                   ///< ... of which were failed measurements
@@ -116,9 +119,9 @@ struct BestRecord {
   std::string summary() const;
 };
 
-/// Picks the fastest successful record of `task` among `records`; records of other tasks are
-/// not counted, those of this task for another target or template version are counted and
-/// ignored.
+/// Picks the fastest config of `task` among `records` (by the upper median of its successful
+/// records); records of other tasks are not counted, those of this task for another target or
+/// template version are counted and ignored.
 BestRecord best_record(const std::vector<Record>& records, const Task& task);
 
 }  // namespace kiln::autotune

@@ -171,6 +171,12 @@ class Config {
   SplitEntity define_split(const std::string& name, int64_t extent, int num_outputs,
                            SplitPolicy policy = SplitPolicy::kFactors, int64_t max_factor = 0,
                            bool no_tail = true);
+  /// The split of define_split(name, extent, factors.size()) pinned to one candidate: the one
+  /// whose inner factors are factors[1..] (factors[0] may be -1). For a knob that a template
+  /// tunes in one setting and that the caller fixes in another (a conv's channel blocks inside a
+  /// graph whose neighbours share one layout); the template reads it with split() as usual.
+  SplitEntity define_split_fixed(const std::string& name, int64_t extent,
+                                 const std::vector<int64_t>& factors);
   /// Orders `num_axes` axes: every permutation, or one of `candidates` (permutations).
   ReorderEntity define_reorder(const std::string& name, int num_axes,
                                ReorderPolicy policy = ReorderPolicy::kAll,

@@ -53,6 +53,7 @@ struct TuneProgress {
   double eta_s = 0;                     ///< estimated time for the remaining trials
   const Config* last_config = nullptr;  ///< the latest measured config
   const MeasureResult* last_result = nullptr;  ///< and its result
+  bool verifying = false;  ///< measuring the best configs again (TuneOptions::verify_top)
   /// "task 1/3 dense(...) trial 40/200 best 12.3 GFLOP/s (0.21 ms) elapsed 12 s, eta 48 s".
   std::string line() const;
 };
@@ -67,6 +68,12 @@ struct TuneOptions {
   /// For a ModelTuner: tasks whose records in the log warm-start the model (the task itself is
   /// skipped).
   std::vector<Task> transfer_tasks;
+  /// After a search that measured new trials, the verify_top fastest configs and the default
+  /// are measured again verify_rounds times (interleaved, every result logged), and the best config is the one
+  /// with the lowest upper-median time over its records, the rule best_record applies when a
+  /// model is compiled: one lucky measurement on a noisy machine does not pick the config.
+  int verify_top = 0;
+  int verify_rounds = 2;
   std::function<void(const TuneProgress&)> progress;
 };
 
@@ -77,6 +84,7 @@ struct TuneResult {
   int trials = 0;            ///< measured in this run (the default's first record included)
   int resumed = 0;           ///< read back from the log
   int errors = 0;            ///< failed measurements among trials + resumed
+  int verified = 0;          ///< measurements of the verification (not trials)
   int transfer_records = 0;  ///< records of other tasks used to warm-start the model
   std::vector<std::string> log_warnings;  ///< damaged log lines that were skipped
   double elapsed_s = 0;

@@ -5,6 +5,12 @@
 /// Every operator of the model is checked first: if any is not supported, one error lists all
 /// of them with op type, domain, opset and node name. Symbolic input dimensions need a size
 /// (ImportOptions::input_shapes), else the error names the input and the dimension.
+///
+/// Sequence-typed graph inputs and outputs are flattened into tensors: a sequence input `s`
+/// whose length and element shapes are given (ImportOptions::sequence_inputs) becomes the tensor
+/// inputs "s.0" … "s.<n-1>"; with ImportOptions::flatten_sequence_outputs a sequence output `t`
+/// becomes the outputs "t.0" … in order (its length is known after import, since sequences are
+/// tracked at import time).
 #pragma once
 
 #include <map>
@@ -19,6 +25,14 @@ namespace kiln::frontend {
 struct ImportOptions {
   /// Shapes for graph inputs, overriding the model's (needed for symbolic dimensions).
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  /// Sequence-typed graph inputs: the shape of each element, in order (an empty list for an
+  /// empty sequence). Input `s` becomes tensor inputs "s.0", "s.1", … of the element type the
+  /// model declares. A sequence input not listed here is an error.
+  std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
+  /// Whether a sequence-typed graph output `t` becomes graph outputs "t.0", "t.1", … (one per
+  /// element, in order; none for an empty sequence). When false such an output is an error, so
+  /// that the graph's outputs stay one per model output.
+  bool flatten_sequence_outputs = false;
 };
 
 /// Converts a parsed model to a graph (types not yet inferred: run graph::infer_types).

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,18 +26,24 @@ struct OnnxDim {
   std::string param;
 };
 
-/// A graph input or output: name, element type, shape (empty when unknown).
+/// A graph input or output: name, element type, shape (empty when unknown). For a sequence of
+/// tensors, `dtype` and `shape` describe its elements (Void / no shape when not declared).
 struct OnnxValueInfo {
   std::string name;
   DataType dtype;
   bool has_shape = false;
   std::vector<OnnxDim> shape;
+  /// "" for a tensor (or an undeclared type); else what the value is: "sequence", "optional",
+  /// "map" or "sparse tensor" (Kiln computes with tensors only).
+  std::string kind;
 };
 
-/// An attribute value. Graph-valued attributes (If/Loop bodies) are not represented: the
-/// node's `has_subgraph` is set instead.
+/// An attribute value. Graph-valued attributes (If/Loop bodies) are not held here: the node's
+/// `has_subgraph` is set and a single graph is in OnnxNode::subgraphs.
 using OnnxAttr = std::variant<int64_t, double, std::string, std::vector<int64_t>,
                               std::vector<double>, std::vector<std::string>, runtime::NDArray>;
+
+struct OnnxGraph;
 
 struct OnnxNode {
   std::string op_type;
@@ -46,6 +53,17 @@ struct OnnxNode {
   std::vector<std::string> outputs;
   std::map<std::string, OnnxAttr> attrs;
   bool has_subgraph = false;
+  /// Graph-valued attributes (If's branches, Loop's and Scan's body) by attribute name.
+  std::map<std::string, std::shared_ptr<const OnnxGraph>> subgraphs;
+};
+
+/// A sub-graph (the body of If, Loop or Scan). Its nodes may use values of enclosing graphs.
+struct OnnxGraph {
+  std::string name;
+  std::vector<OnnxValueInfo> inputs;
+  std::vector<OnnxValueInfo> outputs;
+  std::map<std::string, runtime::NDArray> initializers;
+  std::vector<OnnxNode> nodes;
 };
 
 struct OnnxModel {
@@ -68,5 +86,9 @@ OnnxModel load_onnx_model(const std::string& path);
 OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what);
 /// Reads a serialized TensorProto (the ONNX test suites' input_0.pb / output_0.pb files).
 runtime::NDArray load_onnx_tensor(const std::string& path);
+/// Reads a serialized SequenceProto of tensors (test data of a sequence-typed value): its
+/// tensors in order (none for an empty sequence). A user error when the file is not a sequence
+/// of tensors.
+std::vector<runtime::NDArray> load_onnx_sequence(const std::string& path);
 
 }  // namespace kiln::frontend

@@ -100,6 +100,17 @@ struct TensorType {
   bool operator!=(const TensorType& o) const { return !(*this == o); }
 };
 
+/// An op output with a bounded, data-dependent shape (NonZero, Unique, NonMaxSuppression): its
+/// TensorType holds an upper bound; at run time the kernel writes the actual extent of `axis`
+/// into output `extent_output` (int64, one element) and the tensor itself densely, row-major
+/// with the actual shape, at the start of the bound-sized storage. Only graph outputs may have
+/// a data-dependent shape yet (build_module rejects a static-shape consumer).
+struct BoundedOutput {
+  int output = 0;         ///< the bounded output's index
+  int axis = 0;           ///< its data-dependent axis
+  int extent_output = 0;  ///< the index of the int64 output holding the actual extent
+};
+
 /// An edge: output `index` of node `node`.
 struct Entry {
   int node = -1;

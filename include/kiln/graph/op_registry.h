@@ -55,6 +55,9 @@ struct OpDef {
   FCompute compute;
   /// Optional: when absent, `infer` builds `compute` on placeholders and reads the shapes.
   FInferType infer_rule;
+  /// Optional: the outputs with a data-dependent (bounded) shape (graph.h, BoundedOutput) for
+  /// these input types and normalized attributes; absent for static-shape ops.
+  std::function<std::vector<BoundedOutput>(const std::vector<TensorType>&, const Attrs&)> bounded;
 
   /// The attribute schema entry `name`, or nullptr.
   const AttrSpec* find_attr(const std::string& name) const;

@@ -14,7 +14,8 @@
 /// (groups 1), depthwise_conv2d_nchwc (multiplier 1) and dense_packed_cpu, for the workload of a
 /// conv2d / dense node with constant weights after the graph passes (batch-norm folding
 /// included). Workloads are keyed by their logical NCHW shapes and attributes, so the tuned
-/// config chooses the block sizes (the layouts) as well as the schedule, as in TVM.
+/// config's schedule applies before and after layout alteration. The channel blocks stay the
+/// default ones (see conv2d_task).
 #pragma once
 
 #include <map>
@@ -44,9 +45,14 @@ struct TuningTask {
 std::vector<TuningTask> extract_tuning_tasks(const Graph& g, const Target& target);
 
 /// The task of one workload (what extract_tuning_tasks and build_module both use, so the keys
-/// agree).
-autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target);
-autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target);
+/// agree). In a graph the channel blocks are the default ones (kDefault: tuned layers keep the
+/// layout their untuned neighbours use, so tuning adds no layout transforms); kTuned lets the
+/// config choose them too (a layer tuned alone, as in kiln-bench-tuners). Both spaces share the
+/// key: a record made in the larger space applies when its blocks are the default ones.
+autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
+                           topi::ChannelBlocks blocks = topi::ChannelBlocks::kDefault);
+autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
+                                     topi::ChannelBlocks blocks = topi::ChannelBlocks::kDefault);
 autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target);
 
 /// Looks up tuned configs for build_module and reports what it used.

@@ -12,7 +12,10 @@
 /// storage with the entry's shape and dtype, copies the params into their entries, and looks up
 /// every node's function once. `run()` then calls the nodes' functions in order, each with its
 /// input entries followed by its output entries. Kernels parallelise themselves through the
-/// runtime's thread pool; `run()` itself is sequential over nodes.
+/// runtime's thread pool; `run()` itself is sequential over nodes. An output with a
+/// data-dependent shape (NonZero, Unique, NonMaxSuppression) has an upper-bound shape in the
+/// plan; after its node runs, the executor reads its actual extent from the node's int64
+/// extent output and views the storage with the actual shape.
 ///
 ///     GraphExecutor ex = GraphExecutor::load("resnet18.kiln");
 ///     ex.set_input("data", load_npy("cat.npy"));
@@ -39,6 +42,9 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> shape;
   DataType dtype;
+  /// For an output with a data-dependent shape (docs/module-format.md, "bounded"): the axis
+  /// whose extent is known only after run(); `shape` then holds its upper bound. -1 otherwise.
+  int bounded_axis = -1;
 };
 
 /// The mean time of one op node over a profile() run.
@@ -77,7 +83,8 @@ class GraphExecutor {
   /// op nodes in execution order with their mean times (`kiln inspect --profile`).
   std::vector<NodeTime> profile(int repeat = 10);
 
-  /// A copy of graph output `index` (valid after run()).
+  /// A copy of graph output `index` (valid after run()). An output with a data-dependent shape
+  /// (output_info's bounded_axis >= 0) comes with the actual shape of the last run().
   NDArray get_output(int index) const;
   /// A copy of the graph output called `name`; unknown names are an error listing the outputs.
   NDArray get_output(const std::string& name) const;

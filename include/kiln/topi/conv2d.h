@@ -125,17 +125,24 @@ struct Conv2DNCHWcLayout {
   std::vector<int64_t> data_shape, kernel_shape, out_shape;  ///< blocked shapes
 };
 
-/// Declares the knobs of the NCHWc template on `cfg` (tile_ic, tile_oc, tile_oh, tile_ow,
-/// unroll_kw, unroll_ic) with their fallback defaults, and returns the layout they choose.
+/// Whether a conv2d_nchwc config chooses its channel blocks (tile_ic / tile_oc; the space of
+/// an operator tuned alone) or keeps the default lanes-wide ones (inside a graph: untuned
+/// neighbours use them, so a tuned layer needs no layout transforms around it).
+enum class ChannelBlocks : uint8_t { kTuned, kDefault };
+
+/// Declares the knobs of the NCHWc template on `cfg` (tile_ic, tile_oc, oc_reg, tile_oh,
+/// tile_ow, unroll_kw, unroll_ic) with their fallback defaults, and returns the layout they
+/// choose.
 Conv2DNCHWcLayout define_conv2d_nchwc_knobs(autotune::Config& cfg, const Conv2DWorkload& wl,
-                                            const Target& target);
+                                            const Target& target,
+                                            ChannelBlocks blocks = ChannelBlocks::kTuned);
 
 /// Schedules the group whose output is `out` and whose main stage is a conv2d_nchwc (found by
 /// tag): padding as a root stage (parallel, vectorized over the channel block), the output
 /// computed tile by tile (tile_oh x tile_ow x oc block) through a register accumulator (the
 /// conv stage itself, in local scope, when an epilogue follows; otherwise a cache_write) at the
 /// ow-tile loop, element-wise stages inlined. The config's tile_ic / tile_oc must match the
-/// tensors' blocks (in fallback mode they are set to them).
+/// tensors' blocks when it has them.
 void schedule_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
                            const Target& target);
 /// The fallback (untuned) schedule.
@@ -148,6 +155,7 @@ struct EpilogueFlags {
 /// Template "conv2d_nchwc": args {data (NCHW<ic_bn>c), packed kernel, [bias [O]],
 /// [residual (NCHW<oc_bn>c)], out}, blocks chosen by the config's tile_ic / tile_oc.
 autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const EpilogueFlags& ep,
-                                         const Target& target);
+                                         const Target& target,
+                                         ChannelBlocks blocks = ChannelBlocks::kTuned);
 
 }  // namespace kiln::topi

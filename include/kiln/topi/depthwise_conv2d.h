@@ -63,15 +63,17 @@ te::Tensor depthwise_conv2d_nchwc(const te::Tensor& data, const te::Tensor& pack
 /// Declares the knobs (tile_c, tile_ow, tile_oh, unroll_kw, pad_at) and returns the channel
 /// block.
 int64_t define_depthwise_nchwc_knobs(autotune::Config& cfg, const Conv2DWorkload& wl,
-                                     const Target& target);
+                                     const Target& target,
+                                     ChannelBlocks blocks = ChannelBlocks::kTuned);
 /// Schedules the group whose output is `out` and whose main stage is a depthwise_conv2d_nchwc.
 void schedule_depthwise_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
                                      const Target& target);
 te::Schedule schedule_depthwise_conv2d_nchwc(const std::vector<te::Tensor>& outs,
                                              const Target& target);
 /// Template "depthwise_conv2d_nchwc": args {data (NCHW<bn>c), packed kernel, [bias [C]], out},
-/// bn chosen by the config's tile_c.
+/// bn chosen by the config's tile_c (or pinned to the default block, see ChannelBlocks).
 autotune::Template depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, const Target& target,
-                                                   bool bias_relu = false);
+                                                   bool bias_relu = false,
+                                                   ChannelBlocks blocks = ChannelBlocks::kTuned);
 
 }  // namespace kiln::topi

@@ -43,6 +43,49 @@ class Converter {
   bool has_input(size_t i) const { return i < node->inputs.size() && !node->inputs[i].empty(); }
   Entry in(size_t i) const {
     KILN_USER_CHECK(has_input(i)) << where() << ": input " << i << " is required";
+    Entry e = values_.at(node->inputs[i]);
+    KILN_USER_CHECK(!is_sequence(e)) << where() << ": input " << i << " ('" << node->inputs[i]
+                                     << "') is a sequence, which this operator does not take";
+    return e;
+  }
+
+  // --- sub-graphs and sequences (convert_control.cc)
+  /// The graph-valued attribute `name` of the node (a body); a user error when it is missing.
+  const OnnxGraph& subgraph(const char* name) const {
+    auto it = node->subgraphs.find(name);
+    KILN_USER_CHECK(it != node->subgraphs.end() && it->second)
+        << where() << ": graph attribute '" << name << "' is missing";
+    return *it->second;
+  }
+  /// Imports `body` into the graph once (one branch, one unrolled iteration): its inputs are
+  /// bound to `inputs`, its initializers become constants, names of enclosing graphs resolve
+  /// to their values; returns the entries of its outputs (sequences included).
+  std::vector<Entry> import_body(const OnnxGraph& body, const std::vector<Entry>& inputs);
+  /// A sequence value tracked at import time: the list of its tensors. Sequence values flow
+  /// through values_ as entries that name no graph node.
+  Entry make_sequence(std::vector<Entry> items) {
+    sequences_.push_back(std::move(items));
+    return Entry{kSequenceNode, static_cast<int>(sequences_.size() - 1)};
+  }
+  static bool is_sequence(Entry e) { return e.node == kSequenceNode; }
+  /// Input i when it is a sequence (its tensors); a user error otherwise.
+  const std::vector<Entry>& sequence_in(size_t i) const {
+    KILN_USER_CHECK(has_input(i)) << where() << ": input " << i << " is required";
+    Entry e = values_.at(node->inputs[i]);
+    KILN_USER_CHECK(is_sequence(e))
+        << where() << ": input " << i << " ('" << node->inputs[i] << "') must be a sequence";
+    return sequences_.at(static_cast<size_t>(e.index));
+  }
+  /// The tensors of sequence entry `e`.
+  const std::vector<Entry>& sequence_items(Entry e) const {
+    KILN_ICHECK(is_sequence(e)) << "not a sequence entry";
+    return sequences_.at(static_cast<size_t>(e.index));
+  }
+  /// Number of graph nodes so far (entries below it existed before a converter started).
+  int num_nodes() const { return g_.num_nodes(); }
+  /// The input entry i as it is (tensor or sequence); for converters that pass either through.
+  Entry value_in(size_t i) const {
+    KILN_USER_CHECK(has_input(i)) << where() << ": input " << i << " is required";
     return values_.at(node->inputs[i]);
   }
   /// The value of input i when it is a constant (initializer or Constant node) or computed
@@ -55,6 +98,7 @@ class Converter {
   /// constant-folded (compiled and run on the host). Null when it depends on a graph input or
   /// cannot be folded.
   const runtime::NDArray* folded(Entry e) const {
+    if (is_sequence(e)) return nullptr;
     const graph::Node& n = g_.node(e.node);
     if (n.is_constant()) return &n.value;
     if (n.is_input()) return nullptr;
@@ -91,6 +135,7 @@ class Converter {
   /// The type of `e` from infer_types over the graph built so far; nullopt when the graph
   /// cannot be typed.
   std::optional<graph::TensorType> known_type(Entry e) const {
+    if (is_sequence(e)) return std::nullopt;
     if (typed_n_ != g_.num_nodes()) {
       typed_n_ = g_.num_nodes();
       try {
@@ -225,8 +270,20 @@ class Converter {
     else
       KILN_ERROR << where() << ": constants of type " << t << " are not supported yet";
   }
+  /// The graph built so far (read-only; e.g. to see which op produced an input).
+  const graph::Graph& graph() const { return g_; }
 
  private:
+  static constexpr int kSequenceNode = -2;
+  /// Converts `nodes` in order into values_; with `name_values`, the graph node producing an
+  /// ONNX value takes its name (the main graph; a body unrolled many times keeps its own).
+  void convert_nodes(const std::vector<OnnxNode>& nodes, bool name_values);
+  /// Adds sequence graph input `v` as one tensor input per element ("<name>.<k>"), with the
+  /// element shapes given in ImportOptions::sequence_inputs.
+  void add_sequence_input(const OnnxValueInfo& v);
+  /// Every node of `nodes` (and of their sub-graphs) supported? Appends those that are not.
+  void find_unsupported(const std::vector<OnnxNode>& nodes, std::vector<std::string>& missing);
+
   std::string unique_name(const std::string& base) {
     std::string n = base;
     for (int k = 1; used_.count(n); ++k) n = base + "_" + std::to_string(k);
@@ -239,6 +296,7 @@ class Converter {
   graph::Graph g_;
   std::map<std::string, Entry> values_;
   std::set<std::string> used_;
+  std::vector<std::vector<Entry>> sequences_;
   mutable std::map<Entry, std::optional<runtime::NDArray>> folded_;
   mutable graph::Graph typed_;
   mutable int typed_n_ = -1;

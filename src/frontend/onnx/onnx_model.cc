@@ -1,13 +1,19 @@
 // Reading ONNX files with Debian's libonnx protobuf classes into Kiln's OnnxModel description:
 // value infos, attributes, and tensors (raw_data or typed fields, little-endian) copied into
-// runtime::NDArrays. Every structural problem becomes a kiln::Error that names the file and,
-// where there is one, the node or tensor.
+// runtime::NDArrays; sub-graphs (If/Loop/Scan bodies) read recursively, their nodes allowed to
+// use names of enclosing graphs. Sequence and optional values are recognised, not computed: a
+// value info records its kind, and a SequenceProto/OptionalProto test-data file (which also
+// parses as a nonsensical TensorProto) is refused by name by load_onnx_tensor and read by
+// load_onnx_sequence. A sequence value info describes its elements' type and shape. Every
+// structural problem becomes a kiln::Error that names the file and, where there is one, the node or
+// tensor.
 #include "kiln/frontend/onnx_model.h"
 
-#include <onnx/onnx_pb.h>
+#include <onnx/onnx-data_pb.h>  // SequenceProto; includes onnx_pb.h
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -64,6 +70,29 @@ void copy_field(const Field& f, int64_t n, void* dst) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(f.Get(static_cast<int>(i)));
 }
 
+/// How many values a tensor stores (in raw_data or the typed field of its element type), and
+/// in which field.
+int64_t stored_values(const onnx::TensorProto& t, size_t elem, const char** field = nullptr) {
+  auto in = [&](const char* f, int64_t k) {
+    if (field) *field = f;
+    return k;
+  };
+  if (t.has_raw_data()) return in("raw_data", static_cast<int64_t>(t.raw_data().size() / elem));
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      return in("float_data", t.float_data_size());
+    case onnx::TensorProto::DOUBLE:
+      return in("double_data", t.double_data_size());
+    case onnx::TensorProto::INT64:
+      return in("int64_data", t.int64_data_size());
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64:
+      return in("uint64_data", t.uint64_data_size());
+    default:
+      return in("int32_data", t.int32_data_size());
+  }
+}
+
 runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string& where) {
   const std::string name = t.name().empty() ? "<unnamed>" : t.name();
   KILN_USER_CHECK(t.data_location() != onnx::TensorProto::EXTERNAL)
@@ -77,16 +106,21 @@ runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string
   int64_t n = 1;
   for (int64_t d : shape) {
     KILN_USER_CHECK(d >= 0) << where << ": tensor '" << name << "' has a negative dimension " << d;
+    KILN_USER_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / d)
+        << where << ": tensor '" << name << "' has more elements than fit in 64 bits";
     n *= d;
   }
-  runtime::NDArray a = runtime::NDArray::empty(shape, dt);
   const size_t elem = static_cast<size_t>(dt.bytes());
   auto count_check = [&](int64_t have, const char* field) {
     KILN_USER_CHECK(have == n) << where << ": tensor '" << name << "' has shape with " << n
                                << " elements but " << have << " values in " << field;
   };
+  // The element count is checked against the data before anything is allocated.
+  const char* field = "";
+  int64_t have = stored_values(t, elem, &field);
+  count_check(have, field);
+  runtime::NDArray a = runtime::NDArray::empty(shape, dt);
   if (t.has_raw_data()) {
-    count_check(static_cast<int64_t>(t.raw_data().size() / elem), "raw_data");
     KILN_USER_CHECK(t.raw_data().size() == n * elem)
         << where << ": tensor '" << name << "' raw_data has " << t.raw_data().size()
         << " bytes, expected " << n * elem;
@@ -145,14 +179,37 @@ runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string
   return a;
 }
 
+/// What a non-tensor type is, in words ("" for a tensor or an undeclared type).
+std::string value_kind(const onnx::TypeProto& t) {
+  switch (t.value_case()) {
+    case onnx::TypeProto::kSequenceType:
+      return "sequence";
+    case onnx::TypeProto::kOptionalType:
+      return "optional";
+    case onnx::TypeProto::kMapType:
+      return "map";
+    case onnx::TypeProto::kSparseTensorType:
+      return "sparse tensor";
+    default:
+      return "";
+  }
+}
+
 OnnxValueInfo value_info(const onnx::ValueInfoProto& v, const std::string& where) {
   OnnxValueInfo out;
   out.name = v.name();
-  if (!v.has_type() || !v.type().has_tensor_type()) {
+  // A sequence of tensors: its elements' type and shape are described.
+  const onnx::TypeProto* tp = v.has_type() ? &v.type() : nullptr;
+  if (tp && tp->has_sequence_type() && tp->sequence_type().has_elem_type()) {
+    out.kind = "sequence";
+    tp = &tp->sequence_type().elem_type();
+  }
+  if (!tp || !tp->has_tensor_type()) {
     out.dtype = DataType::Void();
+    if (tp && out.kind.empty()) out.kind = value_kind(*tp);
     return out;
   }
-  const auto& tt = v.type().tensor_type();
+  const auto& tt = tp->tensor_type();
   out.dtype = onnx_dtype(tt.elem_type());
   if (tt.has_shape()) {
     out.has_shape = true;
@@ -200,6 +257,77 @@ std::string read_file(const std::string& path, const char* what) {
   return os.str();
 }
 
+/// Where parse_graph puts what it reads (an OnnxModel's graph or an OnnxGraph).
+struct GraphParts {
+  std::vector<OnnxValueInfo>& inputs;
+  std::vector<OnnxValueInfo>& outputs;
+  std::map<std::string, runtime::NDArray>& initializers;
+  std::vector<OnnxNode>& nodes;
+};
+
+/// Reads graph `g`; `outer` holds the names defined by enclosing graphs (a sub-graph's nodes may
+/// use them).
+void parse_graph(const onnx::GraphProto& g, const std::string& what, std::set<std::string> outer,
+                 GraphParts out) {
+  std::set<std::string>& defined = outer;
+  for (const auto& t : g.initializer()) {
+    KILN_USER_CHECK(!t.name().empty()) << "'" << what << "': an initializer has no name";
+    out.initializers[t.name()] = tensor_to_ndarray(t, "'" + what + "'");
+    defined.insert(t.name());
+  }
+  KILN_USER_CHECK(g.sparse_initializer_size() == 0)
+      << "'" << what << "': sparse initializers are not supported";
+  for (const auto& v : g.input()) {
+    if (out.initializers.count(v.name())) continue;
+    out.inputs.push_back(value_info(v, "'" + what + "'"));
+    defined.insert(v.name());
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& np = g.node(i);
+    OnnxNode n;
+    n.op_type = np.op_type();
+    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+    std::string where = "'" + what + "', node '" + n.name + "' (" + n.op_type + ")";
+    for (const std::string& in : np.input()) {
+      KILN_USER_CHECK(in.empty() || defined.count(in))
+          << where << ": input '" << in
+          << "' is not a graph input, an initializer or an output of an earlier node";
+      n.inputs.push_back(in);
+    }
+    for (const auto& a : np.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH) {
+        n.has_subgraph = true;
+        auto sub = std::make_shared<OnnxGraph>();
+        sub->name = a.g().name().empty() ? a.name() : a.g().name();
+        parse_graph(a.g(), what + "', sub-graph '" + n.name + "." + a.name(), defined,
+                    {sub->inputs, sub->outputs, sub->initializers, sub->nodes});
+        n.subgraphs[a.name()] = std::move(sub);
+        continue;
+      }
+      // A type (Optional's): no converted operator reads one; the operator is refused.
+      if (a.type() == onnx::AttributeProto::TYPE_PROTO ||
+          a.type() == onnx::AttributeProto::TYPE_PROTOS)
+        continue;
+      if (a.type() == onnx::AttributeProto::GRAPHS) {
+        n.has_subgraph = true;
+        continue;
+      }
+      n.attrs[a.name()] = attribute(a, where);
+    }
+    for (const std::string& o : np.output()) {
+      n.outputs.push_back(o);
+      if (!o.empty()) defined.insert(o);
+    }
+    out.nodes.push_back(std::move(n));
+  }
+  for (const auto& v : g.output()) {
+    KILN_USER_CHECK(defined.count(v.name()))
+        << "'" << what << "': graph output '" << v.name() << "' is not produced by any node";
+    out.outputs.push_back(value_info(v, "'" + what + "'"));
+  }
+}
+
 }  // namespace
 
 int64_t OnnxModel::default_opset() const {
@@ -223,51 +351,8 @@ OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what) {
     std::string dom = op.domain() == "ai.onnx" ? "" : op.domain();
     m.opsets[dom] = op.version();
   }
-  const onnx::GraphProto& g = proto.graph();
-  std::set<std::string> defined;
-  for (const auto& t : g.initializer()) {
-    KILN_USER_CHECK(!t.name().empty()) << "'" << what << "': an initializer has no name";
-    m.initializers[t.name()] = tensor_to_ndarray(t, "'" + what + "'");
-    defined.insert(t.name());
-  }
-  KILN_USER_CHECK(g.sparse_initializer_size() == 0)
-      << "'" << what << "': sparse initializers are not supported";
-  for (const auto& v : g.input()) {
-    if (m.initializers.count(v.name())) continue;
-    m.inputs.push_back(value_info(v, "'" + what + "'"));
-    defined.insert(v.name());
-  }
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto& np = g.node(i);
-    OnnxNode n;
-    n.op_type = np.op_type();
-    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
-    std::string where = "'" + what + "', node '" + n.name + "' (" + n.op_type + ")";
-    for (const std::string& in : np.input()) {
-      KILN_USER_CHECK(in.empty() || defined.count(in))
-          << where << ": input '" << in
-          << "' is not a graph input, an initializer or an output of an earlier node";
-      n.inputs.push_back(in);
-    }
-    for (const std::string& out : np.output()) {
-      n.outputs.push_back(out);
-      if (!out.empty()) defined.insert(out);
-    }
-    for (const auto& a : np.attribute()) {
-      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
-        n.has_subgraph = true;
-        continue;
-      }
-      n.attrs[a.name()] = attribute(a, where);
-    }
-    m.nodes.push_back(std::move(n));
-  }
-  for (const auto& v : g.output()) {
-    KILN_USER_CHECK(defined.count(v.name()))
-        << "'" << what << "': graph output '" << v.name() << "' is not produced by any node";
-    m.outputs.push_back(value_info(v, "'" + what + "'"));
-  }
+  GraphParts top{m.inputs, m.outputs, m.initializers, m.nodes};
+  parse_graph(proto.graph(), what, {}, top);
   return m;
 }
 
@@ -275,12 +360,61 @@ OnnxModel load_onnx_model(const std::string& path) {
   return parse_onnx_model(read_file(path, "ONNX model"), path);
 }
 
+namespace {
+
+/// Whether a parsed TensorProto is self-consistent: a known element type, dimensions >= 0 and
+/// as many stored values as its shape has elements.
+bool tensor_consistent(const onnx::TensorProto& t) {
+  DataType dt = onnx_dtype(t.data_type());
+  if (dt.is_void()) return false;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) return false;
+    n *= d;
+  }
+  return stored_values(t, static_cast<size_t>(dt.bytes())) == n;
+}
+
+}  // namespace
+
 runtime::NDArray load_onnx_tensor(const std::string& path) {
   std::string bytes = read_file(path, "ONNX tensor");
   onnx::TensorProto t;
-  KILN_USER_CHECK(t.ParseFromString(bytes))
-      << "'" << path << "' is not a serialized ONNX TensorProto";
+  bool parsed = t.ParseFromString(bytes);
+  // A SequenceProto or OptionalProto (test data of sequence- or optional-typed values) also
+  // parses as a TensorProto, as nonsense: its name (field 1, length-delimited) reads as packed
+  // dims and its tensors (field 3) as a segment. It is recognised by its leading name field,
+  // its element-type code and the data not matching the supposed shape.
+  if (!bytes.empty() && bytes[0] == '\n' && (!parsed || t.has_segment() || !tensor_consistent(t))) {
+    onnx::SequenceProto s;
+    KILN_USER_CHECK(!(s.ParseFromString(bytes) && s.elem_type() >= 0 && s.elem_type() <= 5))
+        << "'" << path << "' (value '" << s.name()
+        << "') is a sequence (or optional) value, which Kiln does not support yet (only "
+        << "tensors; a sequence of tensors is read by load_onnx_sequence)";
+  }
+  KILN_USER_CHECK(parsed) << "'" << path << "' is not a serialized ONNX TensorProto";
   return tensor_to_ndarray(t, "'" + path + "'");
+}
+
+std::vector<runtime::NDArray> load_onnx_sequence(const std::string& path) {
+  std::string bytes = read_file(path, "ONNX sequence");
+  onnx::SequenceProto s;
+  // A TensorProto may parse as a SequenceProto too; then fields a SequenceProto does not have
+  // are left over (unknown), or its element type is not TENSOR.
+  KILN_USER_CHECK(s.ParseFromString(bytes) && s.unknown_fields().empty())
+      << "'" << path << "' is not a serialized ONNX SequenceProto";
+  std::string what = "'" + path + "' (sequence '" + s.name() + "')";
+  KILN_USER_CHECK(s.elem_type() == onnx::SequenceProto::TENSOR ||
+                  (s.elem_type() == onnx::SequenceProto::UNDEFINED && s.tensor_values_size() == 0))
+      << what << " holds elements of kind " << s.elem_type()
+      << ", not tensors; Kiln reads sequences of tensors only";
+  KILN_USER_CHECK(s.sparse_tensor_values_size() == 0 && s.sequence_values_size() == 0 &&
+                  s.map_values_size() == 0 && s.optional_values_size() == 0)
+      << what << " holds values other than tensors; Kiln reads sequences of tensors only";
+  std::vector<runtime::NDArray> out;
+  for (int i = 0; i < s.tensor_values_size(); ++i)
+    out.push_back(tensor_to_ndarray(s.tensor_values(i), what + ", element " + std::to_string(i)));
+  return out;
 }
 
 }  // namespace kiln::frontend

@@ -396,6 +396,27 @@ llvm::Value* CodeGenLLVM::visit(const Variable* op) {
 llvm::Value* CodeGenLLVM::cast_value(DataType from, DataType to, llvm::Value* v) {
   llvm::Type* t = ty(to);
   if (from == to) return v;
+  if (from.is_bfloat16() != to.is_bfloat16()) {
+    // LLVM 16 cannot select bfloat conversions on x86, so they go through float32's bits:
+    // bfloat16 is float32's upper half. To bfloat16 rounds to nearest even; a NaN stays a NaN
+    // (sign and top payload bits kept, made quiet) instead of rounding into infinity.
+    int lanes = from.lanes();
+    DataType f32 = DataType::Float(32, lanes);
+    llvm::Type* i32 = ty(DataType::Int(32, lanes));
+    llvm::Type* i16 = ty(DataType::Int(16, lanes));
+    if (from.is_bfloat16()) {
+      llvm::Value* bits = b_->CreateZExt(b_->CreateBitCast(v, i16), i32);
+      return cast_value(f32, to, b_->CreateBitCast(b_->CreateShl(bits, 16), ty(f32)));
+    }
+    llvm::Value* f = cast_value(from, f32, v);
+    llvm::Value* u = b_->CreateBitCast(f, i32);
+    llvm::Value* hi = b_->CreateLShr(u, 16);
+    llvm::Value* bias = b_->CreateAdd(b_->CreateAnd(hi, 1), llvm::ConstantInt::get(i32, 0x7FFF));
+    llvm::Value* rounded = b_->CreateLShr(b_->CreateAdd(u, bias), 16);
+    llvm::Value* nan = b_->CreateOr(hi, 0x40);
+    llvm::Value* r = b_->CreateSelect(b_->CreateFCmpUNO(f, f), nan, rounded);
+    return b_->CreateBitCast(b_->CreateTrunc(r, i16), ty(to));
+  }
   if (to.is_bool()) {
     if (from.is_float()) return b_->CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
     if (from.is_handle()) return b_->CreateIsNotNull(v);

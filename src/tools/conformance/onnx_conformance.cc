@@ -3,9 +3,10 @@
 // the model is imported, compiled with the graph builder, run by the runtime's GraphExecutor on
 // the inputs, and every output compared with the reference (ONNX's tolerances: rtol 1e-3,
 // atol 1e-7 for floats, exact for integers and booleans). Each test runs in a forked child
-// with a time limit, so a crash or a hang costs one test. A test Kiln cannot handle must say so
-// with an error (counted "unsupported"); a wrong number is a failure. With --must-pass FILE,
-// the listed tests must pass or the program exits 1.
+// with a time limit, so a crash or a hang costs one test. Sequence-typed inputs and outputs
+// (SequenceProto test data) are flattened into one tensor per element. A test Kiln cannot handle
+// must say so with an error (counted "unsupported"); a wrong number is a failure. With --must-pass
+// FILE, the listed tests must pass or the program exits 1.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -79,34 +80,85 @@ std::string compare(const runtime::NDArray& got, const runtime::NDArray& want, s
   return "";
 }
 
-std::vector<runtime::NDArray> load_set(const fs::path& dir, const char* prefix) {
-  std::vector<runtime::NDArray> out;
-  for (int i = 0;; ++i) {
+/// A test value: a tensor, or a sequence of tensors (a model input or output of sequence type).
+struct Value {
+  bool is_sequence = false;
+  runtime::NDArray tensor;
+  std::vector<runtime::NDArray> items;
+};
+
+/// Reads `<prefix>_<i>.pb` for each i of `infos` that has a file, as a tensor or (when the
+/// model declares a sequence) a sequence of tensors.
+std::vector<Value> load_set(const fs::path& dir, const char* prefix,
+                            const std::vector<frontend::OnnxValueInfo>& infos) {
+  std::vector<Value> out;
+  for (size_t i = 0;; ++i) {
     fs::path p = dir / (std::string(prefix) + "_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
-    out.push_back(frontend::load_onnx_tensor(p.string()));
+    Value v;
+    v.is_sequence = i < infos.size() && infos[i].kind == "sequence";
+    if (v.is_sequence)
+      v.items = frontend::load_onnx_sequence(p.string());
+    else
+      v.tensor = frontend::load_onnx_tensor(p.string());
+    out.push_back(std::move(v));
   }
   return out;
 }
 
-/// Runs one test in this process (the child).
+/// ONNX 1.12's test data stores bfloat16 tensors as UINT16 bits: the same bits as bfloat16.
+void bfloat16_from_uint16_bits(runtime::NDArray& a, DataType declared) {
+  if (!declared.is_bfloat16() || a.dtype() != DataType::UInt(16)) return;
+  runtime::NDArray b = runtime::NDArray::empty(a.shape(), DataType::BFloat16());
+  b.copy_from(a.data(), a.nbytes());
+  a = b;
+}
+
+/// Runs one test in this process (the child). A sequence input `s` is flattened into tensor
+/// inputs "s.0", "s.1", … (its element shapes given to the importer), a sequence output into
+/// one output per element, compared with the expected sequence's tensors in order.
 Result run_test(const fs::path& dir) {
   frontend::OnnxModel m;
-  std::vector<runtime::NDArray> inputs, outputs;
+  std::vector<Value> inputs, outputs;
   fs::path data = dir / "test_data_set_0";
   try {
     m = frontend::load_onnx_model((dir / "model.onnx").string());
-    inputs = load_set(data, "input");
-    outputs = load_set(data, "output");
+    inputs = load_set(data, "input", m.inputs);
+    outputs = load_set(data, "output", m.outputs);
   } catch (const kiln::Error& e) {
     return {Outcome::kUnsupported, e.what()};
   }
   if (inputs.size() != m.inputs.size())
     return {Outcome::kUnsupported, "the test data does not match the model's inputs"};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bfloat16_from_uint16_bits(inputs[i].tensor, m.inputs[i].dtype);
+    for (runtime::NDArray& a : inputs[i].items) bfloat16_from_uint16_bits(a, m.inputs[i].dtype);
+  }
+  // The expected outputs, sequences flattened.
+  std::vector<runtime::NDArray> expected;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    DataType declared = i < m.outputs.size() ? m.outputs[i].dtype : DataType::Void();
+    if (!outputs[i].is_sequence) {
+      bfloat16_from_uint16_bits(outputs[i].tensor, declared);
+      expected.push_back(outputs[i].tensor);
+    }
+    for (runtime::NDArray& a : outputs[i].items) {
+      bfloat16_from_uint16_bits(a, declared);
+      expected.push_back(a);
+    }
+  }
   try {
     frontend::ImportOptions opt;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      opt.input_shapes[m.inputs[i].name] = inputs[i].shape();
+    opt.flatten_sequence_outputs = true;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string& name = m.inputs[i].name;
+      if (!inputs[i].is_sequence) {
+        opt.input_shapes[name] = inputs[i].tensor.shape();
+        continue;
+      }
+      std::vector<std::vector<int64_t>>& shapes = opt.sequence_inputs[name];
+      for (const runtime::NDArray& a : inputs[i].items) shapes.push_back(a.shape());
+    }
     graph::Graph g;
     std::vector<bool> bound(inputs.size(), false);
     try {
@@ -118,12 +170,13 @@ Result run_test(const fs::path& dir) {
       frontend::OnnxModel m2 = m;
       m2.inputs.clear();
       for (size_t i = 0; i < inputs.size(); ++i) {
+        const runtime::NDArray& a = inputs[i].tensor;
         bool param =
-            i > 0 ? inputs[i].dtype().is_int() || inputs[i].numel() == 1 ||
-                        (inputs[i].ndim() == 1 && inputs[i].numel() <= 8)
-                  : inputs[i].ndim() == 0 || (inputs[i].dtype().is_int() && inputs[i].ndim() == 1);
+            !inputs[i].is_sequence &&
+            (i > 0 ? a.dtype().is_int() || a.numel() == 1 || (a.ndim() == 1 && a.numel() <= 8)
+                   : a.ndim() == 0 || (a.dtype().is_int() && a.ndim() == 1));
         if (param) {
-          m2.initializers[m.inputs[i].name] = inputs[i];
+          m2.initializers[m.inputs[i].name] = a;
           bound[i] = true;
         } else {
           m2.inputs.push_back(m.inputs[i]);
@@ -134,14 +187,19 @@ Result run_test(const fs::path& dir) {
     graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
     runtime::GraphExecutor ex =
         runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, dir.filename().string());
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!bound[i]) ex.set_input(m.inputs[i].name, inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (bound[i]) continue;
+      if (!inputs[i].is_sequence) ex.set_input(m.inputs[i].name, inputs[i].tensor);
+      for (size_t k = 0; k < inputs[i].items.size(); ++k)
+        ex.set_input(m.inputs[i].name + "." + std::to_string(k), inputs[i].items[k]);
+    }
     ex.run();
-    if (static_cast<size_t>(ex.num_outputs()) != outputs.size())
+    if (static_cast<size_t>(ex.num_outputs()) != expected.size())
       return {Outcome::kFail, "the model has " + std::to_string(ex.num_outputs()) +
-                                  " outputs, the test " + std::to_string(outputs.size())};
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      std::string diff = compare(ex.get_output(static_cast<int>(i)), outputs[i], i);
+                                  " outputs, the test " + std::to_string(expected.size()) +
+                                  " (sequences counted by their tensors)"};
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::string diff = compare(ex.get_output(static_cast<int>(i)), expected[i], i);
       if (!diff.empty()) return {Outcome::kFail, diff};
     }
     return {Outcome::kPass, ""};

@@ -1,0 +1,282 @@
+// ONNX Conv / pools over 1-D and 3-D windows, MaxPool's Indices and PRelu's per-channel slope
+// (convert_ndim.cc), end to end: a one-node model built in memory (seeded random weights and
+// inputs) is imported, compiled and run, and its outputs compared with a naive C++ reference of
+// the ONNX definition. Covers a 1-D Conv with pads, strides, dilation, groups and bias (which
+// must run as conv2d), auto_pad SAME_UPPER, a 3-D Conv with bias, MaxPool's Indices in both
+// storage orders, opset-6 PRelu with one slope per channel, and the refusal of a 4-D window,
+// which must name the node and the op.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "common/error.h"
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/build_module.h"
+#include "kiln/graph/transform.h"
+#include "kiln/runtime/graph_executor.h"
+
+namespace kiln::frontend {
+namespace {
+
+using ::kiln::testing::error_of;
+using Ints = std::vector<int64_t>;
+using Vec = std::vector<float>;
+
+runtime::NDArray array(const Ints& shape, const Vec& v) {
+  runtime::NDArray a = runtime::NDArray::empty(shape, DataType::Float(32));
+  std::copy(v.begin(), v.end(), a.data_as<float>());
+  return a;
+}
+
+int64_t numel(const Ints& s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+Vec random_vec(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  Vec v(static_cast<size_t>(n));
+  for (float& x : v) {
+    do x = d(gen);
+    while (std::abs(x) < 0.05f);
+  }
+  return v;
+}
+
+OnnxValueInfo info(const std::string& name, const Ints& shape, DataType t = DataType::Float(32)) {
+  OnnxValueInfo v{name, t, true, {}};
+  for (int64_t d : shape) v.shape.push_back(OnnxDim{d, ""});
+  return v;
+}
+
+std::vector<runtime::NDArray> run(const OnnxModel& m,
+                                  const std::map<std::string, runtime::NDArray>& inputs,
+                                  graph::Graph* imported = nullptr) {
+  graph::Graph g = import_onnx(m);
+  if (imported) *imported = g;
+  graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
+  runtime::GraphExecutor ex = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+  for (const auto& [name, v] : inputs) ex.set_input(name, v);
+  ex.run();
+  std::vector<runtime::NDArray> out;
+  for (int i = 0; i < ex.num_outputs(); ++i) out.push_back(ex.get_output(i));
+  return out;
+}
+
+void expect_close(const runtime::NDArray& got, const Vec& want, const Ints& shape) {
+  ASSERT_EQ(got.shape(), shape);
+  ASSERT_EQ(got.dtype(), DataType::Float(32));
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    float g = got.data_as<float>()[i];
+    if (!(std::abs(g - want[i]) <= 1e-4f + 1e-4f * std::abs(want[i])) && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << want[i];
+  }
+}
+
+/// Conv over a 1-D window: x [N, C, L], w [O, C/g, K], bias [O].
+Vec conv1d_ref(const Vec& x, const Vec& w, const Vec& b, Ints xs, Ints ws, int64_t stride,
+               int64_t dil, int64_t pb, int64_t group, int64_t out_len) {
+  int64_t N = xs[0], C = xs[1], L = xs[2], O = ws[0], cpg = ws[1], K = ws[2];
+  int64_t opg = O / group;
+  Vec y(static_cast<size_t>(N * O * out_len));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t t = 0; t < out_len; ++t) {
+        double acc = b[o];
+        for (int64_t c = 0; c < cpg; ++c)
+          for (int64_t k = 0; k < K; ++k) {
+            int64_t p = t * stride - pb + k * dil;
+            if (p < 0 || p >= L) continue;
+            acc += x[(n * C + (o / opg) * cpg + c) * L + p] * w[(o * cpg + c) * K + k];
+          }
+        y[(n * O + o) * out_len + t] = static_cast<float>(acc);
+      }
+  return y;
+}
+
+TEST(OnnxNdim, Conv1DWithAllAttributesRunsAsConv2D) {
+  Ints xs{2, 4, 11}, ws{6, 2, 3};
+  Vec x = random_vec(numel(xs), 1), w = random_vec(numel(ws), 2), b = random_vec(6, 3);
+  OnnxModel m;
+  m.path = "conv1d.onnx";
+  m.opsets[""] = 13;
+  m.inputs = {info("x", xs)};
+  m.initializers["w"] = array(ws, w);
+  m.initializers["b"] = array({6}, b);
+  OnnxNode n{"Conv", "", "conv1", {"x", "w", "b"}, {"y"}, {}, false};
+  n.attrs["strides"] = Ints{2};
+  n.attrs["dilations"] = Ints{2};
+  n.attrs["pads"] = Ints{2, 1};
+  n.attrs["group"] = int64_t{2};
+  m.nodes = {n};
+  // (11 + 3 - 2·2 - 1) / 2 + 1 = 5
+  m.outputs = {info("y", {2, 6, 5})};
+  graph::Graph g;
+  std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}}, &g);
+  EXPECT_NE(g.str().find("conv2d("), std::string::npos) << g.str();
+  ASSERT_EQ(out.size(), 1u);
+  expect_close(out[0], conv1d_ref(x, w, b, xs, ws, 2, 2, 2, 2, 5), {2, 6, 5});
+}
+
+TEST(OnnxNdim, Conv1DSameUpperPadsAsOnnxSays) {
+  Ints xs{1, 3, 8}, ws{2, 3, 4};
+  Vec x = random_vec(numel(xs), 4), w = random_vec(numel(ws), 5);
+  OnnxModel m;
+  m.path = "conv1d_same.onnx";
+  m.opsets[""] = 13;
+  m.inputs = {info("x", xs)};
+  m.initializers["w"] = array(ws, w);
+  OnnxNode n{"Conv", "", "conv_same", {"x", "w"}, {"y"}, {}, false};
+  n.attrs["auto_pad"] = std::string("SAME_UPPER");
+  n.attrs["strides"] = Ints{3};
+  m.nodes = {n};
+  // out = ceil(8 / 3) = 3; total pad = (3 - 1)·3 + 4 - 8 = 2: 1 before, 1 after.
+  m.outputs = {info("y", {1, 2, 3})};
+  std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}});
+  expect_close(out[0], conv1d_ref(x, w, Vec(2, 0.0f), xs, ws, 3, 1, 1, 1, 3), {1, 2, 3});
+}
+
+TEST(OnnxNdim, Conv3DWithBias) {
+  Ints xs{1, 2, 4, 5, 6}, ws{3, 2, 2, 3, 2};
+  Vec x = random_vec(numel(xs), 6), w = random_vec(numel(ws), 7), b = random_vec(3, 8);
+  OnnxModel m;
+  m.path = "conv3d.onnx";
+  m.opsets[""] = 13;
+  m.inputs = {info("x", xs)};
+  m.initializers["w"] = array(ws, w);
+  m.initializers["b"] = array({3}, b);
+  OnnxNode n{"Conv", "", "conv3", {"x", "w", "b"}, {"y"}, {}, false};
+  n.attrs["pads"] = Ints{1, 0, 1, 0, 1, 1};
+  n.attrs["strides"] = Ints{1, 2, 1};
+  m.nodes = {n};
+  Ints os{1, 3, 4, 2, 7};
+  m.outputs = {info("y", os)};
+  std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}});
+  Vec want(static_cast<size_t>(numel(os)));
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t z = 0; z < os[2]; ++z)
+      for (int64_t y = 0; y < os[3]; ++y)
+        for (int64_t q = 0; q < os[4]; ++q) {
+          double acc = b[o];
+          for (int64_t c = 0; c < 2; ++c)
+            for (int64_t a = 0; a < 2; ++a)
+              for (int64_t e = 0; e < 3; ++e)
+                for (int64_t f = 0; f < 2; ++f) {
+                  int64_t iz = z - 1 + a, iy = y * 2 + e, iq = q - 1 + f;
+                  if (iz < 0 || iz >= 4 || iy >= 5 || iq < 0 || iq >= 6) continue;
+                  acc += x[((c * 4 + iz) * 5 + iy) * 6 + iq] *
+                         w[(((o * 2 + c) * 2 + a) * 3 + e) * 2 + f];
+                }
+          want[((o * 4 + z) * 2 + y) * 7 + q] = static_cast<float>(acc);
+        }
+  expect_close(out[0], want, os);
+}
+
+TEST(OnnxNdim, MaxPoolIndicesInBothStorageOrders) {
+  Ints xs{2, 3, 6, 7};
+  Vec x = random_vec(numel(xs), 9);
+  for (int order : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "storage_order " << order);
+    OnnxModel m;
+    m.path = "maxpool_idx.onnx";
+    m.opsets[""] = 12;
+    m.inputs = {info("x", xs)};
+    OnnxNode n{"MaxPool", "", "pool", {"x"}, {"y", "i"}, {}, false};
+    n.attrs["kernel_shape"] = Ints{3, 2};
+    n.attrs["strides"] = Ints{2, 2};
+    n.attrs["pads"] = Ints{1, 0, 1, 1};
+    n.attrs["storage_order"] = int64_t{order};
+    m.nodes = {n};
+    Ints os{2, 3, 3, 4};
+    m.outputs = {info("y", os), info("i", os, DataType::Int(64))};
+    std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}});
+    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(out[1].dtype(), DataType::Int(64));
+    ASSERT_EQ(out[1].shape(), os);
+    Vec want(static_cast<size_t>(numel(os)));
+    std::vector<int64_t> want_idx(want.size());
+    const int64_t H = 6, W = 7;
+    for (int64_t nc = 0; nc < 6; ++nc)
+      for (int64_t oh = 0; oh < 3; ++oh)
+        for (int64_t ow = 0; ow < 4; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t arg = -1;
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 2; ++kw) {
+              int64_t h = oh * 2 - 1 + kh, w = ow * 2 + kw;
+              if (h < 0 || h >= H || w >= W) continue;
+              float v = x[(nc * H + h) * W + w];
+              if (v > best) {
+                best = v;
+                arg = nc * H * W + (order == 0 ? h * W + w : w * H + h);
+              }
+            }
+          size_t k = static_cast<size_t>((nc * 3 + oh) * 4 + ow);
+          want[k] = best;
+          want_idx[k] = arg;
+        }
+    expect_close(out[0], want, os);
+    for (size_t k = 0; k < want_idx.size(); ++k)
+      EXPECT_EQ(out[1].data_as<int64_t>()[k], want_idx[k]) << "index " << k;
+  }
+}
+
+TEST(OnnxNdim, PReluOpset6SlopeIsPerChannel) {
+  Ints xs{2, 3, 4, 5};
+  Vec x = random_vec(numel(xs), 10), s = random_vec(3, 11);
+  OnnxModel m;
+  m.path = "prelu6.onnx";
+  m.opsets[""] = 6;
+  m.inputs = {info("x", xs)};
+  m.initializers["s"] = array({3}, s);
+  m.nodes = {OnnxNode{"PRelu", "", "prelu", {"x", "s"}, {"y"}, {}, false}};
+  m.outputs = {info("y", xs)};
+  std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}});
+  Vec want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    size_t c = (i / 20) % 3;
+    want[i] = x[i] < 0 ? x[i] * s[c] : x[i];
+  }
+  expect_close(out[0], want, xs);
+}
+
+TEST(OnnxNdim, FourDimensionalWindowIsRefusedNamingNodeAndOp) {
+  OnnxModel m;
+  m.path = "pool4d.onnx";
+  m.opsets[""] = 13;
+  m.inputs = {info("x", {1, 1, 3, 3, 3, 3})};
+  OnnxNode n{"AveragePool", "", "pool4", {"x"}, {"y"}, {}, false};
+  n.attrs["kernel_shape"] = Ints{2, 2, 2, 2};
+  m.nodes = {n};
+  m.outputs = {info("y", {1, 1, 2, 2, 2, 2})};
+  std::string msg = error_of([&] { import_onnx(m); });
+  EXPECT_NE(msg.find("node 'pool4' (AveragePool): a 4-D window (only 1-D, 2-D and 3-D) is not "
+                     "supported yet"),
+            std::string::npos)
+      << msg;
+
+  OnnxModel c = m;
+  c.path = "conv4d.onnx";
+  c.initializers["w"] = array({1, 1, 2, 2, 2, 2}, random_vec(16, 12));
+  c.nodes = {OnnxNode{"Conv", "", "conv4", {"x", "w"}, {"y"}, {}, false}};
+  msg = error_of([&] { import_onnx(c); });
+  EXPECT_NE(msg.find("node 'conv4' (Conv): a 4-D window (only 1-D, 2-D and 3-D) is not "
+                     "supported yet"),
+            std::string::npos)
+      << msg;
+
+  c.nodes = {OnnxNode{"ConvTranspose", "", "convt4", {"x", "w"}, {"y"}, {}, false}};
+  msg = error_of([&] { import_onnx(c); });
+  EXPECT_NE(msg.find("node 'convt4' (ConvTranspose): a 4-D window (only 1-D, 2-D and 3-D) is "
+                     "not supported yet"),
+            std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace kiln::frontend

@@ -1,0 +1,111 @@
+// The graph side of tuning (graph/tuning.h): the tasks a model yields keep the default channel
+// blocks, and compiling with a log uses its best records without adding layout transforms.
+#include "kiln/graph/tuning.h"
+
+#include <gtest/gtest.h>
+
+#include "graph_test_util.h"
+#include "kiln/autotune/record.h"
+#include "kiln/graph/transform.h"
+#include "kiln/runtime/graph_executor.h"
+
+namespace kiln::graph {
+namespace {
+
+using test_util::random_array;
+using Ints = std::vector<int64_t>;
+const DataType f32 = DataType::Float(32);
+
+// x [1, 32, 8, 8] → conv 3x3 (32→32) → relu → conv 1x1 (32→32) → add(x)
+Graph two_convs(std::mt19937& rng) {
+  Graph g;
+  Entry x = g.add_input("x", {1, 32, 8, 8}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "conv1");
+  Entry b = g.add_op("conv2d", {g.add_op("relu", {a}),
+                                g.add_constant("w2", random_array({32, 32, 1, 1}, rng))},
+                     {}, "conv2");
+  g.add_output(g.add_op("add", {b, x}));
+  return g;
+}
+
+autotune::MeasureResult ok(double s) {
+  autotune::MeasureResult r;
+  r.mean_s = s;
+  r.runs = {s};
+  return r;
+}
+
+TEST(TuningTasks, KeepTheDefaultChannelBlocks) {
+  std::mt19937 rng(1);
+  Graph g = two_convs(rng);
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 2u);
+  for (const TuningTask& t : tasks) {
+    EXPECT_EQ(t.op, "conv2d");
+    const autotune::Knob& ic = t.task.space.knob("tile_ic");
+    const autotune::Knob& oc = t.task.space.knob("tile_oc");
+    ASSERT_EQ(ic.candidates.size(), 1u);
+    ASSERT_EQ(oc.candidates.size(), 1u);
+    EXPECT_EQ(ic.candidates[0][1], 16);
+    EXPECT_EQ(oc.candidates[0][1], 16);
+  }
+  // The operator tuned alone may choose its blocks: a larger space under the same key.
+  topi::Conv2DWorkload wl{1, 32, 8, 8, 32, 3, 3, {}};
+  wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
+  autotune::Task fixed = conv2d_task(wl, Target::host());
+  autotune::Task free = conv2d_task(wl, Target::host(), topi::ChannelBlocks::kTuned);
+  EXPECT_EQ(fixed.key(), free.key());
+  EXPECT_EQ(fixed.key(), tasks[0].task.key());
+  EXPECT_GT(free.space.size(), fixed.space.size());
+}
+
+TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
+  std::mt19937 rng(2);
+  Graph g = two_convs(rng);
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 2u);
+  const autotune::Task& t = tasks[0].task;
+  // A schedule other than the default (register tile of one pixel), and a faster record made
+  // in the larger space with 8-channel blocks, which this graph cannot use.
+  autotune::Config pick = t.space.get(0);
+  ASSERT_NE(pick, autotune::Config::from_json(
+                      t.instantiate(autotune::Config::fallback()).config.to_json(), t.space));
+  topi::Conv2DWorkload wl{1, 32, 8, 8, 32, 3, 3, {}};
+  wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
+  autotune::Task free = conv2d_task(wl, Target::host(), topi::ChannelBlocks::kTuned);
+  std::optional<autotune::Config> eight;
+  for (uint64_t i = 0; i < free.space.size() && !eight; ++i)
+    if (free.space.get(i).split("tile_ic").size[1] == 8) eight = free.space.get(i);
+  ASSERT_TRUE(eight.has_value());
+  BuildOptions bo;
+  bo.tuning_records = {autotune::Record::make(t, pick, ok(2e-3)),
+                       autotune::Record::make(free, *eight, ok(1e-3))};
+  CompiledModule tuned = build_module(g, Target::host(), bo);
+  CompiledModule plain = build_module(g, Target::host(), BuildOptions{});
+  ASSERT_GE(tuned.tuning_report.size(), 3u);
+  EXPECT_EQ(tuned.tuning_report[0], "tuning log: 1 workload(s) tuned, 1 with default configs");
+  EXPECT_NE(tuned.tuning_report[1].find("used 1 record; ignored 1: 1 whose config does not fit"),
+            std::string::npos)
+      << tuned.tuning_report[1];
+  // The same layouts as the untuned build: no extra transforms, the same kernel count.
+  EXPECT_EQ(tuned.num_kernels, plain.num_kernels);
+
+  // Same numbers as the untuned build on a random input.
+  auto a = runtime::GraphExecutor::create(tuned.graph_json, tuned.lib, tuned.params);
+  auto b = runtime::GraphExecutor::create(plain.graph_json, plain.lib, plain.params);
+  runtime::NDArray x = random_array({1, 32, 8, 8}, rng);
+  a.set_input("x", x);
+  b.set_input("x", x);
+  a.run();
+  b.run();
+  runtime::NDArray ya = a.get_output(0), yb = b.get_output(0);
+  ASSERT_EQ(ya.shape(), yb.shape());
+  for (int64_t k = 0; k < ya.numel(); ++k)
+    ASSERT_NEAR(ya.data_as<float>()[k], yb.data_as<float>()[k],
+                1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
+        << k;
+}
+
+}  // namespace
+}  // namespace kiln::graph
