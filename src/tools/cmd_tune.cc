@@ -119,6 +119,7 @@ class ProgressDisplay {
       open_ = true;
       return;
     }
+    if (p.verifying) return;  // the task's summary line counts the verification runs
     int step = std::max(1, p.n_trials / 10);
     if (p.trials == p.n_trials || p.trials % step == 0) std::cerr << line << "\n";
   }

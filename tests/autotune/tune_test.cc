@@ -226,7 +226,7 @@ TEST(Tune, VerificationMeasuresTheBestAgain) {
   opt.progress = [&](const TuneProgress& p) {
     if (p.verifying) {
       saw_verifying = true;
-      EXPECT_NE(p.line().find("verifying the best"), std::string::npos) << p.line();
+      EXPECT_NE(p.line().find("(verifying the best) best"), std::string::npos) << p.line();
     }
   };
   TuneResult r = tune(task, tuner, opt);

@@ -80,6 +80,8 @@ struct TuneOptions {
 struct TuneResult {
   std::optional<Config> best;  ///< the fastest successful config (this run or logged)
   MeasureResult best_result;
+  /// The default config's measurement at the start (its upper median over this run's and the
+  /// log's records of it, when it was measured more than once: verification).
   MeasureResult default_result;
   int trials = 0;            ///< measured in this run (the default's first record included)
   int resumed = 0;           ///< read back from the log
