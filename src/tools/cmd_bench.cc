@@ -2,7 +2,9 @@
 // first (the compile time is reported); a directory is loaded as a compiled module. Inputs are
 // seeded random values; after --warmup untimed runs, --repeat runs are timed one by one and
 // their median, min and max printed in milliseconds, and with --json written to a file along
-// with the model, threads, compile time, kernel count and memory-plan bytes.
+// with the model, threads, compile time, kernel count and memory-plan bytes. --profile N then
+// times every node over --repeat runs and prints the N slowest with their share of the total.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +26,7 @@ namespace {
 struct BenchOptions {
   std::string model, json_path, target = "llvm -mcpu=native";
   std::string tuning_log;
-  int threads = 0, repeat = 10, warmup = 2, opt_level = 2;
+  int threads = 0, repeat = 10, warmup = 2, opt_level = 2, profile = 0;
   unsigned seed = 0;
   std::vector<std::string> shapes;
   std::vector<std::string> compile_flags;  ///< compile options given (an error for a directory)
@@ -89,6 +91,26 @@ int bench(const BenchOptions& o) {
       "latency over %d runs (%d warm-up), %d thread(s): median %.3f ms, min %.3f ms, "
       "max %.3f ms\n",
       l.repeat, o.warmup, threads, l.median, l.min, l.max);
+  if (o.profile > 0) {
+    std::vector<runtime::NodeTime> nodes = ex.profile(o.repeat);
+    double total = 0;
+    for (const runtime::NodeTime& n : nodes) total += n.ms;
+    std::vector<size_t> order(nodes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return nodes[a].ms > nodes[b].ms; });
+    std::printf("profile over %d runs: %zu nodes, %.3f ms in kernels; the %d slowest:\n",
+                o.repeat, nodes.size(), total, std::min<int>(o.profile, nodes.size()));
+    nlohmann::json prof = nlohmann::json::array();
+    for (size_t k = 0; k < order.size(); ++k) {
+      const runtime::NodeTime& n = nodes[order[k]];
+      if (static_cast<int>(k) < o.profile)
+        std::printf("  %8.3f ms %5.1f%%  %s  (%s)\n", n.ms, total > 0 ? 100 * n.ms / total : 0.0,
+                    n.name.c_str(), n.func_name.c_str());
+      prof.push_back({{"name", n.name}, {"func", n.func_name}, {"ms", n.ms}});
+    }
+    report["profile"] = prof;
+  }
   if (!o.json_path.empty()) {
     report["threads"] = threads;
     report["repeat"] = l.repeat;
@@ -126,6 +148,9 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--input-shape", o->shapes,
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");
   cmd->add_option("--seed", o->seed, "Seed of the random inputs (default 0)");
+  cmd->add_option("--profile", o->profile,
+                  "Then time every node over --repeat runs and print the N slowest")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--tuning-log", o->tuning_log,
                   "Use the best config of each workload in this `kiln tune` log");
   return {cmd, [o, cmd] {

@@ -98,6 +98,17 @@ PY
 "$KILN" bench "$TMP/small" --repeat 3 --json "$TMP/bench2.json" >"$TMP/log" 2>&1 || fail "bench dir: $(cat "$TMP/log")"
 grep -q "module $TMP/small: [0-9]* kernels" "$TMP/log" || fail "bench dir line: $(cat "$TMP/log")"
 grep -q '"compile_ms": null' "$TMP/bench2.json" || fail "bench dir json: $(cat "$TMP/bench2.json")"
+# --profile: the slowest nodes with their share; every node in the JSON, times summing to the total.
+"$KILN" bench "$TMP/small" --repeat 3 --profile 2 --json "$TMP/bench3.json" >"$TMP/log" 2>&1 || fail "bench --profile: $(cat "$TMP/log")"
+grep -q "profile over 3 runs: [0-9]* nodes, [0-9.]* ms in kernels; the 2 slowest:" "$TMP/log" || fail "profile line: $(cat "$TMP/log")"
+[ "$(grep -c "^ *[0-9.]* ms *[0-9.]*%  " "$TMP/log")" -eq 2 ] || fail "profile rows: $(cat "$TMP/log")"
+/usr/bin/python3 - "$TMP/bench3.json" <<'PY' || fail "bench --profile json: $(cat "$TMP/bench3.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["profile"]
+assert len(p) >= 2 and all(n["ms"] >= 0 and n["func"] for n in p), p
+assert p == sorted(p, key=lambda n: -n["ms"]), p
+PY
 "$KILN" bench "$TMP/small" --opt-level 0 >"$TMP/log" 2>&1 && fail "bench dir --opt-level accepted"
 grep -q "\-\-opt-level applies to a model file, not to the compiled module" "$TMP/log" || fail "bench dir --opt-level message: $(cat "$TMP/log")"
 "$KILN" bench "$TMP/nothing.onnx" >"$TMP/log" 2>&1 && fail "missing model accepted"

@@ -80,7 +80,7 @@ class GraphExecutor {
   /// Runs every node once, in order. A kernel's error is rethrown naming the node and function.
   void run();
   /// Runs the graph once to warm up, then `repeat` more times timing each op node; returns the
-  /// op nodes in execution order with their mean times (`kiln inspect --profile`).
+  /// op nodes in execution order with their mean times (`kiln bench --profile`).
   std::vector<NodeTime> profile(int repeat = 10);
 
   /// A copy of graph output `index` (valid after run()). An output with a data-dependent shape
