@@ -407,7 +407,9 @@ int main(int argc, char** argv) {
       for (const std::string& b :
            std::vector<std::string>{"kiln-O0", "kiln-tuned", "ort", "torch", "tvm"})
         if (get(b).contains("median_ms"))
-          meds.push_back({b == "kiln-O0" ? "kiln_O0" : b == "kiln-tuned" ? "kiln_tuned" : b,
+          meds.push_back({b == "kiln-O0"      ? "kiln_O0"
+                          : b == "kiln-tuned" ? "kiln_tuned"
+                                              : b,
                           get(b)["median_ms"]});
       nlohmann::ordered_json row = bench::make_row(m, nt, kt, meds);
       row["kiln_compile_s"] = variants[0].compile_s;

@@ -234,9 +234,8 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
   }
   double best_s = 0;
   for (auto& [key, c] : by_config) {
-    std::sort(c.records.begin(), c.records.end(), [](const Record* x, const Record* y) {
-      return x->result.mean_s < y->result.mean_s;
-    });
+    std::sort(c.records.begin(), c.records.end(),
+              [](const Record* x, const Record* y) { return x->result.mean_s < y->result.mean_s; });
     // The upper median: of two records, the slower one.
     const Record* median = c.records[c.records.size() / 2];
     if (!b.best || median->result.mean_s < best_s) {

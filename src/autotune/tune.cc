@@ -202,9 +202,8 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
     for (size_t i = 0; i < seen.size(); ++i) by_config[seen[i].first.index()].push_back(i);
     double best_s = 0;
     for (auto& [index, ids] : by_config) {
-      std::sort(ids.begin(), ids.end(), [&](size_t a, size_t b) {
-        return seen[a].second.mean_s < seen[b].second.mean_s;
-      });
+      std::sort(ids.begin(), ids.end(),
+                [&](size_t a, size_t b) { return seen[a].second.mean_s < seen[b].second.mean_s; });
       size_t m = ids[ids.size() / 2];
       // The default judged alike, so the reported speedup compares medians.
       if (index == d.index()) res.default_result = seen[m].second;

@@ -99,8 +99,8 @@ int bench(const BenchOptions& o) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return nodes[a].ms > nodes[b].ms; });
-    std::printf("profile over %d runs: %zu nodes, %.3f ms in kernels; the %d slowest:\n",
-                o.repeat, nodes.size(), total, std::min<int>(o.profile, nodes.size()));
+    std::printf("profile over %d runs: %zu nodes, %.3f ms in kernels; the %d slowest:\n", o.repeat,
+                nodes.size(), total, std::min<int>(o.profile, nodes.size()));
     nlohmann::json prof = nlohmann::json::array();
     for (size_t k = 0; k < order.size(); ++k) {
       const runtime::NodeTime& n = nodes[order[k]];

@@ -89,7 +89,9 @@ TEST(ConfigSpace, FixedSplitHasOneCandidate) {
   EXPECT_EQ(Config::from_json(same, d.space()).split("tile_c").size, (std::vector<int64_t>{3, 16}));
   EXPECT_THROW(Config::from_json(other, d.space()), Error);
   Config bad = Config::define();
-  EXPECT_EQ(error_of([&] { bad.define_split_fixed("tile_c", 48, {-1, 10}); }),
+  EXPECT_EQ(error_of([&] {
+              bad.define_split_fixed("tile_c", 48, {-1, 10});
+            }),
             "define_split_fixed: knob 'tile_c': the factors [-1,10] are not a split of the "
             "extent 48");
 }

@@ -39,8 +39,8 @@ TEST(OnnxImport, SupportedNodeTestsConvertWithTheReferenceTypes) {
     for (const OnnxNode& n : m.nodes) {
       all_supported &= std::find(ops.begin(), ops.end(), n.op_type) != ops.end();
       // Their outputs' static types are upper bounds (the run-time shape is smaller).
-      data_dependent |= n.op_type == "NonZero" || n.op_type == "Unique" ||
-                        n.op_type == "NonMaxSuppression";
+      data_dependent |=
+          n.op_type == "NonZero" || n.op_type == "Unique" || n.op_type == "NonMaxSuppression";
     }
     if (!all_supported) continue;
     ++considered;

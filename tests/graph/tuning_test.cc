@@ -22,9 +22,9 @@ Graph two_convs(std::mt19937& rng) {
   Entry x = g.add_input("x", {1, 32, 8, 8}, f32);
   Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng))},
                      {{"padding", Ints{1, 1, 1, 1}}}, "conv1");
-  Entry b = g.add_op("conv2d", {g.add_op("relu", {a}),
-                                g.add_constant("w2", random_array({32, 32, 1, 1}, rng))},
-                     {}, "conv2");
+  Entry b = g.add_op(
+      "conv2d", {g.add_op("relu", {a}), g.add_constant("w2", random_array({32, 32, 1, 1}, rng))},
+      {}, "conv2");
   g.add_output(g.add_op("add", {b, x}));
   return g;
 }

@@ -69,9 +69,9 @@ struct TuneOptions {
   /// skipped).
   std::vector<Task> transfer_tasks;
   /// After a search that measured new trials, the verify_top fastest configs and the default
-  /// are measured again verify_rounds times (interleaved, every result logged), and the best config is the one
-  /// with the lowest upper-median time over its records, the rule best_record applies when a
-  /// model is compiled: one lucky measurement on a noisy machine does not pick the config.
+  /// are measured again verify_rounds times (interleaved, every result logged), and the best config
+  /// is the one with the lowest upper-median time over its records, the rule best_record applies
+  /// when a model is compiled: one lucky measurement on a noisy machine does not pick the config.
   int verify_top = 0;
   int verify_rounds = 2;
   std::function<void(const TuneProgress&)> progress;
