@@ -9,6 +9,9 @@
 // shared machine slows both alike. Besides time and GFLOP/s the table gives the fraction of the
 // core's fp32 peak (an FMA loop, measured here) and, for the memory-bound depthwise layers, the
 // bytes each must move (input + weights + output) and the time a plain copy of them takes.
+// With --tuning-log LOG each layer uses its best logged config (the template's full space: the
+// channel blocks are knobs too, since a layer alone has no neighbours to agree with); with
+// --tune N it is first tuned (xgb, N trials, resuming LOG, the best re-measured) in this run.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -27,6 +30,9 @@
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
+#include "kiln/autotune/record.h"
+#include "kiln/autotune/tune.h"
+#include "kiln/graph/tuning.h"
 #include "kiln/target/build.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -187,12 +193,18 @@ int main(int argc, char** argv) {
                          {"--reps", "timed repetitions per layer (default 20)"},
                          {"--warmup", "untimed calls before timing (default 3)"},
                          {"--threads", "threads for Kiln and oneDNN (default 1)"},
-                         {"--only", "comma-separated layer names (default: all)"}});
+                         {"--only", "comma-separated layer names (default: all)"},
+                         {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
+                         {"--tune", "first tune each layer for this many trials into --tuning-log"}});
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));
   const std::string only = "," + cl.get_string("--only", "") + ",";
   if (reps < 1 || warmup < 0 || threads < 1) cl.fail("need reps >= 1, warmup >= 0, threads >= 1");
+  const std::string log_path = cl.get_string("--tuning-log", "");
+  const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
+  if (tune_trials < 0 || (tune_trials > 0 && log_path.empty()))
+    cl.fail("--tune N needs N >= 1 and a --tuning-log to write");
   if (!__builtin_cpu_supports("avx512f")) {
     std::cerr << "kiln-bench-ops: needs an AVX-512 CPU (the NCHW16c schedules and the peak "
                  "measurement assume it)\n";
@@ -207,7 +219,9 @@ int main(int argc, char** argv) {
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
             << "measured fp32 peak (AVX-512 FMA loop, 1 thread): " << bench::fixed(peak, 1)
             << " GFLOP/s\n"
-            << "Kiln: fallback (untuned) config of conv2d_nchwc / depthwise_conv2d_nchwc; "
+            << "Kiln: "
+            << (log_path.empty() ? "fallback (untuned)" : "tuned (" + log_path + ", else fallback)")
+            << " config of conv2d_nchwc / depthwise_conv2d_nchwc; "
             << "oneDNN " << dnnl::version()->major << "." << dnnl::version()->minor << "."
             << dnnl::version()->patch << ": format_tag::any, weights reordered once\n\n";
 
@@ -231,11 +245,31 @@ int main(int argc, char** argv) {
     fill_random(data.data(), data.size(), 1);
     fill_random(kernel.data(), kernel.size(), 2);
 
-    // Kiln: the template's fallback instance, compiled.
-    autotune::Template t = l.depthwise ? topi::depthwise_conv2d_nchwc_template(w, target)
-                                       : topi::conv2d_nchwc_template(w, {}, target);
+    // Kiln: the template's tuned (or fallback) instance, compiled.
+    autotune::Task task =
+        l.depthwise ? kiln::graph::depthwise_conv2d_task(w, target, topi::ChannelBlocks::kTuned)
+                    : kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned);
+    autotune::Config cfg = autotune::Config::fallback();
+    if (tune_trials > 0) {
+      std::unique_ptr<autotune::Tuner> tuner = autotune::make_tuner("xgb", task, 0);
+      autotune::TuneOptions opt;
+      opt.n_trials = tune_trials;
+      opt.log_path = log_path;
+      opt.verify_top = 4;
+      autotune::TuneResult r = autotune::tune(task, *tuner, opt);
+      std::cout << l.name << ": tuned " << r.trials << " new trials (" << r.resumed
+                << " from the log) in " << bench::fixed(r.elapsed_s, 1) << " s\n";
+    }
+    std::string config_kind = "fallback";
+    if (!log_path.empty()) {
+      autotune::BestRecord b = autotune::best_record(autotune::load_records(log_path).records, task);
+      if (b.best) {
+        cfg = b.config;
+        config_kind = "tuned";
+      }
+    }
     double t0 = bench::now_ms();
-    autotune::Instance inst = autotune::instantiate(t, autotune::Config::fallback());
+    autotune::Instance inst = task.instantiate(cfg);
     kiln::runtime::Module mod = kiln::build(inst.sch, inst.args, target, "conv");
     kiln::runtime::PackedFunc fn = mod.get_function("conv");
     double compile_ms = bench::now_ms() - t0;
@@ -279,7 +313,7 @@ int main(int argc, char** argv) {
                         bench::fixed(ts[1].median_ms * 1e3, 1), bench::fixed(gk, 1), "", "",
                         bench::fixed(bytes / 1e6, 2),
                         l.depthwise ? bench::fixed(copy_floor_us, 1) : std::string("-"),
-                        bench::fixed(speedup, 2), inst.config.str()},
+                        bench::fixed(speedup, 2), config_kind + " " + inst.config.str()},
                        gk,
                        gd});
     auto row = bench::make_row(l.name, threads, ts[0], {{"onednn", ts[1].median_ms}});
@@ -291,6 +325,7 @@ int main(int argc, char** argv) {
     if (l.depthwise) row["copy_floor_us"] = copy_floor_us;
     row["compile_ms"] = compile_ms;
     row["kiln_config"] = inst.config.str();
+    row["kiln_config_kind"] = config_kind;
     row["onednn_impl"] = dnn.impl;
     rows.push_back(row);
     std::cout << l.name << ": kiln " << bench::fixed(ts[0].median_ms * 1e3, 1) << " us, onednn "

@@ -204,6 +204,7 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
     explicit PerConfig(Config c) : config(std::move(c)) {}
     Config config;
     std::vector<const Record*> records;
+    bool failed = false;
   };
   std::map<std::string, PerConfig> by_config;
   const std::string key = task.key();
@@ -225,15 +226,17 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
       continue;
     }
     ++b.used;
+    auto [it, fresh] = by_config.try_emplace(cfg.to_json().dump(), cfg);
     if (!r.result.ok()) {
       ++b.failed;
+      it->second.failed = true;
       continue;
     }
-    auto [it, fresh] = by_config.try_emplace(cfg.to_json().dump(), cfg);
     it->second.records.push_back(&r);
   }
   double best_s = 0;
   for (auto& [key, c] : by_config) {
+    if (c.failed || c.records.empty()) continue;  // a crash or wrong result disqualifies
     std::sort(c.records.begin(), c.records.end(),
               [](const Record* x, const Record* y) { return x->result.mean_s < y->result.mean_s; });
     // The upper median: of two records, the slower one.

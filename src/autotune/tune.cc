@@ -59,11 +59,14 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   prog.task = &task;
   prog.n_trials = opt.n_trials;
 
-  // Every successful measurement (logged ones included), for the final choice.
+  // Every successful measurement (logged ones included), for the final choice; configs that
+  // failed a measurement (a crash, time-out or wrong result) are never chosen.
   std::vector<std::pair<Config, MeasureResult>> seen;
+  std::set<uint64_t> failed_configs;
   auto consider = [&](const Config& c, const MeasureResult& r) {
     if (!r.ok()) {
       ++res.errors;
+      failed_configs.insert(c.index());
       return;
     }
     seen.emplace_back(c, r);
@@ -99,8 +102,11 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
       } catch (const Error&) {
         continue;
       }
-      if (!logged.insert(c.index()).second) {
-        if (r.result.ok()) seen.emplace_back(c, r.result);  // a verification's re-measurement
+      if (!logged.insert(c.index()).second) {  // a verification's re-measurement
+        if (r.result.ok())
+          seen.emplace_back(c, r.result);
+        else
+          failed_configs.insert(c.index());
         continue;
       }
       cfgs.push_back(c);
@@ -188,7 +194,10 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
       std::vector<MeasureResult> results = measurer.measure(top);
       for (size_t i = 0; i < top.size(); ++i) {
         log(top[i], results[i]);
-        if (results[i].ok()) seen.emplace_back(top[i], results[i]);
+        if (results[i].ok())
+          seen.emplace_back(top[i], results[i]);
+        else
+          failed_configs.insert(top[i].index());
         ++res.verified;
         report(&top[i], &results[i], 0, 0);
       }
@@ -199,7 +208,9 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   // rule), so compiling with the log picks the same config.
   {
     std::map<uint64_t, std::vector<size_t>> by_config;
-    for (size_t i = 0; i < seen.size(); ++i) by_config[seen[i].first.index()].push_back(i);
+    for (size_t i = 0; i < seen.size(); ++i)
+      if (!failed_configs.count(seen[i].first.index()))
+        by_config[seen[i].first.index()].push_back(i);
     double best_s = 0;
     for (auto& [index, ids] : by_config) {
       std::sort(ids.begin(), ids.end(),

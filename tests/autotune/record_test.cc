@@ -194,6 +194,10 @@ TEST(RecordLog, BestRecordJudgesAConfigByItsMedian) {
   recs.erase(recs.begin() + 1);
   b = best_record(recs, t);
   EXPECT_EQ(b.config, t.space.get(3));
+  // A config that once failed (here: a wrong result) is disqualified, however fast it was.
+  recs.push_back(Record::make(t, t.space.get(3), failed(ErrorKind::kWrongResult, "differs")));
+  b = best_record(recs, t);
+  EXPECT_EQ(b.config, t.space.get(1));
 }
 
 }  // namespace

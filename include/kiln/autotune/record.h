@@ -107,7 +107,8 @@ RecordLog load_records(const std::string& path, bool print_warnings = true);
 struct BestRecord {
   /// The record of the fastest config, if any: configs are compared by the median of their
   /// successful records' means (a config measured again, e.g. by tune()'s verification, is
-  /// judged by its typical time rather than its luckiest one); `best` is that median record.
+  /// judged by its typical time rather than its luckiest one); `best` is that median record. A
+  /// config with a failed record (crash, time-out, wrong result) is never chosen.
   std::optional<Record> best;
   Config config = Config::fallback();  ///< best's config parsed against the task's space
   size_t used = 0;                     ///< records of this task, target and version that parsed
