@@ -499,7 +499,9 @@ TEST(OnnxMisc, CastToAndFromBfloat16) {
     EXPECT_EQ(back_bits, uint32_t(got) << 16);  // bfloat16 -> float32 is exact
     float bf;
     std::memcpy(&bf, &back_bits, 4);
-    if (std::isfinite(bf)) EXPECT_EQ(out[2].data_as<int32_t>()[i], int32_t(bf));
+    if (std::isfinite(bf)) {
+      EXPECT_EQ(out[2].data_as<int32_t>()[i], int32_t(bf));
+    }
   }
 }
 

@@ -162,7 +162,9 @@ TEST(DynamicBuild, UniqueAllFourOutputs) {
       EXPECT_EQ(idx.data_as<int64_t>()[k], fc.first);
       EXPECT_EQ(cnt.data_as<int64_t>()[k], fc.second);
       for (int j = 0; j < 8; ++j)
-        if (col[j] == v) EXPECT_EQ(inv.data_as<int64_t>()[j], k);
+        if (col[j] == v) {
+          EXPECT_EQ(inv.data_as<int64_t>()[j], k);
+        }
       ++k;
     }
   }

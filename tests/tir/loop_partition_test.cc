@@ -152,7 +152,9 @@ TEST(LoopPartition, PaddedStencil1DHasCheckFreeInterior) {
     // The borders keep only the side of the check that can fail there.
     EXPECT_EQ(count_calls(seq->seq[0], builtin::kIfThenElse), 1);
     EXPECT_EQ(count_calls(seq->seq[2], builtin::kIfThenElse), 1);
-    if (kk == ForKind::kSerial) KILN_EXPECT_GOLDEN("loop_partition_stencil_1d", to_string(g));
+    if (kk == ForKind::kSerial) {
+      KILN_EXPECT_GOLDEN("loop_partition_stencil_1d", to_string(g));
+    }
     expect_same_random(f, g, {10, 3, 10});
   }
 }

@@ -84,7 +84,9 @@ TEST(Pipeline, DumpsAfterTheNamedPass) {
   opt.dump_after = "vectorize";
   opt.dump = [&](const std::string& pass, const PrimFunc& f) {
     dumped.push_back(pass);
-    if (pass == "vectorize") EXPECT_NE(to_string(f).find("ramp("), std::string::npos);
+    if (pass == "vectorize") {
+      EXPECT_NE(to_string(f).find("ramp("), std::string::npos);
+    }
   };
   run_pipeline(l.func, opt);
   EXPECT_EQ(dumped, std::vector<std::string>{"vectorize"});
