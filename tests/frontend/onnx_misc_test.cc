@@ -18,6 +18,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/runtime/graph_executor.h"
+#include "onnx_test_util.h"
 
 namespace kiln::frontend {
 namespace {
@@ -71,17 +72,7 @@ OnnxModel one_node(const std::string& path, int64_t opset, OnnxNode n) {
   return m;
 }
 
-std::vector<runtime::NDArray> run(const OnnxModel& m,
-                                  const std::map<std::string, runtime::NDArray>& inputs) {
-  graph::Graph g = import_onnx(m);
-  graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
-  runtime::GraphExecutor ex = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
-  for (const auto& [name, v] : inputs) ex.set_input(name, v);
-  ex.run();
-  std::vector<runtime::NDArray> out;
-  for (int i = 0; i < ex.num_outputs(); ++i) out.push_back(ex.get_output(i));
-  return out;
-}
+using test_util::run;
 
 void expect_close(const runtime::NDArray& got, const Vec& want, const Ints& shape,
                   float tol = 1e-5f) {
