@@ -17,21 +17,19 @@
 #include "conv2d_common.h"
 #include "kiln/topi/nn_util.h"
 #include "kiln/topi/transform.h"
+#include "pool_window.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
 
 using namespace kiln::ir;  // NOLINT
+using detail::and_opt;
+using detail::AxisWindow;
 using detail::ci;
 using detail::shape_text;
+using detail::window_axis;
 
 namespace {
-
-Expr and_opt(Expr a, Expr b) {
-  if (!a.defined()) return b;
-  if (!b.defined()) return a;
-  return a && b;
-}
 
 void check_params(const ConvNdParams& p, size_t sp, const std::string& op, bool transpose) {
   KILN_USER_CHECK(p.strides.size() == sp && p.dilation.size() == sp && p.padding.size() == 2 * sp &&
@@ -216,45 +214,9 @@ te::Schedule schedule_conv3d_ncdhw(const std::vector<te::Tensor>& outs, const Ta
 
 namespace {
 
-/// One pooled axis (see pooling.cc's AxisWindow).
-struct Axis {
-  int64_t out = 0, taps = 0;
-  std::function<Expr(Expr o, Expr r)> pos;
-  std::function<Expr(Expr o, Expr r)> take;
-  std::function<Expr(Expr o)> count;
-};
-
-Axis window_axis(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
-                 bool ceil_mode, bool include_pad) {
-  Axis a;
-  a.out = pool_output_size(in, k, s, pb, pe, d, ceil_mode);
-  a.taps = k;
-  a.pos = [=](Expr o, Expr r) { return o * ci(s) - ci(pb) + r * ci(d); };
-  const bool lo_check = pb > 0;
-  const bool hi_check = (a.out - 1) * s - pb + (k - 1) * d >= in;
-  a.take = [=](Expr o, Expr r) {
-    Expr p = o * ci(s) - ci(pb) + r * ci(d);
-    Expr c;
-    if (lo_check) c = p >= ci(0);
-    if (hi_check) c = and_opt(c, p < ci(in));
-    return c;
-  };
-  const int64_t lo = include_pad ? -pb : 0, hi = include_pad ? in + pe : in;
-  const bool all_counted = -pb >= lo && (a.out - 1) * s - pb + (k - 1) * d < hi;
-  a.count = [=](Expr o) -> Expr {
-    if (all_counted) return ci(k);
-    // Taps r in [0, k) with lo <= start + r*d < hi: [ceil((lo-start)/d), ceil((hi-start)/d)).
-    Expr start = o * ci(s) - ci(pb);
-    Expr first = max(ci(0), floordiv(ci(lo) - start + ci(d - 1), ci(d)));
-    Expr last = min(ci(k), floordiv(ci(hi) - start + ci(d - 1), ci(d)));
-    return max(last - first, ci(0));
-  };
-  return a;
-}
-
 struct Windows {
   std::vector<int64_t> shape, oshape;
-  std::vector<Axis> axes;
+  std::vector<AxisWindow> axes;
 };
 
 Windows windows(const te::Tensor& x, const PoolNdAttrs& a, const std::string& op) {

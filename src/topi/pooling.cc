@@ -12,13 +12,17 @@
 #include <algorithm>
 #include <functional>
 
+#include "pool_window.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
 
 using namespace kiln::ir;  // NOLINT
 using autotune::Config;
+using detail::and_opt;
+using detail::AxisWindow;
 using detail::ci;
+using detail::window_axis;
 
 const char* pool_type_name(PoolType t) { return t == PoolType::kMax ? "max" : "avg"; }
 
@@ -31,6 +35,38 @@ int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad
   if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
   return out;
 }
+
+namespace detail {
+
+AxisWindow window_axis(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
+                       bool ceil_mode, bool include_pad) {
+  AxisWindow a;
+  a.out = pool_output_size(in, k, s, pb, pe, d, ceil_mode);
+  a.taps = k;
+  a.pos = [=](Expr o, Expr r) { return o * ci(s) - ci(pb) + r * ci(d); };
+  const bool lo_check = pb > 0;
+  const bool hi_check = (a.out - 1) * s - pb + (k - 1) * d >= in;
+  a.take = [=](Expr o, Expr r) {
+    Expr p = o * ci(s) - ci(pb) + r * ci(d);
+    Expr c;
+    if (lo_check) c = p >= ci(0);
+    if (hi_check) c = and_opt(c, p < ci(in));
+    return c;
+  };
+  const int64_t lo = include_pad ? -pb : 0, hi = include_pad ? in + pe : in;
+  const bool all_counted = -pb >= lo && (a.out - 1) * s - pb + (k - 1) * d < hi;
+  a.count = [=](Expr o) -> Expr {
+    if (all_counted) return ci(k);
+    // Taps r in [0, k) with lo <= start + r*d < hi: [ceil((lo-start)/d), ceil((hi-start)/d)).
+    Expr start = o * ci(s) - ci(pb);
+    Expr first = max(ci(0), floordiv(ci(lo) - start + ci(d - 1), ci(d)));
+    Expr last = min(ci(k), floordiv(ci(hi) - start + ci(d - 1), ci(d)));
+    return max(last - first, ci(0));
+  };
+  return a;
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -65,49 +101,6 @@ Layout parse_layout(const te::Tensor& x, const std::string& layout, const std::s
   L.H = L.shape[2];
   L.W = L.shape[3];
   return L;
-}
-
-/// One pooled axis: output extent, taps, input position of tap r of output o, the condition
-/// that the tap is taken (undefined: always), and the avg divisor along this axis.
-struct AxisWindow {
-  int64_t out = 0, taps = 0;
-  std::function<Expr(Expr o, Expr r)> pos;
-  std::function<Expr(Expr o, Expr r)> take;
-  std::function<Expr(Expr o)> count;
-};
-
-Expr and_opt(Expr a, Expr b) {
-  if (!a.defined()) return b;
-  if (!b.defined()) return a;
-  return a && b;
-}
-
-AxisWindow window_axis(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
-                       bool ceil_mode, bool include_pad) {
-  AxisWindow a;
-  a.out = pool_output_size(in, k, s, pb, pe, d, ceil_mode);
-  a.taps = k;
-  a.pos = [=](Expr o, Expr r) { return o * ci(s) - ci(pb) + r * ci(d); };
-  const bool lo_check = pb > 0;
-  const bool hi_check = (a.out - 1) * s - pb + (k - 1) * d >= in;
-  a.take = [=](Expr o, Expr r) {
-    Expr p = o * ci(s) - ci(pb) + r * ci(d);
-    Expr c;
-    if (lo_check) c = p >= ci(0);
-    if (hi_check) c = and_opt(c, p < ci(in));
-    return c;
-  };
-  const int64_t lo = include_pad ? -pb : 0, hi = include_pad ? in + pe : in;
-  const bool all_counted = -pb >= lo && (a.out - 1) * s - pb + (k - 1) * d < hi;
-  a.count = [=](Expr o) -> Expr {
-    if (all_counted) return ci(k);
-    // Taps r in [0, k) with lo <= start + r*d < hi: [ceil((lo-start)/d), ceil((hi-start)/d)).
-    Expr start = o * ci(s) - ci(pb);
-    Expr first = max(ci(0), floordiv(ci(lo) - start + ci(d - 1), ci(d)));
-    Expr last = min(ci(k), floordiv(ci(hi) - start + ci(d - 1), ci(d)));
-    return max(last - first, ci(0));
-  };
-  return a;
 }
 
 AxisWindow adaptive_axis(int64_t in, int64_t out) {
