@@ -104,10 +104,10 @@ std::vector<Entry> convert_conv_nd(Converter& c, size_t sp) {
   return {add_bias(c, y, 5)};
 }
 
-/// ConvTranspose over a 3-D window (the padding arithmetic is convert_nn.cc's for 1-D / 2-D).
+/// ConvTranspose over a 3-D window (window attributes resolved by transpose_window, as for
+/// 1-D / 2-D).
 std::vector<Entry> convert_conv_transpose_3d(Converter& c) {
   graph::TensorType xt = c.type_in(0), wt = c.type_in(1);
-  const size_t sp = 3;
   KILN_USER_CHECK(wt.shape.size() == 5)
       << c.where() << ": weight " << wt.str() << " does not match input " << xt.str();
   int64_t group = c.attr_int("group", 1);
@@ -118,42 +118,7 @@ std::vector<Entry> convert_conv_transpose_3d(Converter& c) {
   KILN_USER_CHECK(c.attr_ints("kernel_shape", kernel) == kernel)
       << c.where() << ": kernel_shape " << ints_text(c.attr_ints("kernel_shape", kernel))
       << " does not match the weight " << wt.str();
-  Ints strides = c.attr_ints("strides", Ints(sp, 1));
-  Ints dil = c.attr_ints("dilations", Ints(sp, 1));
-  Ints outpad = c.attr_ints("output_padding", Ints(sp, 0));
-  Ints pads = c.attr_ints("pads", Ints(2 * sp, 0));
-  KILN_USER_CHECK(strides.size() == sp && dil.size() == sp && outpad.size() == sp &&
-                  pads.size() == 2 * sp)
-      << c.where() << ": strides, dilations, output_padding or pads of the wrong length";
-  std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  c.unsupported_if(auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-                       auto_pad != "SAME_LOWER",
-                   "auto_pad=" + auto_pad);
-  Ints out_shape = c.attr_ints("output_shape", {});
-  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    if (out_shape.size() == sp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-    KILN_USER_CHECK(out_shape.empty() || out_shape.size() == sp)
-        << c.where() << ": output_shape " << ints_text(c.attr_ints("output_shape", {}))
-        << " of the wrong length";
-    for (size_t d = 0; d < sp; ++d) {
-      int64_t in = xt.shape[2 + d];
-      int64_t want = out_shape.empty() ? in * strides[d] : out_shape[d];
-      int64_t natural = strides[d] * (in - 1) + outpad[d] + (kernel[d] - 1) * dil[d] + 1;
-      int64_t total = natural - want;
-      auto floordiv2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
-      int64_t begin = auto_pad == "SAME_UPPER" ? floordiv2(total) : total - floordiv2(total);
-      int64_t end = total - begin;
-      c.unsupported_if(begin < 0, "an output_shape larger than the input allows at the start");
-      if (end < 0) {
-        outpad[d] -= end;
-        end = 0;
-      }
-      pads[d] = begin;
-      pads[d + sp] = end;
-    }
-  } else if (auto_pad == "VALID") {
-    pads.assign(2 * sp, 0);
-  }
+  auto [strides, dil, outpad, pads] = transpose_window(c, xt, kernel);
   Entry y = c.op("conv3d_transpose", {c.in(0), c.in(1)},
                  {{"strides", strides},
                   {"padding", pads},

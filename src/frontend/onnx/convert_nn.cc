@@ -11,6 +11,49 @@
 
 namespace kiln::frontend::onnx_import {
 
+TransposeWindow transpose_window(Converter& c, const graph::TensorType& xt, const Ints& kernel) {
+  const size_t sp = kernel.size();
+  Ints strides = c.attr_ints("strides", Ints(sp, 1));
+  Ints dil = c.attr_ints("dilations", Ints(sp, 1));
+  Ints outpad = c.attr_ints("output_padding", Ints(sp, 0));
+  Ints pads = c.attr_ints("pads", Ints(2 * sp, 0));
+  KILN_USER_CHECK(strides.size() == sp && dil.size() == sp && outpad.size() == sp &&
+                  pads.size() == 2 * sp)
+      << c.where() << ": strides, dilations, output_padding or pads of the wrong length";
+  std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  c.unsupported_if(auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+                       auto_pad != "SAME_LOWER",
+                   "auto_pad=" + auto_pad);
+  Ints out_shape = c.attr_ints("output_shape", {});
+  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // The total padding that gives the wanted size, split as ONNX says (the odd element at the
+    // end for SAME_UPPER, at the start otherwise); a negative end is extra output padding.
+    if (out_shape.size() == sp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    KILN_USER_CHECK(out_shape.empty() || out_shape.size() == sp)
+        << c.where() << ": output_shape of " << out_shape.size() << " values for " << sp
+        << " spatial axes";
+    for (size_t d = 0; d < sp; ++d) {
+      int64_t in = xt.shape[2 + d];
+      int64_t want = out_shape.empty() ? in * strides[d] : out_shape[d];
+      int64_t natural = strides[d] * (in - 1) + outpad[d] + (kernel[d] - 1) * dil[d] + 1;
+      int64_t total = natural - want;
+      auto floordiv2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+      int64_t begin = auto_pad == "SAME_UPPER" ? floordiv2(total) : total - floordiv2(total);
+      int64_t end = total - begin;
+      c.unsupported_if(begin < 0, "an output_shape larger than the input allows at the start");
+      if (end < 0) {
+        outpad[d] -= end;
+        end = 0;
+      }
+      pads[d] = begin;
+      pads[d + sp] = end;
+    }
+  } else if (auto_pad == "VALID") {
+    pads.assign(2 * sp, 0);
+  }
+  return {strides, dil, outpad, pads};
+}
+
 namespace {
 
 using graph::Attrs;
@@ -32,41 +75,7 @@ std::vector<Entry> convert_conv_transpose(Converter& c) {
       << c.where() << ": " << xt.shape[1] << " input channels, weight " << wt.str() << ", group "
       << group;
   Ints kernel(wt.shape.begin() + 2, wt.shape.end());
-  Ints strides = c.attr_ints("strides", Ints(sp, 1));
-  Ints dil = c.attr_ints("dilations", Ints(sp, 1));
-  Ints outpad = c.attr_ints("output_padding", Ints(sp, 0));
-  Ints pads = c.attr_ints("pads", Ints(2 * sp, 0));
-  KILN_USER_CHECK(strides.size() == sp && dil.size() == sp && outpad.size() == sp &&
-                  pads.size() == 2 * sp)
-      << c.where() << ": strides, dilations, output_padding or pads of the wrong length";
-  std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  c.unsupported_if(auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-                       auto_pad != "SAME_LOWER",
-                   "auto_pad=" + auto_pad);
-  Ints out_shape = c.attr_ints("output_shape", {});
-  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    // The total padding that gives the wanted size, split as ONNX says (the odd element at the
-    // end for SAME_UPPER, at the start otherwise); a negative end is extra output padding.
-    if (out_shape.size() == sp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-    for (size_t d = 0; d < sp; ++d) {
-      int64_t in = xt.shape[2 + d];
-      int64_t want = out_shape.empty() ? in * strides[d] : out_shape.at(d);
-      int64_t natural = strides[d] * (in - 1) + outpad[d] + (kernel[d] - 1) * dil[d] + 1;
-      int64_t total = natural - want;
-      auto floordiv2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
-      int64_t begin = auto_pad == "SAME_UPPER" ? floordiv2(total) : total - floordiv2(total);
-      int64_t end = total - begin;
-      c.unsupported_if(begin < 0, "an output_shape larger than the input allows at the start");
-      if (end < 0) {
-        outpad[d] -= end;
-        end = 0;
-      }
-      pads[d] = begin;
-      pads[d + sp] = end;
-    }
-  } else if (auto_pad == "VALID") {
-    pads.assign(2 * sp, 0);
-  }
+  auto [strides, dil, outpad, pads] = transpose_window(c, xt, kernel);
   Entry x = c.in(0), w = c.in(1);
   if (sp == 1) {
     // 1-D: a unit height.

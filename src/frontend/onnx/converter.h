@@ -355,6 +355,13 @@ void register_control_converters(ConvertTable& t);
 /// (convert_misc.cc).
 void register_misc_converters(ConvertTable& t);
 
+/// A ConvTranspose's strides, dilations, output padding and pads (begins, then ends) over
+/// kernel.size() spatial axes, with auto_pad and output_shape resolved (convert_nn.cc).
+struct TransposeWindow {
+  Ints strides, dilations, output_padding, pads;
+};
+TransposeWindow transpose_window(Converter& c, const graph::TensorType& xt, const Ints& kernel);
+
 /// ONNX TensorProto element-type code -> Kiln type; Void for types Kiln cannot compute with.
 DataType onnx_elem_type(int64_t code);
 /// A 1-D int64 array holding xs.
