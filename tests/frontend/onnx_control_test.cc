@@ -110,14 +110,7 @@ using test_util::run;
 
 void expect_close(const runtime::NDArray& got, const Vec& want, const Ints& shape,
                   const std::string& what) {
-  ASSERT_EQ(got.shape(), shape) << what;
-  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    float g = got.data_as<float>()[i];
-    if (!(std::abs(g - want[i]) <= 1e-5f + 1e-5f * std::abs(want[i])) && bad++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": " << g << ", expected " << want[i];
-  }
+  test_util::expect_close_to(got, want, shape, 1e-5f, 1e-5f, what);
 }
 
 // If with a run-time condition: both branches (one with its own initializer, one reading the

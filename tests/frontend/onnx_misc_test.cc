@@ -76,14 +76,7 @@ using test_util::run;
 
 void expect_close(const runtime::NDArray& got, const Vec& want, const Ints& shape,
                   float tol = 1e-5f) {
-  ASSERT_EQ(got.shape(), shape);
-  ASSERT_EQ(got.dtype(), DataType::Float(32));
-  int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    float g = got.data_as<float>()[i];
-    if (!(std::abs(g - want[i]) <= tol + tol * std::abs(want[i])) && bad++ < 5)
-      ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << want[i];
-  }
+  test_util::expect_close_to(got, want, shape, tol, tol);
 }
 
 // --- TfIdfVectorizer

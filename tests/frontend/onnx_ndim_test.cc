@@ -57,14 +57,7 @@ OnnxValueInfo info(const std::string& name, const Ints& shape, DataType t = Data
 using test_util::run;
 
 void expect_close(const runtime::NDArray& got, const Vec& want, const Ints& shape) {
-  ASSERT_EQ(got.shape(), shape);
-  ASSERT_EQ(got.dtype(), DataType::Float(32));
-  int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    float g = got.data_as<float>()[i];
-    if (!(std::abs(g - want[i]) <= 1e-4f + 1e-4f * std::abs(want[i])) && bad++ < 5)
-      ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << want[i];
-  }
+  test_util::expect_close_to(got, want, shape, 1e-4f, 1e-4f);
 }
 
 /// Conv over a 1-D window: x [N, C, L], w [O, C/g, K], bias [O].

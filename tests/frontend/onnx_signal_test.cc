@@ -15,6 +15,7 @@
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
+#include "onnx_test_util.h"
 
 namespace kiln::frontend {
 namespace {
@@ -68,14 +69,7 @@ runtime::NDArray run1(const OnnxModel& m, const std::map<std::string, runtime::N
 }
 
 void expect_close(const runtime::NDArray& got, const Vec& want, const Ints& shape, double tol) {
-  ASSERT_EQ(got.shape(), shape);
-  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size());
-  int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    float g = got.data_as<float>()[i];
-    if (!(std::abs(g - want[i]) <= tol + tol * std::abs(want[i])) && bad++ < 5)
-      ADD_FAILURE() << "element " << i << ": " << g << ", expected " << want[i];
-  }
+  test_util::expect_close_to(got, want, shape, static_cast<float>(tol), static_cast<float>(tol));
 }
 
 TEST(OnnxSignal, InverseComplexDftWithConstantLength) {
