@@ -1,8 +1,11 @@
 // The process-wide thread pool behind kiln_parallel_for. A dispatcher (the calling thread,
 // holding the pool mutex) publishes one job (fn, closure, extent, chunk count), then bumps the
-// private futex word of each worker that has a chunk; worker i runs chunk i and the caller runs
-// chunk 0 itself. The caller then waits for a shared countdown of pending chunks; the worker
-// that brings it to zero wakes the caller. Every wait (worker for work, caller for completion)
+// private futex word of each worker it needs. The job is cut into a few chunks per thread
+// (KILN_CHUNKS_PER_THREAD, default 4) and every participant, the caller included, takes the
+// next chunk from a shared counter until none is left, so a thread that runs slower (its core
+// shared with another process, a cache-missing chunk) takes fewer chunks instead of holding
+// everyone up. The caller then waits for a shared countdown of busy workers; the worker that
+// brings it to zero wakes the caller. Every wait (worker for work, caller for completion)
 // spins (1 ms by default, KILN_SPIN_US) and then sleeps in futex(FUTEX_WAIT); a sleeper
 // announces itself with a flag set before it re-checks the word (Dekker-style, all seq_cst), so
 // the waker makes a futex(FUTEX_WAKE) system call only when someone actually sleeps. A chunk
@@ -54,6 +57,24 @@ std::chrono::microseconds spin_time() {
   }();
   return t;
 }
+/// Chunks per thread of a parallel loop: KILN_CHUNKS_PER_THREAD (1 = one contiguous chunk per
+/// thread, a static split), else the default. More chunks balance the load when a core is
+/// busy with something else; each costs one atomic increment.
+constexpr int64_t kDefaultChunksPerThread = 4;
+int64_t chunks_per_thread_setting() {
+  static const int64_t n = [] {
+    if (const char* env = std::getenv("KILN_CHUNKS_PER_THREAD"); env && *env) {
+      char* end = nullptr;
+      long long v = std::strtoll(env, &end, 10);  // NOLINT(runtime/int)
+      if (*end == '\0' && v >= 1 && v <= 1024) return static_cast<int64_t>(v);
+      std::fprintf(stderr, "kiln: ignoring KILN_CHUNKS_PER_THREAD='%s' (expected 1 to 1024)\n",
+                   env);
+    }
+    return kDefaultChunksPerThread;
+  }();
+  return n;
+}
+
 /// Upper bound on the thread count (guards against KILN_NUM_THREADS=1000000).
 constexpr int32_t kMaxThreads = 1024;
 
@@ -131,7 +152,11 @@ int32_t default_num_threads() {
 struct alignas(64) WorkerSlot {
   std::atomic<uint32_t> gen{0};
   std::atomic<uint32_t> sleeping{0};
+  /// Who owns the posted job: kIdle, kPosted (the dispatcher's offer), kRunning (the worker
+  /// took it), kRevoked (the dispatcher took it back before the worker woke up).
+  std::atomic<uint32_t> claim{0};
 };
+constexpr uint32_t kIdle = 0, kPosted = 1, kRunning = 2, kRevoked = 3;
 
 class ThreadPool {
  public:
@@ -159,29 +184,34 @@ class ThreadPool {
     if (tl_in_parallel) return fn(0, extent, closure);
     std::lock_guard<std::mutex> lock(mu_);
     int32_t threads = shut_down_ ? 1 : ensure_workers();
-    int64_t nchunks = std::min<int64_t>(threads, extent);
-    if (nchunks <= 1) return run_inline(0, extent, fn, closure);
+    int64_t participants = std::min<int64_t>(threads, extent);
+    if (participants <= 1) return run_inline(0, extent, fn, closure);
 
     fn_ = fn;
     closure_ = closure;
     extent_ = extent;
-    nchunks_ = nchunks;
+    nchunks_ = std::min<int64_t>(extent, participants * chunks_per_thread_setting());
+    next_chunk_.store(0, std::memory_order_relaxed);
     first_error_.store(0, std::memory_order_relaxed);
     error_from_worker_ = false;
-    pending_.store(static_cast<uint32_t>(nchunks - 1), std::memory_order_relaxed);
-    for (int64_t i = 1; i < nchunks; ++i) signal(slots_[i - 1].gen, slots_[i - 1].sleeping);
+    pending_.store(static_cast<uint32_t>(participants - 1), std::memory_order_relaxed);
+    for (int64_t i = 1; i < participants; ++i) {
+      slots_[i - 1].claim.store(kPosted, std::memory_order_seq_cst);
+      signal(slots_[i - 1].gen, slots_[i - 1].sleeping);
+    }
 
-    Range r0 = chunk_range(extent, nchunks, 0);
-    int32_t rc0 = 0;
+    tl_in_parallel = true;
     try {
-      rc0 = run_inline(r0.begin, r0.end, fn, closure);
+      run_chunks(/*from_worker=*/false);
     } catch (...) {
       // A C++ body threw on the caller: the workers still use the closure, so wait for them.
       tl_in_parallel = false;
+      revoke_unstarted(participants - 1);
       wait_for_workers();
       throw;
     }
-    if (rc0 != 0) record_error(rc0, /*from_worker=*/false);
+    tl_in_parallel = false;
+    revoke_unstarted(participants - 1);
     wait_for_workers();
     int32_t rc = first_error_.load(std::memory_order_acquire);
     if (rc != 0 && error_from_worker_) kiln_set_last_error(error_message_.c_str());
@@ -194,6 +224,28 @@ class ThreadPool {
     int32_t rc = fn(begin, end, closure);
     tl_in_parallel = false;
     return rc;
+  }
+
+  /// Runs chunks of the current job until the shared counter passes the last one. A failing
+  /// chunk records its code; the others still run.
+  void run_chunks(bool from_worker) {
+    for (;;) {
+      int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+      if (c >= nchunks_) return;
+      Range r = chunk_range(extent_, nchunks_, c);
+      int32_t rc = fn_(r.begin, r.end, closure_);
+      if (rc != 0) record_error(rc, from_worker);
+    }
+  }
+
+  /// Once every chunk is taken, takes back the offers of workers that have not woken up yet
+  /// (descheduled, or asleep in the kernel): the caller need not wait for them to wake.
+  void revoke_unstarted(int64_t posted) {
+    for (int64_t i = 0; i < posted; ++i) {
+      uint32_t expected = kPosted;
+      if (slots_[i].claim.compare_exchange_strong(expected, kRevoked, std::memory_order_seq_cst))
+        pending_.fetch_sub(1, std::memory_order_seq_cst);
+    }
   }
 
   void wait_for_workers() {
@@ -245,10 +297,13 @@ class ThreadPool {
     for (;;) {
       seen = wait_while_equal(slot.gen, seen, slot.sleeping);
       if (stop_) return;
-      int64_t chunk = id + 1;
-      Range r = chunk_range(extent_, nchunks_, chunk);
-      int32_t rc = fn_(r.begin, r.end, closure_);
-      if (rc != 0) record_error(rc, /*from_worker=*/true);
+      // The job's fields are read only once the offer is ours; a revoked (or stale) wake-up
+      // goes back to waiting.
+      uint32_t expected = kPosted;
+      if (!slot.claim.compare_exchange_strong(expected, kRunning, std::memory_order_seq_cst))
+        continue;
+      run_chunks(/*from_worker=*/true);
+      slot.claim.store(kIdle, std::memory_order_relaxed);
       if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
           caller_sleeping_.load(std::memory_order_seq_cst)) {
         futex_wake(&pending_, 1);
@@ -295,6 +350,7 @@ class ThreadPool {
   void* closure_ = nullptr;
   int64_t extent_ = 0;
   int64_t nchunks_ = 0;
+  alignas(64) std::atomic<int64_t> next_chunk_{0};  ///< the next chunk to take
   alignas(64) std::atomic<uint32_t> pending_{0};
   std::atomic<uint32_t> caller_sleeping_{0};
   alignas(64) std::atomic<int32_t> first_error_{0};
@@ -311,6 +367,7 @@ Range chunk_range(int64_t extent, int64_t num_chunks, int64_t i) {
   return {begin, begin + base + (i < rem ? 1 : 0)};
 }
 
+int64_t chunks_per_thread() { return chunks_per_thread_setting(); }
 int32_t num_threads() { return ThreadPool::global().num_threads(); }
 void set_num_threads(int32_t n) { ThreadPool::global().set_num_threads(n); }
 int32_t parallel_for(int64_t extent, KilnParallelLambda fn, void* closure) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -50,7 +51,11 @@ TEST_F(ThreadPoolTest, SumMatchesReference) {
         SumClosure c;
         ASSERT_EQ(kiln_parallel_for(extent, sum_body, &c), 0);
         ASSERT_EQ(c.sum.load(), extent * (extent + 1) / 2) << threads << " " << extent;
-        ASSERT_EQ(c.calls.load(), extent == 0 ? 0 : std::min<int64_t>(threads, extent));
+        const int64_t participants = std::min<int64_t>(threads, extent);
+        const int64_t chunks = participants <= 1
+                                   ? participants
+                                   : std::min<int64_t>(extent, participants * chunks_per_thread());
+        ASSERT_EQ(c.calls.load(), chunks) << threads << " " << extent;
       }
     }
   }
@@ -145,7 +150,46 @@ TEST_F(ThreadPoolTest, CppWrapperRethrows) {
                               done += e - b;
                             }),
                std::runtime_error);
-  EXPECT_EQ(done.load(), 750);  // the other three chunks still ran
+  // Every other chunk still ran.
+  const int64_t chunks = std::min<int64_t>(1000, 4 * chunks_per_thread());
+  int64_t failed_len = 0;
+  for (int64_t i = 0; i < chunks; ++i) {
+    Range r = chunk_range(1000, chunks, i);
+    if (r.begin <= 500 && 500 < r.end) failed_len = r.end - r.begin;
+  }
+  EXPECT_EQ(done.load(), 1000 - failed_len);
+}
+
+TEST_F(ThreadPoolTest, SlowThreadTakesFewerChunks) {
+  // One chunk stalls for 300 ms (as if its core were taken by another process): with chunks
+  // taken from a shared counter the other thread runs all the rest meanwhile, instead of the
+  // half a static split would leave waiting behind the stalled one.
+  if (chunks_per_thread() < 2) GTEST_SKIP() << "KILN_CHUNKS_PER_THREAD=1 (static split)";
+  kiln_set_num_threads(2);
+  const int64_t extent = 2 * chunks_per_thread();  // one iteration per chunk
+  std::vector<std::thread::id> ran(static_cast<size_t>(extent));
+  parallel_for(extent, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      ran[static_cast<size_t>(i)] = std::this_thread::get_id();
+      if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  int64_t by_staller = 0;
+  for (const auto& id : ran) by_staller += id == ran[0];
+  EXPECT_EQ(by_staller, 1) << "the thread that stalled on chunk 0 also ran " << by_staller - 1
+                           << " of the other " << extent - 1 << " chunks";
+}
+
+TEST_F(ThreadPoolTest, ManyShortLoops) {
+  // Short loops back to back: the caller often takes every chunk before a worker wakes up and
+  // withdraws that worker's offer; a late worker must neither run a chunk twice nor touch the
+  // next loop's job.
+  kiln_set_num_threads(2);
+  for (int rep = 0; rep < 2000; ++rep) {
+    SumClosure c;
+    ASSERT_EQ(kiln_parallel_for(8, sum_body, &c), 0);
+    ASSERT_EQ(c.sum.load(), 36);
+  }
 }
 
 TEST_F(ThreadPoolTest, SetAndGetNumThreads) {
@@ -184,7 +228,9 @@ TEST_F(ThreadPoolTest, WorksInForkedChild) {
   if (pid == 0) {
     SumClosure c;
     int32_t rc = kiln_parallel_for(1000, sum_body, &c);
-    _exit(rc == 0 && c.sum == 500500 && c.calls == 4 ? 0 : 1);
+    _exit(rc == 0 && c.sum == 500500 && c.calls == std::min<int64_t>(1000, 4 * chunks_per_thread())
+              ? 0
+              : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);

@@ -1,10 +1,13 @@
 /// \file thread_pool.h
 /// \brief The runtime's thread pool: the C++ face of `kiln_parallel_for`.
 ///
-/// One process-wide pool runs parallel loops. A call splits [0, extent) into
-/// min(num_threads(), extent) contiguous, near-equal chunks (chunk_range()); the calling thread
-/// runs chunk 0 itself and the pool's workers run the others. Idle workers spin for a few
-/// microseconds, then sleep on a futex, so an idle pool costs no CPU. A call made from inside a
+/// One process-wide pool runs parallel loops. A call with T = min(num_threads(), extent)
+/// participants splits [0, extent) into min(extent, T · chunks_per_thread()) contiguous,
+/// near-equal chunks (chunk_range()); the calling thread and T − 1 workers take chunks from a
+/// shared counter until none is left (a thread slowed down by another process on its core
+/// takes fewer), and once all are taken the caller withdraws the offer from workers that have
+/// not woken up yet instead of waiting for them. Idle workers spin for a while (KILN_SPIN_US),
+/// then sleep on a futex, so an idle pool costs no CPU. A call made from inside a
 /// running chunk (a nested loop) runs inline and serially on the calling thread. Calls from
 /// several threads at once are serialized. The pool is started lazily on the first parallel
 /// call, is re-created in a child after fork(), and its workers are stopped at process exit.
@@ -29,6 +32,10 @@ struct Range {
 /// The `i`-th of `num_chunks` contiguous chunks of [0, extent). The first extent % num_chunks
 /// chunks hold one iteration more than the others. Requires 0 <= i < num_chunks.
 Range chunk_range(int64_t extent, int64_t num_chunks, int64_t i);
+
+/// Chunks per participating thread of a parallel loop: KILN_CHUNKS_PER_THREAD (1 to 1024; 1 is
+/// a static split, one chunk per thread) if set, else 4.
+int64_t chunks_per_thread();
 
 /// Number of threads parallel loops use (the caller included): KILN_NUM_THREADS if it is set
 /// to a positive integer, otherwise the number of cores this process may run on.
