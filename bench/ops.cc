@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
@@ -34,6 +35,7 @@
 #include "kiln/autotune/tune.h"
 #include "kiln/graph/tuning.h"
 #include "kiln/target/build.h"
+#include "kiln/target/codegen.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "paper_layers.h"
@@ -195,7 +197,8 @@ int main(int argc, char** argv) {
                          {"--threads", "threads for Kiln and oneDNN (default 1)"},
                          {"--only", "comma-separated layer names (default: all)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
-                         {"--tune", "first tune each layer for this many trials into --tuning-log"}});
+                         {"--tune", "first tune each layer for this many trials into --tuning-log"},
+                         {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"}});
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));
@@ -203,6 +206,7 @@ int main(int argc, char** argv) {
   if (reps < 1 || warmup < 0 || threads < 1) cl.fail("need reps >= 1, warmup >= 0, threads >= 1");
   const std::string log_path = cl.get_string("--tuning-log", "");
   const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
+  const std::string asm_dir = cl.get_string("--asm-dir", "");
   if (tune_trials < 0 || (tune_trials > 0 && log_path.empty()))
     cl.fail("--tune N needs N >= 1 and a --tuning-log to write");
   if (!__builtin_cpu_supports("avx512f")) {
@@ -273,6 +277,11 @@ int main(int argc, char** argv) {
     kiln::runtime::Module mod = kiln::build(inst.sch, inst.args, target, "conv");
     kiln::runtime::PackedFunc fn = mod.get_function("conv");
     double compile_ms = bench::now_ms() - t0;
+    if (!asm_dir.empty()) {
+      std::ofstream f(asm_dir + "/" + l.name + ".s");
+      if (!f) cl.fail("--asm-dir: cannot write " + asm_dir + "/" + l.name + ".s");
+      f << kiln::codegen::get_source(mod, "asm");
+    }
     const auto& ds = inst.args[0]->shape;
     const int64_t ibn = *kiln::ir::as_const_int(ds[4]);
     const auto& os = inst.args.back()->shape;
