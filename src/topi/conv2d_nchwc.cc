@@ -295,7 +295,9 @@ te::Schedule schedule_conv2d_nchwc(const std::vector<te::Tensor>& outs, const Ta
 
 autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const EpilogueFlags& ep,
                                          const Target& target, ChannelBlocks blocks) {
-  return {kOp, "1", [wl, ep, target, blocks](Config& cfg) {
+  // Version 2: the register tile's loop order changed (pixels outside channel chunks), so
+  // records measured with version 1 no longer describe the same kernels.
+  return {kOp, "2", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             const DataType f32 = DataType::Float(32);
             te::Tensor data = te::placeholder(detail::to_exprs(l.data_shape), f32, "data");
