@@ -73,13 +73,14 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
   if (cfg.is_fallback()) {
     // The register tile covers V vectors of output channels (oc_reg chunks) by n = h x w output
     // pixels, with V * n + V + 1 <= kRegisters (the accumulators, the V kernel vectors of a
-    // reduction step, one broadcast). One step costs, in cycles: V * n / 2 FMAs (two ports);
-    // V + n loads at about 1.5 per cycle; and, when the kernel slice a tile streams through
+    // reduction step, one broadcast), or one more. One step costs, in cycles: V * n / 2 FMAs (two
+    // ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a tile streams through
     // (V vectors x IC x KH x KW) does not fit L1, 64 * V bytes from L2 at about 24 bytes per
     // cycle. The fallback maximizes the modelled FMA share of the step; ties go to more
     // accumulators (FMA latency hiding), then taller tiles. Measured against oneDNN
     // (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave 0.72-0.78 and
-    // 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers).
+    // 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) beat 2 x 7 at
+    // 7 wide but lost to 2 x 2 x 7 at 56 wide (0.59 against 0.83).
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     const double l1_bytes = 32 * 1024;
     std::tuple<double, int64_t, int64_t> best{-1, 0, 0};
@@ -92,8 +93,12 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
         if (OH % h != 0) continue;
         for (int64_t w = 1; w <= std::min<int64_t>(32, OW); ++w) {
           const int64_t n = h * w;
-          if (OW % w != 0 || v * n + v + 1 > kRegisters) continue;
-          const double fma = v * n / 2.0, load = (v + n) / 1.5,
+          // One register over the budget costs a spilled accumulator per step (a store and a
+          // load), which a wider tile can repay (C12: 4 x 7 at 0.80-0.91 of oneDNN, 2 x 7 at
+          // 0.70-0.81); more than one is not considered.
+          const int64_t over = v * n + v + 1 - kRegisters;
+          if (OW % w != 0 || over > 1) continue;
+          const double fma = v * n / 2.0, load = (v + n + (over > 0 ? 2 : 0)) / 1.5,
                        l2 = slice > l1_bytes ? 64.0 * v / 24.0 : 0.0;
           const double eff = std::round(1000 * fma / std::max({fma, load, l2})) / 1000;
           std::tuple<double, int64_t, int64_t> key{eff, v * n, h};
