@@ -72,13 +72,16 @@ inline Timing measure(const std::function<void()>& f, int warmup, int reps) {
 /// Times several functions on a shared, noisy machine fairly: after `warmup` untimed calls of
 /// each, runs `reps` rounds, each calling every function once in turn, so that a busy period
 /// slows all of them alike. Returns one Timing per function, in order.
+/// `before`, when given, runs untimed before every timed call (e.g. to evict the caches).
 inline std::vector<Timing> measure_interleaved(const std::vector<std::function<void()>>& fns,
-                                               int warmup, int reps) {
+                                               int warmup, int reps,
+                                               const std::function<void()>& before = {}) {
   for (const auto& f : fns)
     for (int i = 0; i < warmup; ++i) f();
   std::vector<Timing> ts(fns.size());
   for (int r = 0; r < reps; ++r)
     for (size_t i = 0; i < fns.size(); ++i) {
+      if (before) before();
       double t0 = now_ms();
       fns[i]();
       ts[i].samples_ms.push_back(now_ms() - t0);

@@ -198,7 +198,9 @@ int main(int argc, char** argv) {
                          {"--only", "comma-separated layer names (default: all)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
                          {"--tune", "first tune each layer for this many trials into --tuning-log"},
-                         {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"}});
+                         {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"},
+                         {"--cold", "1: evict the caches (read 256 MB) before every timed call, as "
+                                    "in a network whose weights do not stay cached (default 0)"}});
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));
@@ -207,6 +209,15 @@ int main(int argc, char** argv) {
   const std::string log_path = cl.get_string("--tuning-log", "");
   const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
   const std::string asm_dir = cl.get_string("--asm-dir", "");
+  const bool cold = cl.get_int("--cold", 0) != 0;
+  // Read, not written, before each call: dirty lines would add write-backs to the timed call.
+  std::vector<char> evict_buf(cold ? size_t{256} << 20 : 0, 1);
+  volatile char evict_sink = 0;
+  auto evict = [&evict_buf, &evict_sink] {
+    char acc = 0;
+    for (size_t i = 0; i < evict_buf.size(); i += 64) acc = static_cast<char>(acc + evict_buf[i]);
+    evict_sink = acc;
+  };
   if (tune_trials < 0 || (tune_trials > 0 && log_path.empty()))
     cl.fail("--tune N needs N >= 1 and a --tuning-log to write");
   if (!__builtin_cpu_supports("avx512f")) {
@@ -306,7 +317,8 @@ int main(int argc, char** argv) {
     }
 
     std::vector<bench::Timing> ts =
-        bench::measure_interleaved({[&] { fn(kd, kk, ko); }, [&] { dnn.run(); }}, warmup, reps);
+        bench::measure_interleaved({[&] { fn(kd, kk, ko); }, [&] { dnn.run(); }}, warmup, reps,
+                                   cold ? std::function<void()>(evict) : std::function<void()>());
     const double flops = w.flops();
     const double bytes = 4.0 * (data.size() + kernel.size() + ko.numel());
     const double copy_floor_us = l.depthwise ? bytes / (measure_copy_gbps(bytes / 2) * 1e3) : 0;
