@@ -5,6 +5,7 @@
 // progress; until the budget, the space or the patience (early stopping) runs out.
 #include "kiln/autotune/tune.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -27,7 +28,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 std::string TuneProgress::line() const {
   std::ostringstream os;
   char buf[64];
-  os << (task ? task->key() : std::string("?")) << " trial " << trials << "/" << n_trials;
+  os << (task ? task->key() : std::string("?")) << " trial " << trials;
+  if (time_budget_s <= 0 || n_trials < 1000000) os << "/" << n_trials;
   if (verifying) os << " (verifying the best)";
   if (best_s > 0) {
     std::snprintf(buf, sizeof buf, " best %.3f ms", best_s * 1e3);
@@ -42,7 +44,9 @@ std::string TuneProgress::line() const {
     }
   }
   if (errors) os << ", " << errors << " failed";
-  std::snprintf(buf, sizeof buf, ", elapsed %.0f s, eta %.0f s", elapsed_s, eta_s);
+  double eta = eta_s;
+  if (time_budget_s > 0) eta = std::min(eta, std::max(0.0, time_budget_s - elapsed_s));
+  std::snprintf(buf, sizeof buf, ", elapsed %.0f s, eta %.0f s", elapsed_s, eta);
   os << buf;
   return os.str();
 }
@@ -58,6 +62,7 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   TuneProgress prog;
   prog.task = &task;
   prog.n_trials = opt.n_trials;
+  prog.time_budget_s = opt.time_budget_s;
 
   // Every successful measurement (logged ones included), for the final choice; configs that
   // failed a measurement (a crash, time-out or wrong result) are never chosen.
@@ -157,6 +162,10 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   int measured_now = 0, since_best = 0;
   while (res.resumed + res.trials < opt.n_trials) {
     if (opt.early_stopping > 0 && since_best >= opt.early_stopping) break;
+    if (opt.time_budget_s > 0 && seconds_since(t_start) >= opt.time_budget_s) {
+      res.budget_spent = true;
+      break;
+    }
     int want = std::min(opt.batch_size, opt.n_trials - res.resumed - res.trials);
     std::vector<Config> batch = tuner.next_batch(want);
     if (batch.empty()) break;  // the space is exhausted

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,8 +35,8 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
-  int trials = 200, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4;
-  double timeout_s = 10;
+  int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4;
+  double timeout_s = 10, minutes = 0;
   unsigned seed = 0;
   bool no_transfer = false;
   std::vector<std::string> shapes;
@@ -120,7 +121,8 @@ class ProgressDisplay {
       return;
     }
     if (p.verifying) return;  // the task's summary line counts the verification runs
-    int step = std::max(1, p.n_trials / 10);
+    // Ten lines per task; under a time budget without a trial cap, one per 16 trials.
+    int step = p.time_budget_s > 0 && p.n_trials >= 1000000 ? 16 : std::max(1, p.n_trials / 10);
     if (p.trials == p.n_trials || p.trials % step == 0) std::cerr << line << "\n";
   }
   /// Ends the in-place line (before other output).
@@ -140,7 +142,8 @@ struct TaskOutcome {
   autotune::TuneResult result;
 };
 
-int tune_model(const TuneCmdOptions& o) {
+int tune_model(TuneCmdOptions o) {
+  if (o.trials == 0) o.trials = o.minutes > 0 ? 1000000 : 200;
   KILN_USER_CHECK(std::find(kTuners.begin(), kTuners.end(), o.tuner) != kTuners.end())
       << "--tuner '" << o.tuner << "': unknown tuner; choose one of xgb, random, grid, ga";
   check_log_path(o.log);
@@ -181,6 +184,9 @@ int tune_model(const TuneCmdOptions& o) {
       "tuning %zu task(s) with the %s tuner, %d trials each, kernels on %d thread(s); "
       "log %s\n",
       selected.size(), o.tuner.c_str(), o.trials, o.threads, o.log.c_str());
+  if (o.minutes > 0)
+    std::printf("time budget: %g min in all; each task gets the time left over the tasks left\n",
+                o.minutes);
   std::fflush(stdout);
 
   kiln_set_num_threads(o.threads);  // inherited by the forked measuring children
@@ -196,11 +202,20 @@ int tune_model(const TuneCmdOptions& o) {
   ProgressDisplay display;
   std::vector<TaskOutcome> outcomes;
   int failed_tasks = 0;
+  const auto t_start = Clock::now();
+  size_t tasks_left = selected.size();
   for (size_t i : selected) {
     const graph::TuningTask& t = tasks[i];
     TaskOutcome out;
     out.index = i;
     autotune::TuneOptions opt = topt;
+    if (o.minutes > 0) {
+      // An even share of what is left: a task that stops early (small space, resumed) leaves
+      // its time to the ones after it. The verification runs past the share.
+      const double spent = std::chrono::duration<double>(Clock::now() - t_start).count();
+      opt.time_budget_s = std::max(1.0, (o.minutes * 60 - spent) / static_cast<double>(tasks_left));
+    }
+    --tasks_left;
     if (!o.no_transfer && o.tuner == "xgb")
       for (const graph::TuningTask& other : tasks)
         if (other.task.name == t.task.name && other.task.key() != t.task.key())
@@ -224,6 +239,8 @@ int tune_model(const TuneCmdOptions& o) {
     if (r.errors) std::printf(", %d failed", r.errors);
     if (r.transfer_records) std::printf(", %d records of other tasks used", r.transfer_records);
     if (r.verified) std::printf(", %d verification runs", r.verified);
+    if (r.budget_spent)
+      std::printf(", stopped at its %.0f s share of the budget", opt.time_budget_s);
     std::printf("), best %.2f GFLOP/s, %.2fx the default, %.1f s\n",
                 gflops(t.task, r.best_result.mean_s), r.speedup(), r.elapsed_s);
     std::fflush(stdout);
@@ -272,8 +289,13 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--log", o->log,
                   "JSON-lines tuning log: appended to; trials already in it are resumed")
       ->required();
-  cmd->add_option("--trials", o->trials, "Trials per task, logged ones included (default 200)")
+  cmd->add_option("--trials", o->trials,
+                  "Trials per task, logged ones included (default 200, or no cap with --minutes)")
       ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--minutes", o->minutes,
+                  "Wall-clock budget for the whole model: each task gets the time left over the "
+                  "tasks left (--trials, if given, still caps a task). Default 0: no budget")
+      ->check(CLI::Range(0.0, 100000.0));
   cmd->add_option("--tuner", o->tuner, "xgb (cost model, default), random, grid or ga");
   cmd->add_option("--threads", o->threads, "Threads the measured kernels run with (default 1)")
       ->check(CLI::Range(1, 1024));

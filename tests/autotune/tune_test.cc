@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -312,6 +313,35 @@ TEST(Tune, ResumesFromItsLog) {
   // The model was trained on the transferred records before it had 8 of its own.
   EXPECT_GT(mt.model().stats().fits, 0u);
   fs::remove(path);
+}
+
+TEST(Tune, TimeBudgetStopsTheSearch) {
+  // Each trial of this matmul takes milliseconds to build and measure: a 1 s budget ends the
+  // search long before 100000 trials, with what was measured kept and reported.
+  Task task = Task::make(matmul_template(32));
+  TuneOptions opt;
+  opt.n_trials = 100000;
+  opt.batch_size = 4;
+  opt.measure = fast_measure();
+  opt.time_budget_s = 1.0;
+  RandomTuner tuner(task, 3);
+  auto t0 = std::chrono::steady_clock::now();
+  TuneResult r = tune(task, tuner, opt);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(r.budget_spent);
+  EXPECT_GT(r.trials, 0);
+  EXPECT_LT(r.trials, 100000);
+  EXPECT_TRUE(r.best.has_value());
+  // The budget is checked between batches: at most one batch runs past it.
+  EXPECT_LT(s, 30.0);
+  // Without a budget the trial count ends the search.
+  TuneOptions capped = opt;
+  capped.time_budget_s = 0;
+  capped.n_trials = 6;
+  RandomTuner t2(task, 3);
+  TuneResult r2 = tune(task, t2, capped);
+  EXPECT_FALSE(r2.budget_spent);
+  EXPECT_EQ(r2.trials, 6);
 }
 
 TEST(Tune, TunerForAnotherTaskIsRefused) {

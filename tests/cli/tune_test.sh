@@ -94,6 +94,18 @@ grep -q "task 1/2 conv2d: 4 trials (0 resumed from the log, 4 new, 6 verificatio
   || fail "tune --verify again: $(cat "$TMP/outv2")"
 [ "$(wc -l <"$VLOG")" -eq 10 ] || fail "a spent budget verified again: $(wc -l <"$VLOG") lines"
 
+# A wall-clock budget instead of a trial count: both tasks stop at their share of 0.05 min.
+BLOG="$TMP/budget.jsonl"
+"$KILN" tune "$TMP/m.onnx" --log "$BLOG" --minutes 0.05 --verify 0 >"$TMP/outb" 2>&1 \
+  || fail "tune --minutes: $(cat "$TMP/outb")"
+grep -q "time budget: 0.05 min in all" "$TMP/outb" || fail "budget line: $(cat "$TMP/outb")"
+[ "$(grep -c "stopped at its .* s share of the budget" "$TMP/outb")" -ge 1 ] \
+  || fail "no task stopped at its budget: $(cat "$TMP/outb")"
+[ -s "$BLOG" ] || fail "tune --minutes logged nothing"
+"$KILN" tune "$TMP/m.onnx" --log "$BLOG" --minutes -1 >"$TMP/outb2" 2>&1 \
+  && fail "tune --minutes -1 accepted"
+grep -q "minutes" "$TMP/outb2" || fail "bad --minutes message: $(cat "$TMP/outb2")"
+
 # Compile with the log: both workloads tuned; the result equals the unoptimized build's.
 "$KILN" compile "$TMP/m.onnx" -o "$TMP/tuned" --tuning-log "$LOG" >"$TMP/out4" 2>&1 \
   || fail "compile --tuning-log: $(cat "$TMP/out4")"

@@ -51,6 +51,7 @@ struct TuneProgress {
   double best_gflops = 0;               ///< task.flops / best_s / 1e9 (0 when unknown)
   double elapsed_s = 0;                 ///< since tune() started
   double eta_s = 0;                     ///< estimated time for the remaining trials
+  double time_budget_s = 0;             ///< TuneOptions::time_budget_s (0: none)
   const Config* last_config = nullptr;  ///< the latest measured config
   const MeasureResult* last_result = nullptr;  ///< and its result
   bool verifying = false;  ///< measuring the best configs again (TuneOptions::verify_top)
@@ -65,6 +66,9 @@ struct TuneOptions {
   MeasureOptions measure;
   /// Stop when this many trials in a row did not improve the best (0: never).
   int early_stopping = 0;
+  /// Wall-clock seconds for this task's search (0: no limit): no new batch starts once they
+  /// have passed since tune() began (the verification still runs).
+  double time_budget_s = 0;
   /// For a ModelTuner: tasks whose records in the log warm-start the model (the task itself is
   /// skipped).
   std::vector<Task> transfer_tasks;
@@ -90,6 +94,7 @@ struct TuneResult {
   int transfer_records = 0;  ///< records of other tasks used to warm-start the model
   std::vector<std::string> log_warnings;  ///< damaged log lines that were skipped
   double elapsed_s = 0;
+  bool budget_spent = false;  ///< the search stopped at TuneOptions::time_budget_s
   /// default_result.mean_s / best_result.mean_s (0 without a best).
   double speedup() const {
     return best && best_result.mean_s > 0 ? default_result.mean_s / best_result.mean_s : 0;
