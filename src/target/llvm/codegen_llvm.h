@@ -66,6 +66,10 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_expr(const Expr& e) { return visit_expr(e); }
   llvm::Value* const_int(DataType t, int64_t v);
   llvm::Value* buffer_ptr(const Var& buffer_var, DataType elem, llvm::Value* index);
+  /// The address of element `index` (a scalar integer expression) of a buffer; a constant
+  /// addend is added in 64 bits after the sign extension so that it folds into the x86
+  /// addressing mode.
+  llvm::Value* element_ptr(const Var& buffer_var, DataType elem, const Expr& index);
   llvm::Align vector_align(const Var& buffer_var, DataType t, const Expr& base);
   llvm::Value* emit_call(const Call* op);
   llvm::Value* emit_builtin(const Call* op);
