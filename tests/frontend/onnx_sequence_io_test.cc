@@ -323,5 +323,98 @@ TEST(OnnxSequenceIO, LoadSequence) {
   fs::remove_all(dir);
 }
 
+// Optional values, resolved at import time. A present optional tensor input is the tensor input
+// of the same name; OptionalHasElement is a constant; OptionalGetElement gives the tensor.
+TEST(OnnxOptional, PresentInputComputes) {
+  OnnxValueInfo o = info("o", {2, 3});
+  o.optional = true;
+  OnnxModel m = model({o},
+                      {node("OptionalHasElement", {"o"}, {"has"}),
+                       node("OptionalGetElement", {"o"}, {"x"}), node("Mul", {"x", "x"}, {"y"}),
+                       node("Optional", {"y"}, {"oy"}), node("Identity", {"oy"}, {"oy2"})},
+                      {"has", "y", "oy2"});
+  runtime::NDArray x = random_array({2, 3}, 31);
+  Outputs r = run(m, {}, {{"o", x}});
+  ASSERT_EQ(r.outs.size(), 3u);
+  ASSERT_EQ(r.outs[0].dtype(), DataType::Bool());
+  EXPECT_EQ(r.outs[0].data_as<uint8_t>()[0], 1);
+  Vec xs = values(x), sq;
+  for (float v : xs) sq.push_back(v * v);
+  expect_equal(r.outs[1], {2, 3}, sq, "y");
+  expect_equal(r.outs[2], {2, 3}, sq, "the optional output's tensor");
+}
+
+// An empty optional input (ImportOptions::empty_optional_inputs): OptionalHasElement is false,
+// Optional() with no input is empty too, and what cannot be computed is a clear error.
+TEST(OnnxOptional, EmptyInput) {
+  OnnxValueInfo o = info("o", {4});
+  o.optional = true;
+  ImportOptions opt;
+  opt.empty_optional_inputs = {"o"};
+  OnnxModel has =
+      model({o, info("x", {4})},
+            {node("OptionalHasElement", {"o"}, {"h1"}), node("Optional", {}, {"e"}),
+             node("OptionalHasElement", {"e"}, {"h2"}), node("OptionalHasElement", {"x"}, {"h3"})},
+            {"h1", "h2", "h3"});
+  Outputs r = run(has, opt, {{"x", random_array({4}, 3)}});
+  ASSERT_EQ(r.outs.size(), 3u);
+  EXPECT_EQ(r.outs[0].data_as<uint8_t>()[0], 0);
+  EXPECT_EQ(r.outs[1].data_as<uint8_t>()[0], 0);
+  EXPECT_EQ(r.outs[2].data_as<uint8_t>()[0], 1);  // a plain tensor always has its element
+
+  OnnxModel get = model({o}, {node("OptionalGetElement", {"o"}, {"x"})}, {"x"});
+  EXPECT_NE(error_of([&] { import_onnx(get, opt); })
+                .find("node 'OptionalGetElement_x' (OptionalGetElement): input 0 ('o') is an "
+                      "empty optional, which has no element to get"),
+            std::string::npos);
+  OnnxModel out = model({o}, {node("Identity", {"o"}, {"p"})}, {"p"});
+  EXPECT_NE(error_of([&] {
+              import_onnx(out, opt);
+            }).find("graph output 'p' is an empty optional value, which Kiln cannot return"),
+            std::string::npos);
+  OnnxModel direct = model({o}, {node("Relu", {"o"}, {"y"})}, {"y"});
+  EXPECT_NE(error_of([&] {
+              import_onnx(direct, {});
+            }).find("input 0 ('o') is an optional value, which this operator does not take"),
+            std::string::npos);
+  ImportOptions wrong;
+  wrong.empty_optional_inputs = {"x"};
+  EXPECT_NE(error_of([&] { import_onnx(has, wrong); })
+                .find("ImportOptions::empty_optional_inputs names 'x', which is not an "
+                      "optional-typed graph input"),
+            std::string::npos);
+}
+
+// If whose branches give an empty optional and an optional sequence: a constant condition takes
+// one branch; a run-time condition cannot decide emptiness and is refused.
+TEST(OnnxOptional, IfBranches) {
+  auto empty_branch = graph("then", {}, {node("Optional", {}, {"oe"})}, {"oe"});
+  auto seq_branch = graph(
+      "else", {}, {node("SequenceConstruct", {"x", "x"}, {"s"}), node("Optional", {"s"}, {"os"})},
+      {"os"});
+  auto make = [&](std::vector<OnnxValueInfo> ins) {
+    OnnxModel m = model(std::move(ins),
+                        {with_body(with_body(node("If", {"c"}, {"r"}), "then_branch", empty_branch),
+                                   "else_branch", seq_branch)},
+                        {"r"});
+    return m;
+  };
+  OnnxModel m = make({info("x", {3})});
+  runtime::NDArray f = runtime::NDArray::empty({}, DataType::Bool());
+  f.data_as<uint8_t>()[0] = 0;
+  m.initializers["c"] = f;
+  runtime::NDArray x = random_array({3}, 5);
+  Outputs r = run(m, {}, {{"x", x}});
+  ASSERT_EQ(r.names, (std::vector<std::string>{"r.0", "r.1"}));
+  expect_equal(r.outs[0], {3}, values(x), "r.0");
+  expect_equal(r.outs[1], {3}, values(x), "r.1");
+
+  OnnxModel rt = make({info("c", {}, DataType::Bool()), info("x", {3})});
+  EXPECT_NE(error_of([&] { import_onnx(rt, {}); })
+                .find("an empty optional in one and a value in the other, so the condition must "
+                      "be a constant"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::frontend

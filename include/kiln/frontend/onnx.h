@@ -14,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct ImportOptions {
   /// element, in order; none for an empty sequence). When false such an output is an error, so
   /// that the graph's outputs stay one per model output.
   bool flatten_sequence_outputs = false;
+  /// Optional-typed graph inputs that are empty (None). Any other optional input holds its
+  /// value: a tensor input of the same name, or (optional sequences) the tensor inputs of
+  /// sequence_inputs. Optional values are resolved at import time: OptionalHasElement becomes
+  /// a constant, OptionalGetElement its value (an error on an empty optional); an optional
+  /// graph output is returned as its value (an empty one is an error).
+  std::set<std::string> empty_optional_inputs;
 };
 
 /// Converts a parsed model to a graph (types not yet inferred: run graph::infer_types).

@@ -34,8 +34,10 @@ struct OnnxValueInfo {
   bool has_shape = false;
   std::vector<OnnxDim> shape;
   /// "" for a tensor (or an undeclared type); else what the value is: "sequence", "optional",
-  /// "map" or "sparse tensor" (Kiln computes with tensors only).
+  /// "map" or "sparse tensor" (Kiln computes with tensors only). For an optional tensor or
+  /// sequence, `optional` is set and the rest describes the contained value.
   std::string kind;
+  bool optional = false;
 };
 
 /// An attribute value. Graph-valued attributes (If/Loop bodies) are not held here: the node's
@@ -90,5 +92,17 @@ runtime::NDArray load_onnx_tensor(const std::string& path);
 /// tensors in order (none for an empty sequence). A user error when the file is not a sequence
 /// of tensors.
 std::vector<runtime::NDArray> load_onnx_sequence(const std::string& path);
+
+/// The value of a serialized OptionalProto (test data of an optional-typed value): empty, a
+/// tensor, or a sequence of tensors.
+struct OnnxOptionalValue {
+  bool present = false;
+  bool is_sequence = false;
+  runtime::NDArray tensor;              ///< when present and not a sequence
+  std::vector<runtime::NDArray> items;  ///< when present and a sequence
+};
+/// Reads a serialized OptionalProto. A user error when the file is not one, or holds a map,
+/// a sparse tensor or a nested optional.
+OnnxOptionalValue load_onnx_optional(const std::string& path);
 
 }  // namespace kiln::frontend

@@ -1092,7 +1092,7 @@ void Converter::convert_nodes(const std::vector<OnnxNode>& nodes, bool name_valu
       KILN_USER_CHECK(i < outs.size())
           << where() << ": output " << i << " ('" << n.outputs[i] << "') is not supported yet";
       values_[n.outputs[i]] = outs[i];
-      if (!name_values || is_sequence(outs[i])) continue;
+      if (!name_values || is_sequence(outs[i]) || is_optional(outs[i])) continue;
       // The graph node that produces an ONNX value carries the value's name (unique in ONNX;
       // graph outputs and their .npy files are named after it).
       graph::Node& prod = g_.mutable_node(outs[i].node);
@@ -1132,8 +1132,15 @@ graph::Graph Converter::run() {
       KILN_USER_CHECK(v.kind.empty() || v.kind == "sequence")
           << "'" << m_.path << "': graph " << (vs == &m_.inputs ? "input" : "output") << " '"
           << v.name << "' is " << (v.kind == "optional" ? "an " : "a ") << v.kind
-          << " value, which Kiln does not support yet (only tensors and sequences of tensors)";
+          << " value, which Kiln does not support yet (only tensors, sequences of tensors and "
+             "optionals of these)";
     }
+  }
+  for (const std::string& name : opt_.empty_optional_inputs) {
+    bool found = std::any_of(m_.inputs.begin(), m_.inputs.end(),
+                             [&](const OnnxValueInfo& v) { return v.name == name && v.optional; });
+    KILN_USER_CHECK(found) << "'" << m_.path << "': ImportOptions::empty_optional_inputs names '"
+                           << name << "', which is not an optional-typed graph input of the model";
   }
   for (const auto& [name, shapes] : opt_.sequence_inputs) {
     bool found = std::any_of(m_.inputs.begin(), m_.inputs.end(), [&](const OnnxValueInfo& v) {
@@ -1157,8 +1164,13 @@ graph::Graph Converter::run() {
   for (const OnnxValueInfo& v : m_.inputs) used_.insert(v.name);
   for (const auto& [name, value] : m_.initializers) used_.insert(name);
   for (const OnnxValueInfo& v : m_.inputs) {
+    if (v.optional && opt_.empty_optional_inputs.count(v.name)) {
+      values_[v.name] = make_optional(std::nullopt);
+      continue;
+    }
     if (v.kind == "sequence") {
       add_sequence_input(v);
+      if (v.optional) values_[v.name] = make_optional(values_.at(v.name));
       continue;
     }
     KILN_USER_CHECK(!v.dtype.is_void())
@@ -1178,6 +1190,7 @@ graph::Graph Converter::run() {
       }
     }
     values_[v.name] = g_.add_input(v.name, shape, v.dtype);
+    if (v.optional) values_[v.name] = make_optional(values_.at(v.name));
   }
   for (const auto& [name, value] : m_.initializers) {
     values_[name] = g_.add_constant(name, value);
@@ -1192,6 +1205,13 @@ graph::Graph Converter::run() {
   std::set<Entry> taken;
   for (const OnnxValueInfo& v : m_.outputs) {
     Entry e = values_.at(v.name);
+    if (is_optional(e)) {
+      std::optional<Entry> held = optional_value(e);
+      KILN_USER_CHECK(held) << "'" << m_.path << "': graph output '" << v.name
+                            << "' is an empty optional value, which Kiln cannot return (outputs "
+                               "are tensors)";
+      e = *held;
+    }
     if (!is_sequence(e)) {
       heads.push_back(e);
       head_names.push_back(v.name);

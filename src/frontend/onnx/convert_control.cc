@@ -25,7 +25,7 @@ constexpr int64_t kMaxUnroll = 4096;
 /// A tensor entry that existed before the converter started is passed through an identity, so
 /// that every output of the node is a node of its own (a graph output may be one).
 Entry fresh(Converter& c, Entry e, int first_new) {
-  if (Converter::is_sequence(e) || e.node >= first_new) return e;
+  if (Converter::is_sequence(e) || Converter::is_optional(e) || e.node >= first_new) return e;
   return c.op("identity", {e});
 }
 
@@ -103,6 +103,41 @@ std::vector<Entry> convert_if(Converter& c) {
               << "the same types (a constant condition imports the taken branch only)";
           return c.op("where", {flag, a, b});
         };
+    // Optionals: both empty, or both holding values chosen as below. Which one is empty cannot
+    // depend on a run-time condition.
+    if (Converter::is_optional(t[k]) || Converter::is_optional(e[k])) {
+      KILN_USER_CHECK(Converter::is_optional(t[k]) && Converter::is_optional(e[k]))
+          << c.where() << ": the branches give " << name
+          << " an optional value in one and not in the other";
+      std::optional<Entry> tv = c.optional_value(t[k]), ev = c.optional_value(e[k]);
+      KILN_USER_CHECK(tv.has_value() == ev.has_value())
+          << c.where() << ": the branches give " << name
+          << " an empty optional in one and a value in the other, so the condition must be a "
+             "constant (Kiln resolves optionals at compile time)";
+      if (!tv) {
+        outs.push_back(t[k]);
+        continue;
+      }
+      t[k] = *tv;
+      e[k] = *ev;
+      KILN_USER_CHECK(!Converter::is_optional(t[k]) && !Converter::is_optional(e[k]))
+          << c.where() << ": nested optional values are not supported";
+      bool both_seq = Converter::is_sequence(t[k]) && Converter::is_sequence(e[k]);
+      if (!Converter::is_sequence(t[k]) && !Converter::is_sequence(e[k])) {
+        outs.push_back(c.make_optional(choose(t[k], e[k], name)));
+        continue;
+      }
+      KILN_USER_CHECK(both_seq) << c.where() << ": the branches give " << name
+                                << " a sequence in one and a tensor in the other";
+      const std::vector<Entry> ti = c.sequence_items(t[k]), ei = c.sequence_items(e[k]);
+      KILN_USER_CHECK(ti.size() == ei.size())
+          << c.where() << ": the branches give " << name << " sequences of different lengths";
+      std::vector<Entry> items;
+      for (size_t j = 0; j < ti.size(); ++j)
+        items.push_back(choose(ti[j], ei[j], "element " + std::to_string(j) + " of " + name));
+      outs.push_back(c.make_optional(c.make_sequence(std::move(items))));
+      continue;
+    }
     bool ts = Converter::is_sequence(t[k]), es = Converter::is_sequence(e[k]);
     if (!ts && !es) {
       outs.push_back(choose(t[k], e[k], name));
@@ -444,12 +479,41 @@ void register_control_converters(ConvertTable& t) {
     c.unsupported_if(!(from.is_float() || from.is_integer()), "Cast from " + from.str());
     return std::vector<Entry>{c.op("not_equal", {c.in(0), c.fill("zero", 0, from)})};
   };
-  // Identity passes a sequence through as well as a tensor.
+  // Identity passes a sequence or an optional through as well as a tensor.
   ConvertFn identity = t.at("Identity");
   t["Identity"] = [identity](Converter& c) {
     Entry v = c.value_in(0);
-    if (Converter::is_sequence(v)) return std::vector<Entry>{v};
+    if (Converter::is_sequence(v) || Converter::is_optional(v)) return std::vector<Entry>{v};
     return identity(c);
+  };
+  // Optionals, resolved at import time: whether one holds a value is known when the model is
+  // compiled (ImportOptions::empty_optional_inputs for graph inputs).
+  t["Optional"] = [](Converter& c) {
+    if (!c.has_input(0)) return std::vector<Entry>{c.make_optional(std::nullopt)};
+    Entry v = c.value_in(0);
+    KILN_USER_CHECK(!Converter::is_optional(v))
+        << c.where() << ": an optional of an optional is not supported";
+    return std::vector<Entry>{c.make_optional(v)};
+  };
+  t["OptionalHasElement"] = [](Converter& c) {
+    // Opset 18 also takes a tensor or a sequence (always present) or no input (absent).
+    bool has = false;
+    if (c.has_input(0)) {
+      Entry v = c.value_in(0);
+      has = !Converter::is_optional(v) || c.optional_value(v).has_value();
+    }
+    runtime::NDArray b = runtime::NDArray::empty({}, DataType::Bool());
+    b.data_as<uint8_t>()[0] = has ? 1 : 0;
+    return std::vector<Entry>{c.constant("has_element", b)};
+  };
+  t["OptionalGetElement"] = [](Converter& c) {
+    Entry v = c.value_in(0);
+    if (!Converter::is_optional(v)) return std::vector<Entry>{v};  // opset 18: a plain value
+    std::optional<Entry> held = c.optional_value(v);
+    KILN_USER_CHECK(held) << c.where() << ": input 0 ('" << c.node->inputs[0]
+                          << "') is an empty optional, which has no element to get";
+    if (Converter::is_sequence(*held)) return std::vector<Entry>{*held};
+    return std::vector<Entry>{c.op("identity", {*held})};
   };
 }
 

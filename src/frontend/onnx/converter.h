@@ -46,6 +46,10 @@ class Converter {
     Entry e = values_.at(node->inputs[i]);
     KILN_USER_CHECK(!is_sequence(e)) << where() << ": input " << i << " ('" << node->inputs[i]
                                      << "') is a sequence, which this operator does not take";
+    KILN_USER_CHECK(!is_optional(e))
+        << where() << ": input " << i << " ('" << node->inputs[i]
+        << "') is an optional value, which this operator does not take (OptionalGetElement "
+           "gives its tensor)";
     return e;
   }
 
@@ -68,6 +72,17 @@ class Converter {
     return Entry{kSequenceNode, static_cast<int>(sequences_.size() - 1)};
   }
   static bool is_sequence(Entry e) { return e.node == kSequenceNode; }
+  /// An optional value tracked at import time: empty, or holding a tensor or sequence entry.
+  Entry make_optional(std::optional<Entry> value) {
+    optionals_.push_back(value);
+    return Entry{kOptionalNode, static_cast<int>(optionals_.size() - 1)};
+  }
+  static bool is_optional(Entry e) { return e.node == kOptionalNode; }
+  /// The value an optional entry holds (nullopt: empty).
+  std::optional<Entry> optional_value(Entry e) const {
+    KILN_ICHECK(is_optional(e)) << "not an optional entry";
+    return optionals_.at(static_cast<size_t>(e.index));
+  }
   /// Input i when it is a sequence (its tensors); a user error otherwise.
   const std::vector<Entry>& sequence_in(size_t i) const {
     KILN_USER_CHECK(has_input(i)) << where() << ": input " << i << " is required";
@@ -98,7 +113,7 @@ class Converter {
   /// constant-folded (compiled and run on the host). Null when it depends on a graph input or
   /// cannot be folded.
   const runtime::NDArray* folded(Entry e) const {
-    if (is_sequence(e)) return nullptr;
+    if (is_sequence(e) || is_optional(e)) return nullptr;
     const graph::Node& n = g_.node(e.node);
     if (n.is_constant()) return &n.value;
     if (n.is_input()) return nullptr;
@@ -135,7 +150,7 @@ class Converter {
   /// The type of `e` from infer_types over the graph built so far; nullopt when the graph
   /// cannot be typed.
   std::optional<graph::TensorType> known_type(Entry e) const {
-    if (is_sequence(e)) return std::nullopt;
+    if (is_sequence(e) || is_optional(e)) return std::nullopt;
     if (typed_n_ != g_.num_nodes()) {
       typed_n_ = g_.num_nodes();
       try {
@@ -275,6 +290,7 @@ class Converter {
 
  private:
   static constexpr int kSequenceNode = -2;
+  static constexpr int kOptionalNode = -3;
   /// Converts `nodes` in order into values_; with `name_values`, the graph node producing an
   /// ONNX value takes its name (the main graph; a body unrolled many times keeps its own).
   void convert_nodes(const std::vector<OnnxNode>& nodes, bool name_values);
@@ -297,6 +313,7 @@ class Converter {
   std::map<std::string, Entry> values_;
   std::set<std::string> used_;
   std::vector<std::vector<Entry>> sequences_;
+  std::vector<std::optional<Entry>> optionals_;
   mutable std::map<Entry, std::optional<runtime::NDArray>> folded_;
   mutable graph::Graph typed_;
   mutable int typed_n_ = -1;

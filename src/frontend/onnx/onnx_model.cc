@@ -200,6 +200,13 @@ OnnxValueInfo value_info(const onnx::ValueInfoProto& v, const std::string& where
   out.name = v.name();
   // A sequence of tensors: its elements' type and shape are described.
   const onnx::TypeProto* tp = v.has_type() ? &v.type() : nullptr;
+  // An optional tensor or sequence: described by its contained type.
+  if (tp && tp->has_optional_type() && tp->optional_type().has_elem_type() &&
+      (tp->optional_type().elem_type().has_tensor_type() ||
+       tp->optional_type().elem_type().has_sequence_type())) {
+    out.optional = true;
+    tp = &tp->optional_type().elem_type();
+  }
   if (tp && tp->has_sequence_type() && tp->sequence_type().has_elem_type()) {
     out.kind = "sequence";
     tp = &tp->sequence_type().elem_type();
@@ -415,6 +422,32 @@ std::vector<runtime::NDArray> load_onnx_sequence(const std::string& path) {
   for (int i = 0; i < s.tensor_values_size(); ++i)
     out.push_back(tensor_to_ndarray(s.tensor_values(i), what + ", element " + std::to_string(i)));
   return out;
+}
+
+OnnxOptionalValue load_onnx_optional(const std::string& path) {
+  std::string bytes = read_file(path, "ONNX optional");
+  onnx::OptionalProto o;
+  KILN_USER_CHECK(o.ParseFromString(bytes) && o.unknown_fields().empty())
+      << "'" << path << "' is not a serialized ONNX OptionalProto";
+  std::string what = "'" + path + "' (optional '" + o.name() + "')";
+  OnnxOptionalValue v;
+  if (o.has_tensor_value()) {
+    v.present = true;
+    v.tensor = tensor_to_ndarray(o.tensor_value(), what);
+  } else if (o.has_sequence_value()) {
+    const onnx::SequenceProto& s = o.sequence_value();
+    KILN_USER_CHECK(s.sparse_tensor_values_size() == 0 && s.sequence_values_size() == 0 &&
+                    s.map_values_size() == 0 && s.optional_values_size() == 0)
+        << what << " holds a sequence of values other than tensors";
+    v.present = v.is_sequence = true;
+    for (int i = 0; i < s.tensor_values_size(); ++i)
+      v.items.push_back(
+          tensor_to_ndarray(s.tensor_values(i), what + ", element " + std::to_string(i)));
+  } else {
+    KILN_USER_CHECK(!o.has_sparse_tensor_value() && !o.has_map_value() && !o.has_optional_value())
+        << what << " holds a value other than a tensor or a sequence of tensors";
+  }
+  return v;
 }
 
 }  // namespace kiln::frontend

@@ -80,9 +80,11 @@ std::string compare(const runtime::NDArray& got, const runtime::NDArray& want, s
   return "";
 }
 
-/// A test value: a tensor, or a sequence of tensors (a model input or output of sequence type).
+/// A test value: a tensor, or a sequence of tensors (a model input or output of sequence type);
+/// an optional one may be empty (absent).
 struct Value {
   bool is_sequence = false;
+  bool absent = false;  ///< an empty optional
   runtime::NDArray tensor;
   std::vector<runtime::NDArray> items;
 };
@@ -96,6 +98,15 @@ std::vector<Value> load_set(const fs::path& dir, const char* prefix,
     fs::path p = dir / (std::string(prefix) + "_" + std::to_string(i) + ".pb");
     if (!fs::exists(p)) break;
     Value v;
+    if (i < infos.size() && infos[i].optional) {
+      frontend::OnnxOptionalValue o = frontend::load_onnx_optional(p.string());
+      v.absent = !o.present;
+      v.is_sequence = o.is_sequence;
+      v.tensor = o.tensor;
+      v.items = o.items;
+      out.push_back(std::move(v));
+      continue;
+    }
     v.is_sequence = i < infos.size() && infos[i].kind == "sequence";
     if (v.is_sequence)
       v.items = frontend::load_onnx_sequence(p.string());
@@ -138,6 +149,9 @@ Result run_test(const fs::path& dir) {
   std::vector<runtime::NDArray> expected;
   for (size_t i = 0; i < outputs.size(); ++i) {
     DataType declared = i < m.outputs.size() ? m.outputs[i].dtype : DataType::Void();
+    if (outputs[i].absent)
+      return {Outcome::kUnsupported,
+              "output " + std::to_string(i) + " is an empty optional, which Kiln cannot return"};
     if (!outputs[i].is_sequence) {
       bfloat16_from_uint16_bits(outputs[i].tensor, declared);
       expected.push_back(outputs[i].tensor);
@@ -152,6 +166,10 @@ Result run_test(const fs::path& dir) {
     opt.flatten_sequence_outputs = true;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string& name = m.inputs[i].name;
+      if (inputs[i].absent) {
+        opt.empty_optional_inputs.insert(name);
+        continue;
+      }
       if (!inputs[i].is_sequence) {
         opt.input_shapes[name] = inputs[i].tensor.shape();
         continue;
@@ -172,7 +190,7 @@ Result run_test(const fs::path& dir) {
       for (size_t i = 0; i < inputs.size(); ++i) {
         const runtime::NDArray& a = inputs[i].tensor;
         bool param =
-            !inputs[i].is_sequence &&
+            !inputs[i].is_sequence && !inputs[i].absent && !m.inputs[i].optional &&
             (i > 0 ? a.dtype().is_int() || a.numel() == 1 || (a.ndim() == 1 && a.numel() <= 8)
                    : a.ndim() == 0 || (a.dtype().is_int() && a.ndim() == 1));
         if (param) {
@@ -188,7 +206,7 @@ Result run_test(const fs::path& dir) {
     runtime::GraphExecutor ex =
         runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, dir.filename().string());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (bound[i]) continue;
+      if (bound[i] || inputs[i].absent) continue;
       if (!inputs[i].is_sequence) ex.set_input(m.inputs[i].name, inputs[i].tensor);
       for (size_t k = 0; k < inputs[i].items.size(); ++k)
         ex.set_input(m.inputs[i].name + "." + std::to_string(k), inputs[i].items[k]);
