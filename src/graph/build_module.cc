@@ -35,6 +35,7 @@
 #include "kiln/topi/conv_nd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
+#include "kiln/topi/lstm.h"
 #include "kiln/topi/pooling.h"
 #include "kiln/topi/schedule_injective.h"
 #include "op_attrs.h"
@@ -191,6 +192,18 @@ te::Schedule schedule_for(const Node& master, const te::Tensor& main,
   const std::string& op = master.op;
   if (op == "softmax" || op == "log_softmax") return topi::schedule_softmax(outs, target);
   if (op == "layer_norm" || op == "batch_norm") return topi::schedule_norm(outs, target);
+  if (op == "lstm_cell_packed") {
+    // topi's LSTM cell template over outputs {h', c'}, with the tuned config of the cell's
+    // workload (B, H) when there is one (alter_op_layout packed R with the same config).
+    te::Schedule s = te::create_schedule(outs);
+    TensorType h = tensor_type(outs[0]);
+    std::optional<autotune::Config> c;
+    if (tuned && !tuned->empty())
+      c = tuned->lookup(lstm_cell_task(h.shape[0], h.shape[1], target));
+    autotune::Config cfg = c ? *c : autotune::Config::fallback();
+    topi::schedule_lstm_cell(cfg, s, outs, target);
+    return s;
+  }
   const bool epilogue_shape = tensor_type(outs[0]).shape == tensor_type(main).shape;
   if (epilogue_shape) {
     if (op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc" || op == "dense_packed") {

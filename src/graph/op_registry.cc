@@ -109,6 +109,7 @@ const OpRegistry& OpRegistry::global() {
     register_dynamic_ops(r);
     register_control_ops(r);
     register_misc_ops(r);
+    register_rnn_ops(r);
     return r;
   }();
   return reg;

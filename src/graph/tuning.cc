@@ -8,6 +8,7 @@
 
 #include "kiln/graph/transform.h"
 #include "kiln/topi/depthwise_conv2d.h"
+#include "kiln/topi/lstm.h"
 #include "op_attrs.h"
 
 namespace kiln::graph {
@@ -30,12 +31,28 @@ autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target) {
       "dense M" + std::to_string(wl.M) + " N" + std::to_string(wl.N) + " K" + std::to_string(wl.K));
 }
 
+autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target) {
+  return autotune::Task::make(
+      topi::lstm_cell_onnx_template({batch, 1, hidden}, target), target,
+      "lstm_cell B" + std::to_string(batch) + " H" + std::to_string(hidden));
+}
+
 std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& target) {
   Graph g = optimize(input, 1, target);
   std::vector<TuningTask> tasks;
   std::map<std::string, size_t> index;
   for (int i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(i);
+    if (n.is_op() && n.op == "lstm_cell" && g.node(n.inputs[3].node).is_constant() &&
+        g.type_of(n.inputs[1]).dtype == DataType::Float(32)) {
+      // The recurrent product and gate math of an LSTM step (alter_op_layout packs R for it).
+      const TensorType& ht = g.type_of(n.inputs[1]);
+      autotune::Task task = lstm_cell_task(ht.shape[0], ht.shape[1], target);
+      auto [it, fresh] = index.emplace(task.key(), tasks.size());
+      if (fresh) tasks.push_back(TuningTask{std::move(task), "lstm_cell", {}});
+      tasks[it->second].nodes.push_back(n.name.empty() ? "%" + std::to_string(i) : n.name);
+      continue;
+    }
     if (!n.is_op() || (n.op != "conv2d" && n.op != "dense")) continue;
     if (!g.node(n.inputs[1].node).is_constant()) continue;
     const TensorType& xt = g.type_of(n.inputs[0]);

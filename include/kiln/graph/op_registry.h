@@ -113,5 +113,6 @@ void register_signal_ops(OpRegistry& r);
 void register_dynamic_ops(OpRegistry& r);
 void register_control_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
+void register_rnn_ops(OpRegistry& r);
 
 }  // namespace kiln::graph

@@ -36,7 +36,7 @@ namespace kiln::graph {
 /// A tunable workload of a model.
 struct TuningTask {
   autotune::Task task;
-  std::string op;                  ///< "conv2d", "depthwise_conv2d" or "dense"
+  std::string op;                  ///< "conv2d", "depthwise_conv2d", "dense" or "lstm_cell"
   std::vector<std::string> nodes;  ///< the graph nodes with this workload (names or "%i")
 };
 
@@ -54,6 +54,8 @@ autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
 autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
                                      topi::ChannelBlocks blocks = topi::ChannelBlocks::kDefault);
 autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target);
+/// The ONNX-form LSTM cell (topi::lstm_cell_onnx_template) of batch B and hidden size H.
+autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target);
 
 /// Looks up tuned configs for build_module and reports what it used.
 class TunedConfigs {

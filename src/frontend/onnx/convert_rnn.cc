@@ -6,7 +6,10 @@
 // layout 0 ([S, B, ·]) and 1 ([B, S, ·]); initial states, peepholes (LSTM), clip, input_forget
 // (LSTM), linear_before_reset (GRU). sequence_lens must be constant: shorter sequences of a
 // forward layer keep their state and emit zeros past their end; varying lengths in a reverse
-// direction are not supported.
+// direction are not supported. An LSTM without peepholes, clip or input_forget, with the default
+// activations and full sequences (f32) emits one lstm_cell op per step instead (gates = the
+// step's projection + H·Rᵀ, R and the projection in ONNX's gate order; the op's packed form
+// reorders the gates when it packs R). Y is one concat of the steps' states per direction.
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
@@ -188,11 +191,12 @@ class RnnBuilder {
   /// [B, S, dirs, H] with layout 1), and a final state per direction as [dirs, B, H] (or
   /// [B, dirs, H]).
   Entry assemble_y(const std::vector<std::vector<Entry>>& per_dir) {
+    // Per direction one concat of the steps' [B, H] along B (no per-step copy), viewed as
+    // [S, 1, B, H].
     std::vector<Entry> dirs;
     for (const std::vector<Entry>& ys : per_dir) {
-      std::vector<Entry> steps;
-      for (Entry y : ys) steps.push_back(c_.op("unsqueeze", {y}, {{"axes", Ints{0, 1}}}));
-      dirs.push_back(steps.size() == 1 ? steps[0] : c_.op("concat", steps, {{"axis", int64_t{0}}}));
+      Entry all = ys.size() == 1 ? ys[0] : c_.op("concat", ys, {{"axis", int64_t{0}}});
+      dirs.push_back(c_.op("reshape", {all}, {{"newshape", Ints{seq_, 1, batch_, hidden_}}}));
     }
     Entry y = dirs.size() == 1 ? dirs[0] : c_.op("concat", dirs, {{"axis", int64_t{1}}});
     if (layout_ == 1) y = c_.op("transpose", {y}, {{"axes", Ints{2, 0, 1, 3}}});
@@ -211,6 +215,15 @@ class RnnBuilder {
     return c_.op("where", {*live, h, c_.fill("zero", 0, dtype_)});
   }
   Entry fill(const char* hint, double v) { return c_.fill(hint, v, dtype_); }
+  /// True when every activation is the kind's default (`dflt`, per direction).
+  bool default_activations(const std::vector<std::string>& dflt) const {
+    for (size_t k = 0; k < acts_.size(); ++k)
+      if (acts_[k].name != dflt[k % dflt.size()]) return false;
+    return true;
+  }
+  bool has_clip() const { return clip_.has_value(); }
+  bool full_sequences() const { return full_; }
+  DataType dtype() const { return dtype_; }
 
   Converter& c() { return c_; }
   int64_t seq() const { return seq_; }
@@ -239,14 +252,32 @@ class RnnBuilder {
 
 std::vector<Entry> convert_lstm(Converter& c) {
   // ONNX gate order: i, o, f, c.
-  RnnBuilder rb(c, "LSTM", 4, {"Sigmoid", "Tanh", "Tanh"});
+  const std::vector<std::string> dflt{"Sigmoid", "Tanh", "Tanh"};
+  RnnBuilder rb(c, "LSTM", 4, dflt);
   bool input_forget = c.attr_int("input_forget", 0) != 0;
+  // The common case is one lstm_cell op per step (ops_rnn.cc: one kernel once R is packed).
+  const bool cell_op = !c.has_input(7) && rb.default_activations(dflt) && !rb.has_clip() &&
+                       !input_forget && rb.full_sequences() && rb.dtype() == DataType::Float(32);
   std::vector<std::vector<Entry>> ys(rb.dirs());
   std::vector<Entry> hs, cs;
   for (int d = 0; d < rb.dirs(); ++d) {
     auto [wb, rbias] = rb.biases(d);
     Entry proj = rb.project_input(d, c.op("add", {wb, rbias}));
     Entry r = rb.dir_slice(c.in(2), d);
+    if (cell_op) {
+      Entry h = rb.initial(5, d), cell = rb.initial(6, d);
+      std::vector<Entry> out(static_cast<size_t>(rb.seq()));
+      for (int64_t t : rb.order(d)) {
+        Entry hc = c.op("lstm_cell", {rb.step(proj, t), h, cell, r});
+        h = hc;
+        cell = Entry{hc.node, 1};
+        out[static_cast<size_t>(t)] = h;
+      }
+      ys[static_cast<size_t>(d)] = out;
+      hs.push_back(h);
+      cs.push_back(cell);
+      continue;
+    }
     std::optional<Entry> pi, po, pf;
     if (c.has_input(7)) {
       Entry p = rb.dir_slice(c.in(7), d);
