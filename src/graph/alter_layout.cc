@@ -3,9 +3,13 @@
 //   conv2d (groups 1, constant weights)     → conv2d_nchwc on NCHW<ic>c data, weights packed
 //                                              into OIHW<ic>i<oc>o, output NCHW<oc>c
 //   conv2d (depthwise, multiplier 1)        → depthwise_conv2d_nchwc, NCHW<b>c in and out
-//   conv2d_transpose (groups 1)             → dilate2d, then conv2d_nchwc with the kernel
-//                                              flipped and its channels swapped
+//   conv2d_transpose (groups 1)             → conv2d_nchwc computing the stride² phases as
+//                                              channels, then subpixel_interleave (dilation
+//                                              1, a stride > 1); else dilate2d, then
+//                                              conv2d_nchwc with the kernel flipped and its
+//                                              channels swapped
 //   dense / matmul (constant weights)       → dense_packed over weights packed in panels
+//   lstm_cell (constant recurrent weight)    → lstm_cell_packed, the weight packed in panels
 // with the block sizes of each template's default (fallback) configuration, and keeps
 // tensors blocked between layers: element-wise / broadcast ops and pooling whose input is
 // blocked compute in the blocked layout (per-channel constants such as biases are re-laid
@@ -29,6 +33,8 @@
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
+#include "kiln/topi/lstm.h"
+#include "kiln/topi/subpixel.h"
 #include "op_attrs.h"
 #include "pass_util.h"
 
@@ -152,6 +158,7 @@ class LayoutAlterer {
       if (n.op == "conv2d" && try_conv2d(i)) continue;
       if (n.op == "conv2d_transpose" && try_conv2d_transpose(i)) continue;
       if ((n.op == "dense" || n.op == "matmul") && try_dense(i)) continue;
+      if (n.op == "lstm_cell" && try_lstm_cell(i)) continue;
       if (try_blocked_elemwise(i)) continue;
       emit_plain(i);
     }
@@ -262,10 +269,227 @@ class LayoutAlterer {
     return true;
   }
 
+  /// The stacked kernel of a sub-pixel transposed convolution (topi/subpixel.h):
+  /// W'[(ry·sw + rx)·O + o, c, ty, tx] = w[c, o, ry + sh·(Th−1−ty), rx + sw·(Tw−1−tx)] (zero
+  /// past the kernel), with `rows` >= sh·sw·O output channels (zero past sh·sw·O).
+  static NDArray stack_subpixel_weight(const NDArray& w, int64_t sh, int64_t sw, int64_t th,
+                                       int64_t tw, int64_t rows) {
+    const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
+    NDArray r = NDArray::empty({rows, C, th, tw}, w.dtype());
+    const float* src = w.data_as<float>();
+    float* dst = r.data_as<float>();
+    std::fill(dst, dst + r.numel(), 0.0f);
+    for (int64_t ry = 0; ry < sh; ++ry)
+      for (int64_t rx = 0; rx < sw; ++rx)
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t ty = 0; ty < th; ++ty)
+              for (int64_t tx = 0; tx < tw; ++tx) {
+                const int64_t ky = ry + sh * (th - 1 - ty), kx = rx + sw * (tw - 1 - tx);
+                if (ky >= KH || kx >= KW) continue;
+                dst[((((ry * sw + rx) * O + o) * C + c) * th + ty) * tw + tx] =
+                    src[((c * O + o) * KH + ky) * KW + kx];
+              }
+    return r;
+  }
+
+  /// conv2d_transpose (groups 1, dilation 1, a stride > 1) by sub-pixel decomposition
+  /// (topi/subpixel.h): ONE conv2d_nchwc over x computing the s² phases as s²·O output channels
+  /// (T = ceil(K/s) taps each, so only the useful multiply-adds), then a subpixel_interleave
+  /// that scatters them into the output, NCHW<b>c when a block b >= 8 divides O (the epilogue
+  /// and the next layer stay blocked), else NCHW. When no block of the phases divides O (a few
+  /// output channels, e.g. an image's 3), the phases are padded with zero channels to a whole
+  /// vector block.
+  bool try_conv2d_transpose_subpixel(int i) {
+    const Node& n = g_.node(i);
+    const TensorType& xt = g_.type_of(n.inputs[0]);
+    if (!is_f32(xt) || xt.shape.size() != 4 || !is_f32_constant(g_, n.inputs[1])) return false;
+    const NDArray& w = g_.node(n.inputs[1].node).value;
+    const TensorType& ot = n.outputs[0];
+    if (w.ndim() != 4 || w.shape()[0] != xt.shape[1] || ot.shape.size() != 4 ||
+        ot.shape[1] != w.shape()[1])
+      return false;
+    const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
+    topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
+    if (t.groups != 1 || t.dilation_h != 1 || t.dilation_w != 1) return false;
+    // Along an axis of one input pixel, output y reads tap y + pad_begin whatever the stride:
+    // stride K there gives phases of one tap each (DCGAN's first layer, 1x1 → 4x4, becomes a
+    // 1x1 convolution to 16·O channels instead of 16 taps of which one is not zero).
+    const int64_t sh = xt.shape[2] == 1 ? std::max(t.stride_h, KH) : t.stride_h;
+    const int64_t sw = xt.shape[3] == 1 ? std::max(t.stride_w, KW) : t.stride_w;
+    if (sh == 1 && sw == 1) return false;  // already a plain convolution
+    topi::SubpixelAxis ay, ax;
+    try {
+      ay = topi::plan_subpixel_axis(xt.shape[2], KH, sh, t.padding.top, ot.shape[2]);
+      ax = topi::plan_subpixel_axis(xt.shape[3], KW, sw, t.padding.left, ot.shape[3]);
+    } catch (const Error&) {
+      return false;
+    }
+    const int64_t lanes = std::max(1, target_.vector_bits() / 32);
+    topi::Conv2DWorkload wl;
+    wl.batch = xt.shape[0];
+    wl.in_channel = C;
+    wl.height = xt.shape[2];
+    wl.width = xt.shape[3];
+    wl.kernel_h = ay.taps;
+    wl.kernel_w = ax.taps;
+    wl.params.padding = {ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi};
+    auto blocks = [&](int64_t rows) -> std::optional<topi::Conv2DNCHWcLayout> {
+      wl.out_channel = rows;
+      try {
+        autotune::Config cfg = config_for([&] { return conv2d_task(wl, target_); });
+        return topi::define_conv2d_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+    };
+    int64_t rows = sh * sw * O;
+    std::optional<topi::Conv2DNCHWcLayout> l = blocks(rows);
+    if (!l) return false;
+    int64_t out_block = 0;
+    if (l->oc_bn >= 8 && O % l->oc_bn == 0) {
+      out_block = l->oc_bn;
+    } else {
+      // The phases in whole vector blocks (zero channels past sh·sw·O); the output blocked by
+      // a divisor of O when one is wide enough.
+      rows = (rows + lanes - 1) / lanes * lanes;
+      if (rows != wl.out_channel) l = blocks(rows);
+      if (!l) return false;
+      for (int64_t b = std::min<int64_t>(lanes, O); b >= 8 && out_block == 0; --b)
+        if (O % b == 0) out_block = b;
+    }
+    if (l->oc_bn < 8) return false;
+    if (out_block == l->oc_bn && try_subpixel_phases(i, sh, sw, l->ic_bn, l->oc_bn)) return true;
+    const std::string wname = g_.node(n.inputs[1].node).name;
+    Node conv;
+    conv.op = "conv2d_nchwc";
+    conv.name = n.name + "_phases";
+    conv.attrs.set("strides", Ints{1, 1});
+    conv.attrs.set("padding", Ints{ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi});
+    conv.attrs.set("dilation", Ints{1, 1});
+    conv.inputs = {
+        as_layout(map_[n.inputs[0]], xt, blocked_layout(l->ic_bn)),
+        constant(wname + "_subpixel_packed",
+                 pack_conv_weight(stack_subpixel_weight(w, sh, sw, ay.taps, ax.taps, rows),
+                                  l->ic_bn, l->oc_bn))};
+    conv.outputs = {
+        blocked_type({{xt.shape[0], rows, ay.conv_extent, ax.conv_extent}, xt.dtype}, l->oc_bn)};
+    Node r;
+    r.op = "subpixel_interleave";
+    r.name = n.name;
+    r.attrs.set("strides", Ints{sh, sw});
+    r.attrs.set("shift", Ints{ay.shift, ax.shift});
+    r.attrs.set("offset", Ints{ay.offset, ax.offset});
+    r.attrs.set("out_size", Ints{ot.shape[2], ot.shape[3]});
+    r.attrs.set("channels", O);
+    r.attrs.set("out_block", out_block);
+    r.inputs = {Entry{out_.add_node(std::move(conv)), 0}};
+    r.outputs = {out_block > 0 ? blocked_type(ot, out_block) : ot};
+    emit(i, std::move(r), out_block > 0 ? blocked_layout(out_block) : "");
+    return true;
+  }
+
+  /// Sub-pixel decomposition with one conv2d_nchwc per phase (topi::plan_subpixel_phase): no
+  /// extra row and column (the stacked convolution's (H+1)·(W+1) positions against H·W: 56%
+  /// more work on DCGAN's 4x4 layer) and no zero taps, then a subpixel_interleave of the
+  /// sh·sw phases into NCHW<oc_bn>c. Every phase must have taps and outputs, and the same
+  /// blocks `ic_bn`, `oc_bn` (a divisor of O); else false, and nothing is added.
+  bool try_subpixel_phases(int i, int64_t sh, int64_t sw, int64_t ic_bn, int64_t oc_bn) {
+    const Node& n = g_.node(i);
+    const TensorType& xt = g_.type_of(n.inputs[0]);
+    const TensorType& ot = n.outputs[0];
+    const NDArray& w = g_.node(n.inputs[1].node).value;
+    const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
+    topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
+    std::vector<topi::SubpixelAxis> py, px;
+    try {
+      for (int64_t r = 0; r < sh; ++r)
+        py.push_back(topi::plan_subpixel_phase(xt.shape[2], KH, sh, t.padding.top, ot.shape[2], r));
+      for (int64_t r = 0; r < sw; ++r)
+        px.push_back(
+            topi::plan_subpixel_phase(xt.shape[3], KW, sw, t.padding.left, ot.shape[3], r));
+    } catch (const Error&) {
+      return false;
+    }
+    for (const std::vector<topi::SubpixelAxis>* axis : {&py, &px})
+      for (const topi::SubpixelAxis& a : *axis)
+        if (a.taps == 0 || a.conv_extent == 0) return false;
+    auto workload = [&](const topi::SubpixelAxis& ay, const topi::SubpixelAxis& ax) {
+      topi::Conv2DWorkload wl;
+      wl.batch = xt.shape[0];
+      wl.in_channel = C;
+      wl.height = xt.shape[2];
+      wl.width = xt.shape[3];
+      wl.out_channel = O;
+      wl.kernel_h = ay.taps;
+      wl.kernel_w = ax.taps;
+      wl.params.padding = {ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi};
+      return wl;
+    };
+    for (const topi::SubpixelAxis& ay : py)
+      for (const topi::SubpixelAxis& ax : px) {
+        try {
+          topi::Conv2DWorkload wl = workload(ay, ax);
+          autotune::Config cfg = config_for([&] { return conv2d_task(wl, target_); });
+          topi::Conv2DNCHWcLayout l =
+              topi::define_conv2d_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
+          if (l.ic_bn != ic_bn || l.oc_bn != oc_bn) return false;
+        } catch (const Error&) {
+          return false;
+        }
+      }
+    const std::string wname = g_.node(n.inputs[1].node).name;
+    Entry data = as_layout(map_[n.inputs[0]], xt, blocked_layout(ic_bn));
+    Node r;
+    for (int64_t ry = 0; ry < sh; ++ry)
+      for (int64_t rx = 0; rx < sw; ++rx) {
+        const topi::SubpixelAxis &ay = py[ry], &ax = px[rx];
+        // Wp[o, c, ty, tx] = w[c, o, ry + sh·(Ty−1−ty), rx + sw·(Tx−1−tx)]
+        NDArray wp = NDArray::empty({O, C, ay.taps, ax.taps}, w.dtype());
+        const float* src = w.data_as<float>();
+        float* dst = wp.data_as<float>();
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t ty = 0; ty < ay.taps; ++ty)
+              for (int64_t tx = 0; tx < ax.taps; ++tx)
+                dst[((o * C + c) * ay.taps + ty) * ax.taps + tx] =
+                    src[((c * O + o) * KH + ry + sh * (ay.taps - 1 - ty)) * KW + rx +
+                        sw * (ax.taps - 1 - tx)];
+        const std::string phase = "_phase" + std::to_string(ry) + "_" + std::to_string(rx);
+        Node conv;
+        conv.op = "conv2d_nchwc";
+        conv.name = n.name + phase;
+        conv.attrs.set("strides", Ints{1, 1});
+        conv.attrs.set("padding", Ints{ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi});
+        conv.attrs.set("dilation", Ints{1, 1});
+        conv.inputs = {data,
+                       constant(wname + phase + "_packed", pack_conv_weight(wp, ic_bn, oc_bn))};
+        conv.outputs = {
+            blocked_type({{xt.shape[0], O, ay.conv_extent, ax.conv_extent}, xt.dtype}, oc_bn)};
+        r.inputs.push_back(Entry{out_.add_node(std::move(conv)), 0});
+      }
+    Ints offsets;
+    for (const topi::SubpixelAxis& a : py) offsets.push_back(a.offset);
+    for (const topi::SubpixelAxis& a : px) offsets.push_back(a.offset);
+    r.op = "subpixel_interleave";
+    r.name = n.name;
+    r.attrs.set("strides", Ints{sh, sw});
+    r.attrs.set("shift", Ints{t.padding.top, t.padding.left});
+    r.attrs.set("offset", Ints{0, 0});
+    r.attrs.set("phase_offsets", offsets);
+    r.attrs.set("out_size", Ints{ot.shape[2], ot.shape[3]});
+    r.attrs.set("channels", O);
+    r.attrs.set("out_block", oc_bn);
+    r.outputs = {blocked_type(ot, oc_bn)};
+    emit(i, std::move(r), blocked_layout(oc_bn));
+    return true;
+  }
+
   /// conv2d_transpose(x, w [C, O, KH, KW]) as conv2d_nchwc over x dilated by the strides, padded
   /// by dilation·(K − 1) − padding (+ output_padding after), with the kernel flipped and its
   /// channels swapped — when no padding is negative (a crop) and the blocks are wide enough.
   bool try_conv2d_transpose(int i) {
+    if (try_conv2d_transpose_subpixel(i)) return true;
     const Node& n = g_.node(i);
     const TensorType& xt = g_.type_of(n.inputs[0]);
     if (!is_f32(xt) || xt.shape.size() != 4 || !is_f32_constant(g_, n.inputs[1])) return false;
@@ -394,6 +618,41 @@ class LayoutAlterer {
       emit(i, std::move(add), "");
       return true;
     }
+    emit(i, std::move(r), "");
+    return true;
+  }
+
+  /// lstm_cell(xg, h, c, R) with constant float32 R [4H, H] → lstm_cell_packed over R packed
+  /// on the host in topi's layout (topi::packed_lstm_onnx_index: panels of hb hidden units, the
+  /// gates reordered from ONNX's i, o, f, c to topi's i, f, g, o), once per (R, hb).
+  bool try_lstm_cell(int i) {
+    const Node& n = g_.node(i);
+    const TensorType& ht = g_.type_of(n.inputs[1]);
+    if (!is_f32(ht) || ht.shape.size() != 2 || !is_f32_constant(g_, n.inputs[3])) return false;
+    const NDArray& R = g_.node(n.inputs[3].node).value;
+    const int64_t H = ht.shape[1];
+    if (R.ndim() != 2 || R.shape()[0] != 4 * H || R.shape()[1] != H) return false;
+    autotune::Config cfg = config_for([&] { return lstm_cell_task(ht.shape[0], H, target_); });
+    const int64_t hb = topi::lstm_block_width(cfg, H);  // build_module looks up the same config
+    auto key = std::make_tuple(n.inputs[3].node, true, -hb);  // apart from dense's keys (nb > 0)
+    auto hit = packed_dense_.find(key);
+    if (hit == packed_dense_.end()) {
+      NDArray rp = NDArray::empty(topi::packed_lstm_onnx_weight_shape(H, hb), R.dtype());
+      float* dst = rp.data_as<float>();
+      std::fill(dst, dst + rp.numel(), 0.0f);  // the units past H
+      const float* src = R.data_as<float>();
+      for (int64_t row = 0; row < 4 * H; ++row)
+        for (int64_t k = 0; k < H; ++k)
+          dst[topi::packed_lstm_onnx_index(row, k, H, hb)] = src[row * H + k];
+      hit = packed_dense_
+                .emplace(key, constant(g_.node(n.inputs[3].node).name + "_packed", std::move(rp)))
+                .first;
+    }
+    Node r = map_.remap(n);
+    r.op = "lstm_cell_packed";
+    for (size_t k = 0; k < 3; ++k)
+      r.inputs[k] = as_layout(r.inputs[k], g_.type_of(n.inputs[k]), "");
+    r.inputs[3] = hit->second;
     emit(i, std::move(r), "");
     return true;
   }

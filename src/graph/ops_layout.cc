@@ -4,6 +4,8 @@
 //   depthwise_conv2d_nchwc(data, packed_kernel, …) the blocked depthwise convolution
 //   dense_packed(x, Wp, units)                      dense over weights packed in panels
 //   dilate2d(x, strides)                            zeros between pixels (transposed convs)
+//   subpixel_interleave(phases…, …)                 the phases of a transposed conv (one stacked
+//                                                   conv, or one conv per phase) interleaved
 // The packed weights are constants computed by the pass, so nothing packs at run time.
 
 #include "kiln/graph/op_registry.h"
@@ -11,6 +13,7 @@
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
+#include "kiln/topi/subpixel.h"
 #include "op_attrs.h"
 
 namespace kiln::graph {
@@ -20,6 +23,27 @@ namespace {
 using Ints = std::vector<int64_t>;
 
 std::vector<te::Tensor> one(te::Tensor t) { return {std::move(t)}; }
+
+/// The attributes of a subpixel_interleave node.
+topi::SubpixelParams subpixel_params(const Attrs& a) {
+  topi::SubpixelParams p;
+  std::tie(p.stride_h, p.stride_w) = detail::pair_attr(a, "strides", "subpixel_interleave");
+  std::tie(p.shift_h, p.shift_w) = detail::pair_attr(a, "shift", "subpixel_interleave");
+  std::tie(p.offset_h, p.offset_w) = detail::pair_attr(a, "offset", "subpixel_interleave");
+  std::tie(p.out_h, p.out_w) = detail::pair_attr(a, "out_size", "subpixel_interleave");
+  p.channels = a.get_int("channels");
+  p.out_block = a.get_int("out_block");
+  const Ints& po = a.get_ints("phase_offsets");
+  if (!po.empty()) {
+    KILN_USER_CHECK(static_cast<int64_t>(po.size()) == p.stride_h + p.stride_w)
+        << "subpixel_interleave: phase_offsets needs " << p.stride_h + p.stride_w
+        << " values (strides " << p.stride_h << " + " << p.stride_w << "), got "
+        << attr_value_str(po);
+    p.phase_offsets_h.assign(po.begin(), po.begin() + p.stride_h);
+    p.phase_offsets_w.assign(po.begin() + p.stride_h, po.end());
+  }
+  return p;
+}
 
 /// The attribute schema of a blocked convolution (groups are implied by the op).
 std::vector<AttrSpec> conv_attrs() {
@@ -93,6 +117,39 @@ void register_layout_ops(OpRegistry& r) {
         n, std::string(topi::tag::kInjective) + ",dilate"));
   };
   r.add(dilate);
+
+  // subpixel_interleave(phases): a transposed convolution's s² phases, computed by one stacked
+  // stride-1 conv2d / conv2d_nchwc (NCHW or NCHW<b>c), scattered to the output (NCHW, or
+  // NCHW<out_block>c when out_block > 0): out[n, o, y, x] = phases[n, (ry·sw + rx)·channels + o,
+  // floor(qy / sh) + offset_h, floor(qx / sw) + offset_w] with q = (y, x) + shift and
+  // r = q mod strides (topi/subpixel.h; alter_layout.cc emits it).
+  OpDef sub;
+  sub.name = "subpixel_interleave";
+  sub.pattern = topi::OpPattern::kInjective;
+  // With one input per phase (phase (ry, rx) the input ry·sw + rx, O channels each), phase
+  // (ry, rx) reads its own input at offset + phase_offsets[ry] (rows), offset +
+  // phase_offsets[sh + rx] (columns).
+  sub.min_inputs = 1;
+  sub.max_inputs = -1;
+  sub.attrs = {
+      {"strides", AttrKind::kInts, std::nullopt}, {"shift", AttrKind::kInts, Ints{0, 0}},
+      {"offset", AttrKind::kInts, Ints{0, 0}},    {"out_size", AttrKind::kInts, std::nullopt},
+      {"channels", AttrKind::kInt, std::nullopt}, {"out_block", AttrKind::kInt, int64_t{0}},
+      {"phase_offsets", AttrKind::kInts, Ints{}}};
+  sub.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::subpixel_interleave(in, subpixel_params(a), n));
+  };
+  sub.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    std::vector<std::vector<int64_t>> shapes;
+    for (const TensorType& t : in) {
+      KILN_USER_CHECK(t.dtype == in[0].dtype)
+          << "subpixel_interleave: dtype mismatch: " << in[0].str() << " and " << t.str();
+      shapes.push_back(t.shape);
+    }
+    return std::vector<TensorType>{
+        {topi::subpixel_interleave_shape(shapes, subpixel_params(a)), in[0].dtype}};
+  };
+  r.add(sub);
 
   OpDef dense;
   dense.name = "dense_packed";
