@@ -781,6 +781,34 @@ llvm::Value* CodeGenLLVM::emit_if_then_else(const Expr& cond, const Expr& t, con
   return phi;
 }
 
+llvm::Value* CodeGenLLVM::emit_tanh_f32(llvm::Value* x, DataType t) {
+  // Eigen's generic_fast_tanh_float: x clamped to +-7.90531 (where tanh rounds to +-1 in
+  // float32), then an odd degree-13 over an even degree-6 polynomial; |error| < 4e-7 against
+  // tanhf. Plain arithmetic, so a vector stays a vector: libm's tanhf was one call per lane
+  // (DCGAN's output layer: 0.2-0.3 ms of tanh alone). NaN passes through.
+  llvm::Type* vt = ty(t);
+  auto c = [&](double v) { return llvm::ConstantFP::get(vt, v); };
+  llvm::Value* lim = c(7.90531110763549805);
+  llvm::Value* neg_lim = c(-7.90531110763549805);
+  llvm::Value* xc = b_->CreateSelect(b_->CreateFCmpOGT(x, lim), lim, x);
+  xc = b_->CreateSelect(b_->CreateFCmpOLT(xc, neg_lim), neg_lim, xc);
+  llvm::Value* x2 = b_->CreateFMul(xc, xc);
+  llvm::Value* p =
+      b_->CreateFAdd(b_->CreateFMul(x2, c(-2.76076847742355e-16)), c(2.00018790482477e-13));
+  for (double a : {-8.60467152213735e-11, 5.12229709037114e-08, 1.48572235717979e-05,
+                   6.37261928875436e-04, 4.89352455891786e-03})
+    p = b_->CreateFAdd(b_->CreateFMul(x2, p), c(a));
+  llvm::Value* q =
+      b_->CreateFAdd(b_->CreateFMul(x2, c(1.19825839466702e-06)), c(1.18534705686654e-04));
+  q = b_->CreateFAdd(b_->CreateFMul(x2, q), c(2.26843463243900e-03));
+  q = b_->CreateFAdd(b_->CreateFMul(x2, q), c(4.89352518554385e-03));
+  llvm::Value* r = b_->CreateFDiv(b_->CreateFMul(xc, p), q);
+  // Past the clamp the float32 tanh is exactly +-1 (the polynomial is 1 ulp off there).
+  r = b_->CreateSelect(b_->CreateFCmpOGE(x, lim), c(1.0), r);
+  r = b_->CreateSelect(b_->CreateFCmpOLE(x, neg_lim), c(-1.0), r);
+  return b_->CreateSelect(b_->CreateFCmpUNO(x, x), x, r);
+}
+
 llvm::Value* CodeGenLLVM::emit_math(const Call* op) {
   static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
       {"exp", llvm::Intrinsic::exp},          {"exp2", llvm::Intrinsic::exp2},
@@ -804,6 +832,7 @@ llvm::Value* CodeGenLLVM::emit_math(const Call* op) {
     return b_->CreateIntrinsic(it->second, {ty(t)}, args);
   }
   if (!libm.count(op->name)) return nullptr;
+  if (op->name == "tanh" && t.is_float() && t.bits() == 32) return emit_tanh_f32(args[0], t);
   if (!t.is_float() || (t.bits() != 32 && t.bits() != 64)) {
     fail("math function '" + op->name + "' on type " + t.str());
   }
