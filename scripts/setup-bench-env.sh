@@ -3,7 +3,8 @@
 # (bench/baselines.py, run by build/bin/kiln-bench-models): Debian's torch, torchvision, onnx and
 # numpy from the system site packages, plus ONNX Runtime and, if it installs here, Apache TVM
 # from PyPI. TVM is optional: a failure to install it is reported and tolerated (the benchmark
-# then leaves its column out). Idempotent; safe to re-run.
+# then leaves its column out); so are xgboost and cloudpickle, which TVM's MetaSchedule tuner
+# needs (bench/tvm_metaschedule.py). Idempotent; safe to re-run.
 #
 #   bash scripts/setup-bench-env.sh [VENV_DIR]     (default: .venv-bench in the repository)
 set -uo pipefail
@@ -51,11 +52,30 @@ if "$VENV/bin/python" -c 'import tvm' 2>/dev/null &&
   "${PIP[@]}" -c "$CONSTRAINTS" "onnx>=1.13" ||
     echo "setup-bench-env: could not install onnx>=1.13 for TVM's ONNX frontend" >&2
 fi
+
+# MetaSchedule (bench/tvm_metaschedule.py, docs/tvm-baseline.md): TVM's own auto-tuner needs
+# xgboost (its default cost model) and cloudpickle (its builder/runner worker pools). Optional
+# like TVM: without xgboost the script falls back to the random cost model and says so.
+# apache-tvm 0.27.0.post1 accepts apache-tvm-ffi >= 0.1.14.post0, but with 0.1.15 its save_json
+# (which MetaSchedule's mutators call on every task) segfaults: keep tvm-ffi at 0.1.14.
+if "$VENV/bin/python" -c 'import tvm' 2>/dev/null; then
+  if "$VENV/bin/python" -c 'import tvm_ffi, sys; sys.exit(not tvm_ffi.__version__.startswith("0.1.15"))' 2>/dev/null &&
+    "$VENV/bin/python" -c 'import tvm, sys; sys.exit(tvm.__version__ != "0.27.0.post1")' 2>/dev/null; then
+    "${PIP[@]}" -c "$CONSTRAINTS" "apache-tvm-ffi==0.1.14.post1" ||
+      echo "setup-bench-env: could not pin apache-tvm-ffi 0.1.14 (MetaSchedule will crash)" >&2
+  fi
+  if "$VENV/bin/python" -c 'import xgboost, cloudpickle' 2>/dev/null; then
+    echo "setup-bench-env: xgboost and cloudpickle present"
+  else
+    "${PIP[@]}" -c "$CONSTRAINTS" xgboost cloudpickle ||
+      echo "setup-bench-env: xgboost/cloudpickle did not install; MetaSchedule falls back to its random cost model" >&2
+  fi
+fi
 "$VENV/bin/python" - <<'PYEOF'
 import importlib
 import sys
-for name in ("numpy", "torch", "onnx", "onnxruntime", "tvm"):
-    if name == "tvm":
+for name in ("numpy", "torch", "onnx", "onnxruntime", "tvm", "tvm_ffi", "xgboost", "cloudpickle"):
+    if name in ("tvm", "tvm_ffi"):
         sys.modules["torch"] = None  # as bench/baselines.py does: keeps tvm's import fast
     try:
         m = importlib.import_module(name)
