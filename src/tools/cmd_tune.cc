@@ -181,9 +181,10 @@ int tune_model(TuneCmdOptions o) {
     selected = parse_task_selection(o.tasks, n);
   }
   std::printf(
-      "tuning %zu task(s) with the %s tuner, %d trials each, kernels on %d thread(s); "
-      "log %s\n",
-      selected.size(), o.tuner.c_str(), o.trials, o.threads, o.log.c_str());
+      "tuning %zu task(s) with the %s tuner, %s, kernels on %d thread(s); log %s\n",
+      selected.size(), o.tuner.c_str(),
+      o.trials >= 1000000 ? "no trial cap" : (std::to_string(o.trials) + " trials each").c_str(),
+      o.threads, o.log.c_str());
   if (o.minutes > 0)
     std::printf("time budget: %g min in all; each task gets the time left over the tasks left\n",
                 o.minutes);
