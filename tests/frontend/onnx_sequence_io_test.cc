@@ -18,9 +18,15 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/runtime/graph_executor.h"
+#include "onnx_test_util.h"
 
 namespace kiln::frontend {
 namespace {
+
+using test_util::graph;
+using test_util::named;
+using test_util::node;
+using test_util::with_body;
 
 using ::kiln::testing::error_of;
 using Ints = std::vector<int64_t>;
@@ -67,36 +73,9 @@ OnnxValueInfo seq_info(const std::string& name, const Ints& shape) {
   v.kind = "sequence";
   return v;
 }
-OnnxValueInfo named(const std::string& name) {
-  return OnnxValueInfo{name, DataType::Void(), false, {}, ""};
-}
 
-OnnxNode node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-              std::map<std::string, OnnxAttr> attrs = {}) {
-  OnnxNode n;
-  n.op_type = op;
-  n.name = op + "_" + out[0];
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  n.attrs = std::move(attrs);
-  return n;
-}
 
-std::shared_ptr<const OnnxGraph> graph(const std::string& name, std::vector<std::string> ins,
-                                       std::vector<OnnxNode> nodes, std::vector<std::string> outs) {
-  auto g = std::make_shared<OnnxGraph>();
-  g->name = name;
-  for (const std::string& s : ins) g->inputs.push_back(named(s));
-  for (const std::string& s : outs) g->outputs.push_back(named(s));
-  g->nodes = std::move(nodes);
-  return g;
-}
 
-OnnxNode with_body(OnnxNode n, const std::string& attr, std::shared_ptr<const OnnxGraph> g) {
-  n.has_subgraph = true;
-  n.subgraphs[attr] = std::move(g);
-  return n;
-}
 
 OnnxModel model(std::vector<OnnxValueInfo> ins, std::vector<OnnxNode> nodes,
                 std::vector<std::string> outs) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,44 @@ inline void expect_close_to(const runtime::NDArray& got, const std::vector<float
       ADD_FAILURE() << what << (what.empty() ? "" : " ") << "element " << i << ": got " << g
                     << ", expected " << want[i];
   }
+}
+
+/// A value info that only names a value (no type): graph outputs and sub-graph inputs/outputs.
+inline OnnxValueInfo named(const std::string& name) {
+  return OnnxValueInfo{name, DataType::Void(), false, {}, ""};
+}
+
+/// A node of type `op` named "<op>_<first output>".
+inline OnnxNode node(const std::string& op, std::vector<std::string> in,
+                     std::vector<std::string> out, std::map<std::string, OnnxAttr> attrs = {}) {
+  OnnxNode n;
+  n.op_type = op;
+  n.name = op + "_" + out[0];
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+/// A sub-graph (an If branch, a Loop or Scan body) with named inputs and outputs.
+inline std::shared_ptr<const OnnxGraph> graph(const std::string& name, std::vector<std::string> ins,
+                                              std::vector<OnnxNode> nodes,
+                                              std::vector<std::string> outs,
+                                              std::map<std::string, runtime::NDArray> inits = {}) {
+  auto g = std::make_shared<OnnxGraph>();
+  g->name = name;
+  for (const std::string& s : ins) g->inputs.push_back(named(s));
+  for (const std::string& s : outs) g->outputs.push_back(named(s));
+  g->nodes = std::move(nodes);
+  g->initializers = std::move(inits);
+  return g;
+}
+
+/// `n` with graph attribute `attr` set to `g`.
+inline OnnxNode with_body(OnnxNode n, const std::string& attr, std::shared_ptr<const OnnxGraph> g) {
+  n.has_subgraph = true;
+  n.subgraphs[attr] = std::move(g);
+  return n;
 }
 
 }  // namespace kiln::frontend::test_util
