@@ -37,6 +37,7 @@
 #include "kiln/target/build.h"
 #include "kiln/target/codegen.h"
 #include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "paper_layers.h"
 
@@ -113,6 +114,14 @@ NDArray pack_kernel(const std::vector<float>& k, int64_t O, int64_t I, int64_t K
           r.data_as<float>()[((((o / ob) * (I / ib) + i / ib) * KH + h) * KW + w) * ib * ob +
                              (i % ib) * ob + o % ob] = k[((o * I + i) * KH + h) * KW + w];
   return r;
+}
+
+/// The OIHW kernel transformed for a Winograd config (its tile size) and blocks.
+NDArray winograd_kernel(const std::vector<float>& k, const kiln::topi::Conv2DWorkload& w,
+                        const kiln::autotune::Config& cfg, int64_t ib, int64_t ob) {
+  NDArray oihw = NDArray::empty(w.kernel_shape(), DataType::Float(32));
+  std::copy(k.begin(), k.end(), oihw.data_as<float>());
+  return kiln::topi::transform_winograd_weight(oihw, cfg.knob("tile_m"), ib, ob);
 }
 
 double max_rel_error(const std::vector<float>& x, const std::vector<float>& ref) {
@@ -198,6 +207,9 @@ int main(int argc, char** argv) {
                          {"--only", "comma-separated layer names (default: all)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
                          {"--tune", "first tune each layer for this many trials into --tuning-log"},
+                         {"--algo", "conv2d algorithm: direct (conv2d_nchwc), winograd (3x3 "
+                                    "stride-1 layers by Winograd F(2x2, 3x3), others direct) "
+                                    "(default direct)"},
                          {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"},
                          {"--cold", "1: evict the caches (read 256 MB) before every timed call, as "
                                     "in a network whose weights do not stay cached (default 0)"}});
@@ -210,6 +222,8 @@ int main(int argc, char** argv) {
   const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
   const std::string asm_dir = cl.get_string("--asm-dir", "");
   const bool cold = cl.get_int("--cold", 0) != 0;
+  const std::string algo = cl.get_string("--algo", "direct");
+  if (algo != "direct" && algo != "winograd") cl.fail("--algo must be direct or winograd");
   // Read, not written, before each call: dirty lines would add write-backs to the timed call.
   std::vector<char> evict_buf(cold ? size_t{256} << 20 : 0, 1);
   volatile char evict_sink = 0;
@@ -261,8 +275,10 @@ int main(int argc, char** argv) {
     fill_random(kernel.data(), kernel.size(), 2);
 
     // Kiln: the template's tuned (or fallback) instance, compiled.
+    const bool winograd = !l.depthwise && algo == "winograd" && topi::winograd_applicable(w);
     autotune::Task task =
         l.depthwise ? kiln::graph::depthwise_conv2d_task(w, target, topi::ChannelBlocks::kTuned)
+        : winograd  ? kiln::graph::conv2d_winograd_task(w, target)
                     : kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned);
     autotune::Config cfg = autotune::Config::fallback();
     if (tune_trials > 0) {
@@ -299,6 +315,7 @@ int main(int argc, char** argv) {
     const int64_t obn = *kiln::ir::as_const_int(os[4]);
     NDArray kd = to_nchwc(data, 1, w.in_channel, w.height * w.width, ibn, w.height, w.width);
     NDArray kk = l.depthwise ? pack_kernel(kernel, w.out_channel, 1, w.kernel_h, w.kernel_w, 1, obn)
+                 : winograd  ? winograd_kernel(kernel, w, inst.config, ibn, obn)
                              : pack_kernel(kernel, w.out_channel, w.in_channel, w.kernel_h,
                                            w.kernel_w, ibn, obn);
     std::vector<int64_t> out_shape;
@@ -330,6 +347,7 @@ int main(int argc, char** argv) {
     std::string shape = std::to_string(l.hw) + "x" + std::to_string(l.hw) + " " +
                         std::to_string(l.ic) + "->" + std::to_string(l.oc) + " k" +
                         std::to_string(l.k) + " s" + std::to_string(l.stride);
+    if (winograd) shape += " wino";
     pending.push_back({{l.name, shape, bench::fixed(ts[0].median_ms * 1e3, 1),
                         bench::fixed(ts[1].median_ms * 1e3, 1), bench::fixed(gk, 1), "", "",
                         bench::fixed(bytes / 1e6, 2),

@@ -6,6 +6,7 @@
 #include "kiln/autotune/space.h"
 #include "kiln/target/target.h"
 #include "kiln/te/schedule.h"
+#include "kiln/topi/conv2d.h"
 #include "kiln/topi/op_pattern.h"
 #include "topi_util.h"
 
@@ -51,6 +52,12 @@ inline void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent
 
 /// The input tensors of a compute stage, in first-use order.
 inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) { return t.op()->input_tensors(); }
+
+/// `conv` ([N, O/y, OH, OW, y]) followed by the element-wise epilogue `ep` (conv2d_nchwc.cc):
+/// `conv` itself when `ep` is empty, else one stage "<name>_epilogue" tagged
+/// "elemwise,conv2d_epilogue". User errors name `op` (bias or residual of the wrong shape).
+te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const std::string& name,
+                         const char* op);
 
 /// The reference schedule of an NCHW convolution-like stage tagged `op_tag` feeding `out`
 /// (conv2d.cc): output rows parallel over n*oc (knob parallel_rows: n*oc*oh), each row

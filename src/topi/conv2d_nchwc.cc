@@ -167,6 +167,39 @@ std::vector<int64_t> conv2d_nchwc_shape(const std::vector<int64_t>& d,
   return {d[0], k[0], oh, ow, k[5]};
 }
 
+namespace detail {
+
+te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const std::string& name,
+                         const char* op) {
+  if (ep.empty()) return conv;
+  std::vector<int64_t> os = static_shape(conv, op);
+  const int64_t O = os[1] * os[4];
+  if (ep.bias.defined()) {
+    std::vector<int64_t> bs = static_shape(ep.bias, op);
+    KILN_USER_CHECK(bs == std::vector<int64_t>{O})
+        << op << ": bias " << shape_str(bs) << " must have one value per output channel [" << O
+        << "]";
+  }
+  if (ep.residual.defined()) {
+    std::vector<int64_t> rs = static_shape(ep.residual, op);
+    KILN_USER_CHECK(rs == os) << op << ": residual " << shape_str(rs)
+                              << " must have the output's shape " << shape_str(os);
+  }
+  const int64_t y_bn = os[4];
+  return te::compute(
+      to_exprs(os),
+      [&](Var n, Var ob, Var y, Var x, Var oi) {
+        Expr v = conv(n, ob, y, x, oi);
+        if (ep.bias.defined()) v = v + ep.bias(ob * ci(y_bn) + oi);
+        if (ep.residual.defined()) v = v + ep.residual(n, ob, y, x, oi);
+        if (ep.relu) v = ir::max(v, make_zero(v.dtype()));
+        return v;
+      },
+      name + "_epilogue", tag_of(tag::kElemWise, "conv2d_epilogue"));
+}
+
+}  // namespace detail
+
 te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const Conv2DParams& p,
                         const EpilogueSpec& ep, const std::string& name) {
   std::vector<int64_t> ds = static_shape(data, kOp), ks = static_shape(kernel, kOp);
@@ -185,30 +218,7 @@ te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const 
                        {rco, kh, kw, rci});
       },
       name, kOp);
-  if (ep.empty()) return conv;
-  const int64_t O = os[1] * os[4];
-  if (ep.bias.defined()) {
-    std::vector<int64_t> bs = static_shape(ep.bias, kOp);
-    KILN_USER_CHECK(bs == std::vector<int64_t>{O})
-        << kOp << ": bias " << shape_str(bs) << " must have one value per output channel [" << O
-        << "]";
-  }
-  if (ep.residual.defined()) {
-    std::vector<int64_t> rs = static_shape(ep.residual, kOp);
-    KILN_USER_CHECK(rs == os) << kOp << ": residual " << shape_str(rs)
-                              << " must have the output's shape " << shape_str(os);
-  }
-  const int64_t y_bn = os[4];
-  return te::compute(
-      detail::to_exprs(os),
-      [&](Var n, Var ob, Var y, Var x, Var oi) {
-        Expr v = conv(n, ob, y, x, oi);
-        if (ep.bias.defined()) v = v + ep.bias(ob * ci(y_bn) + oi);
-        if (ep.residual.defined()) v = v + ep.residual(n, ob, y, x, oi);
-        if (ep.relu) v = ir::max(v, make_zero(v.dtype()));
-        return v;
-      },
-      name + "_epilogue", detail::tag_of(tag::kElemWise, "conv2d_epilogue"));
+  return detail::conv_epilogue(conv, ep, name, kOp);
 }
 
 Conv2DNCHWcLayout define_conv2d_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl,

@@ -53,6 +53,10 @@ autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
                            topi::ChannelBlocks blocks = topi::ChannelBlocks::kDefault);
 autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
                                      topi::ChannelBlocks blocks = topi::ChannelBlocks::kDefault);
+/// Winograd F(m x m, 3 x 3) for a 3x3 stride-1 workload (topi/conv2d_winograd.h), default
+/// channel blocks; its key differs from conv2d_task's (another template), so each algorithm
+/// keeps its own records.
+autotune::Task conv2d_winograd_task(const topi::Conv2DWorkload& wl, const Target& target);
 autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target);
 /// The ONNX-form LSTM cell (topi::lstm_cell_onnx_template) of batch B and hidden size H.
 autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target);

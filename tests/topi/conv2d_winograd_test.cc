@@ -1,0 +1,131 @@
+// Winograd F(2x2, 3x3) convolution in NCHW[x]c against the naive double-precision reference of
+// conv_ref.h: seeded random inputs, NaN-poisoned outputs, output sizes that are and are not
+// multiples of the tile, symmetric, asymmetric and no padding, batch 2, the fallback config and
+// random points of the template's space, the fused epilogue; the host weight transform against
+// its definition; shape-rule errors by message.
+#include "kiln/topi/conv2d_winograd.h"
+
+#include <gtest/gtest.h>
+
+#include "conv_ref.h"
+#include "topi_test_util.h"
+
+namespace kiln::topi {
+namespace {
+
+using autotune::Config;
+using autotune::Instance;
+using runtime::NDArray;
+using namespace testing;  // NOLINT
+
+Conv2DWorkload wl(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, Padding2D pad) {
+  Conv2DWorkload r;
+  r.batch = n;
+  r.in_channel = c;
+  r.height = h;
+  r.width = w;
+  r.out_channel = o;
+  r.kernel_h = r.kernel_w = 3;
+  r.params.padding = pad;
+  return r;
+}
+
+/// Runs the fallback and `samples` sampled configs of the template (with the given epilogue)
+/// on random data against the reference convolution.
+void check_winograd(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples) {
+  SCOPED_TRACE(w.str());
+  NDArray data = random_array(w.data_shape(), f32, 31);
+  NDArray kernel = random_array(w.kernel_shape(), f32, 32);
+  NDArray bias = random_array({w.out_channel}, f32, 33);
+  NDArray residual = random_array(w.out_shape(), f32, 34);
+  NDArray want = ref_conv2d_nchw(data, kernel, w.params);
+  float* r = want.data_as<float>();
+  const int64_t hw = w.out_height() * w.out_width();
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    if (ep.bias) r[i] += bias.data_as<float>()[(i / hw) % w.out_channel];
+    if (ep.residual) r[i] += residual.data_as<float>()[i];
+    if (ep.relu) r[i] = std::max(r[i], 0.0f);
+  }
+  autotune::Template t = conv2d_winograd_nchwc_template(w, ep, host_target());
+  for (const Config& c : sample_configs(t, samples, 7)) {
+    Instance inst = autotune::instantiate(t, c);
+    SCOPED_TRACE(inst.config.str());
+    WinogradLayout l = define_conv2d_winograd_knobs(inst.config, w, host_target());
+    std::vector<NDArray> ins = {to_nchwc(data, l.ic_bn),
+                                transform_winograd_weight(kernel, l.m, l.ic_bn, l.oc_bn)};
+    if (ep.bias) ins.push_back(bias);
+    if (ep.residual) ins.push_back(to_nchwc(residual, l.oc_bn));
+    runtime::Module m = build(inst.sch, inst.args, host_target(), "f");
+    NDArray got = poisoned(l.out_shape, f32);
+    std::vector<NDArray> all = ins;
+    all.push_back(got);
+    call(m.get_function("f"), all);
+    EXPECT_TRUE(all_close(from_nchwc(got), want, {1e-4, 1e-4}));
+  }
+}
+
+struct Case {
+  Conv2DWorkload w;
+  int samples;
+};
+
+class Conv2DWinograd : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Conv2DWinograd, FallbackAndSampledConfigs) {
+  check_winograd(GetParam().w, {}, GetParam().samples);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2DWinograd,
+    ::testing::Values(Case{wl(1, 16, 8, 8, 32, Padding2D::all(1)), 4},     // whole tiles
+                      Case{wl(1, 32, 7, 7, 16, Padding2D::all(1)), 4},     // a partial tile
+                      Case{wl(1, 16, 9, 6, 16, Padding2D{1, 0, 2, 1}), 3},  // asymmetric
+                      Case{wl(1, 16, 9, 9, 16, Padding2D{}), 3},           // no padding
+                      Case{wl(2, 8, 6, 5, 8, Padding2D::all(1)), 3},       // batch, 8 channels
+                      Case{wl(1, 64, 14, 14, 64, Padding2D::all(1)), 2}));
+
+TEST(Conv2DWinogradEpilogue, BiasReluResidual) {
+  check_winograd(wl(1, 16, 7, 7, 32, Padding2D::all(1)), {true, true, true}, 2);
+}
+
+TEST(Conv2DWinograd, WeightTransformMatchesDefinition) {
+  // U[e][v] = sum_{r,s} G[e][r] g[r][s] G[v][s] for F(2x2, 3x3), one channel pair, checked
+  // against the matrix G written out here.
+  const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  NDArray k = random_array({16, 16, 3, 3}, f32, 5);
+  NDArray u = transform_winograd_weight(k, 2, 16, 16);
+  ASSERT_EQ(u.shape(), (std::vector<int64_t>{4, 4, 1, 1, 16, 16}));
+  for (int64_t o : {0, 7, 15})
+    for (int64_t c : {0, 3, 15})
+      for (int e = 0; e < 4; ++e)
+        for (int v = 0; v < 4; ++v) {
+          double want = 0;
+          for (int r = 0; r < 3; ++r)
+            for (int s = 0; s < 3; ++s)
+              want += G[e][r] * k.data_as<float>()[((o * 16 + c) * 3 + r) * 3 + s] * G[v][s];
+          const float got = u.data_as<float>()[((e * 4 + v) * 16 + c) * 16 + o];
+          EXPECT_NEAR(got, want, 1e-6) << "o " << o << " c " << c << " e " << e << " v " << v;
+        }
+}
+
+TEST(Conv2DWinograd, ShapeErrors) {
+  Conv2DParams s2;
+  s2.stride_h = s2.stride_w = 2;
+  EXPECT_NE(error_of([&] {
+              conv2d_winograd_nchwc_shape({1, 1, 8, 8, 16}, {4, 4, 1, 1, 16, 16}, s2);
+            }).find("conv2d_winograd_nchwc: needs strides and dilation 1 and groups 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              conv2d_winograd_nchwc_shape({1, 2, 8, 8, 8}, {4, 4, 1, 1, 16, 16}, {});
+            }).find("does not match the transformed kernel"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { winograd_weight_shape({16, 16, 5, 5}, 2, 16, 16); })
+                .find("expected a 3x3 OIHW kernel, got [16, 16, 5, 5]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { winograd_weight_shape({16, 16, 3, 3}, 3, 16, 16); })
+                .find("tile size 3 is not supported"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::topi
