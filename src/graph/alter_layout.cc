@@ -31,6 +31,7 @@
 #include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/lstm.h"
@@ -240,16 +241,25 @@ class LayoutAlterer {
     int64_t ic_bn = 0, oc_bn = 0;
     NDArray packed;
     try {
-      autotune::Config cfg = config_for([&] {
-        return depthwise ? depthwise_conv2d_task(wl, target_) : conv2d_task(wl, target_);
-      });
       if (depthwise) {
+        autotune::Config cfg = config_for([&] { return depthwise_conv2d_task(wl, target_); });
         ic_bn = oc_bn =
             topi::define_depthwise_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
         if (oc_bn < 8) return false;
         packed = pack_depthwise_weight(w, oc_bn);
         r.op = "depthwise_conv2d_nchwc";
+      } else if (topi::prefer_winograd(wl)) {
+        // 3x3 stride-1 layers with enough channels and pixels: Winograd F(2x2, 3x3), the
+        // kernel transformed here once (topi/conv2d_winograd.h).
+        autotune::Config cfg = config_for([&] { return conv2d_winograd_task(wl, target_); });
+        topi::WinogradLayout l = topi::define_conv2d_winograd_knobs(cfg, wl, target_);
+        ic_bn = l.ic_bn;
+        oc_bn = l.oc_bn;
+        if (oc_bn < 8 || ic_bn < 8) return false;
+        packed = topi::transform_winograd_weight(w, l.m, ic_bn, oc_bn);
+        r.op = "conv2d_winograd_nchwc";
       } else {
+        autotune::Config cfg = config_for([&] { return conv2d_task(wl, target_); });
         topi::Conv2DNCHWcLayout l =
             topi::define_conv2d_nchwc_knobs(cfg, wl, target_, topi::ChannelBlocks::kDefault);
         ic_bn = l.ic_bn;

@@ -31,6 +31,7 @@
 #include "kiln/target/build.h"
 #include "kiln/tir/lower.h"
 #include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/conv2d_transpose.h"
 #include "kiln/topi/conv_nd.h"
 #include "kiln/topi/dense.h"
@@ -168,6 +169,20 @@ autotune::Config config_of(const Node& master, const te::Tensor& main, const Tar
     te::Tensor data = ins[0];
     if (data.op()->kind == te::OpKind::kCompute && data.op()->tag.find("pad") != std::string::npos)
       data = data.op()->input_tensors()[0];
+    if (master.op == "conv2d_winograd_nchwc") {
+      // main is the output transform; its product's first input is the input transform, whose
+      // input is the padding (or the data).
+      std::vector<te::Tensor> prod = ins[0].op()->input_tensors();
+      te::Tensor x = prod[0].op()->input_tensors()[0];
+      if (x.op()->kind == te::OpKind::kCompute && x.op()->tag.find("pad") != std::string::npos)
+        x = x.op()->input_tensors()[0];
+      TensorType d = tensor_type(x), o = tensor_type(main);
+      topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4], d.shape[2],
+                              d.shape[3], o.shape[1] * o.shape[4], 3,
+                              3,          detail::conv_params(master.attrs)};
+      c = tuned->lookup(conv2d_winograd_task(wl, target));
+      return c ? *c : autotune::Config::fallback();
+    }
     TensorType d = tensor_type(data), k = tensor_type(ins[1]), o = tensor_type(main);
     topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4],          d.shape[2],
                             d.shape[3], o.shape[1] * o.shape[4],          k.shape[2],
@@ -206,10 +221,13 @@ te::Schedule schedule_for(const Node& master, const te::Tensor& main,
   }
   const bool epilogue_shape = tensor_type(outs[0]).shape == tensor_type(main).shape;
   if (epilogue_shape) {
-    if (op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc" || op == "dense_packed") {
+    if (op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc" || op == "dense_packed" ||
+        op == "conv2d_winograd_nchwc") {
       te::Schedule s = te::create_schedule(outs);
       autotune::Config cfg = config_of(master, main, target, tuned);
       if (op == "conv2d_nchwc") topi::schedule_conv2d_nchwc(cfg, s, outs[0], target);
+      if (op == "conv2d_winograd_nchwc")
+        topi::schedule_conv2d_winograd_nchwc(cfg, s, outs[0], target);
       if (op == "depthwise_conv2d_nchwc")
         topi::schedule_depthwise_conv2d_nchwc(cfg, s, outs[0], target);
       if (op == "dense_packed") topi::schedule_dense_packed(cfg, s, main, outs[0], target);

@@ -11,6 +11,7 @@
 #include "kiln/graph/op_registry.h"
 #include "kiln/ir/op.h"
 #include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/subpixel.h"
@@ -71,6 +72,24 @@ void register_layout_ops(OpRegistry& r) {
          in[0].dtype}};
   };
   r.add(conv);
+
+  // Winograd F(m x m, 3 x 3): data NCHW<x>c and a kernel transformed at compile time
+  // (topi::transform_winograd_weight, [alpha, alpha, O/y, C/x, x, y]).
+  OpDef wino = conv;
+  wino.name = "conv2d_winograd_nchwc";
+  wino.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::conv2d_winograd_nchwc(
+        in[0], in[1], detail::conv_params(a, "conv2d_winograd_nchwc"), {}, n));
+  };
+  wino.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    KILN_USER_CHECK(in[0].dtype == in[1].dtype) << "conv2d_winograd_nchwc: dtype mismatch: data "
+                                                << in[0].str() << " and kernel " << in[1].str();
+    return std::vector<TensorType>{
+        {topi::conv2d_winograd_nchwc_shape(in[0].shape, in[1].shape,
+                                           detail::conv_params(a, "conv2d_winograd_nchwc")),
+         in[0].dtype}};
+  };
+  r.add(wino);
 
   OpDef dw = conv;
   dw.name = "depthwise_conv2d_nchwc";

@@ -78,7 +78,9 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
         const bool dw = wl.params.groups > 1 && wl.params.groups == wl.in_channel &&
                         wl.out_channel == wl.in_channel;
         if (wl.params.groups != 1 && !dw) continue;
-        task = dw ? depthwise_conv2d_task(wl, target) : conv2d_task(wl, target);
+        task = dw                           ? depthwise_conv2d_task(wl, target)
+               : topi::prefer_winograd(wl) ? conv2d_winograd_task(wl, target)
+                                           : conv2d_task(wl, target);
         op = dw ? "depthwise_conv2d" : "conv2d";
       }
     } catch (const Error&) {

@@ -170,6 +170,58 @@ TEST(AlterLayout, BlockedChainGolden) {
     for (int64_t n = 0; n < 16; ++n) ASSERT_EQ(fp[k * 16 + n], n < 10 ? fc[n * 32 + k] : 0.0f);
 }
 
+// 3x3 stride-1 convolutions with at least 32 channels and 14x14 outputs become Winograd
+// F(2x2, 3x3) convolutions with a kernel transformed at compile time; a strided 3x3 one and a
+// small one stay direct. (Weights of a trained net's scale, about 1/sqrt(fan-in): with weights
+// of order 1 each layer multiplies magnitudes by ~17, and the transform's rounding, relative to
+// the partial sums, shows up in outputs that cancel to near zero.)
+TEST(AlterLayout, WinogradFor3x3Stride1) {
+  std::mt19937 rng(9);
+  Graph g;
+  Entry x = g.add_input("x", {1, 32, 14, 14}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "wino");
+  a = g.add_op("relu", {a});
+  Entry b = g.add_op("conv2d", {a, g.add_constant("w2", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
+                     {{"padding", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, "strided");
+  Entry c = g.add_op("conv2d", {b, g.add_constant("w3", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "small");
+  g.add_output(g.add_op("add", {c, b}));
+  Graph t = infer_types(g);
+  Graph l = dead_code_elimination(alter_op_layout(t, Target::host()));
+  l.verify("test");
+  if (Target::host().vector_bits() != 512) GTEST_SKIP() << "written for 16-lane blocks";
+  const std::string text = l.str();
+  EXPECT_NE(text.find("%2 = constant w1_packed : float32[4, 4, 2, 2, 16, 16]\n"
+                      "%3 = conv2d_winograd_nchwc(%1, %2, dilation=[1, 1], padding=[1, 1, 1, 1], "
+                      "strides=[1, 1]) : float32[1, 2, 14, 14, 16]  # wino\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("conv2d_nchwc(%4, %5, dilation=[1, 1], padding=[1, 1, 1, 1], "
+                      "strides=[2, 2]) : float32[1, 2, 7, 7, 16]  # strided"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("= conv2d_nchwc(%6, %7, dilation=[1, 1], padding=[1, 1, 1, 1], "
+                      "strides=[1, 1]) : float32[1, 2, 7, 7, 16]  # small"),
+            std::string::npos)
+      << text;
+  // The transformed kernel: U = G w G^T per channel pair (G of F(2x2, 3x3)).
+  const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  const float *w = constant_named(t, "w1").data_as<float>(),
+              *u = constant_named(l, "w1_packed").data_as<float>();
+  for (int64_t o : {0, 17, 31})
+    for (int64_t c : {1, 16, 30})
+      for (int e = 0; e < 4; ++e)
+        for (int v = 0; v < 4; ++v) {
+          double want = 0;
+          for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q) want += G[e][r] * w[(o * 32 + c) * 9 + r * 3 + q] * G[v][q];
+          EXPECT_NEAR(u[(((((e * 4 + v) * 2 + o / 16) * 2 + c / 16) * 16 + c % 16) * 16) + o % 16],
+                      want, 1e-5);
+        }
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 14), 1e-4);
+}
+
 TEST(AlterLayout, BlockedResidualMatchesUnoptimized) {
   std::mt19937 rng(5);
   Graph g = blocked_residual(rng);

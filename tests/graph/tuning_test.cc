@@ -107,5 +107,42 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
         << k;
 }
 
+// A 3x3 stride-1 layer the compiler computes by Winograd is tuned as a Winograd task, and
+// compiling with its record uses it.
+TEST(TuningTasks, WinogradLayerIsAWinogradTask) {
+  std::mt19937 rng(3);
+  Graph g;
+  Entry x = g.add_input("x", {1, 32, 14, 14}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("w", random_array({32, 32, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "conv");
+  g.add_output(g.add_op("relu", {a}));
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 1u);
+  const autotune::Task& t = tasks[0].task;
+  EXPECT_EQ(t.key().rfind("conv2d_winograd_nchwc(conv2d N1 C32 H14 W14 O32 K3x3", 0), 0u)
+      << t.key();
+  autotune::Config pick = t.space.get(1);
+  BuildOptions bo;
+  bo.tuning_records = {autotune::Record::make(t, pick, ok(1e-3))};
+  CompiledModule tuned = build_module(g, Target::host(), bo);
+  ASSERT_GE(tuned.tuning_report.size(), 2u);
+  EXPECT_EQ(tuned.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
+  EXPECT_EQ(tuned.tuning_report[1].rfind("tuned   conv2d_winograd_nchwc(", 0), 0u)
+      << tuned.tuning_report[1];
+  CompiledModule plain = build_module(g, Target::host(), BuildOptions{});
+  auto ea = runtime::GraphExecutor::create(tuned.graph_json, tuned.lib, tuned.params);
+  auto eb = runtime::GraphExecutor::create(plain.graph_json, plain.lib, plain.params);
+  runtime::NDArray xv = random_array({1, 32, 14, 14}, rng);
+  ea.set_input("x", xv);
+  eb.set_input("x", xv);
+  ea.run();
+  eb.run();
+  runtime::NDArray ya = ea.get_output(0), yb = eb.get_output(0);
+  for (int64_t k = 0; k < ya.numel(); ++k)
+    ASSERT_NEAR(ya.data_as<float>()[k], yb.data_as<float>()[k],
+                1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
+        << k;
+}
+
 }  // namespace
 }  // namespace kiln::graph

@@ -40,6 +40,13 @@ namespace kiln::topi {
 /// dilation 1, groups 1.
 bool winograd_applicable(const Conv2DWorkload& wl);
 
+/// Whether the graph compiler computes `wl` by Winograd rather than directly: applicable, at
+/// least 32 input and output channels, and at least 14 x 14 outputs. Measured against oneDNN
+/// (docs/conv2d-schedule.md): ResNet's 56-, 28- and 14-wide 3x3 layers ran 1.3-1.6x faster, the
+/// 7-wide one (C12) only 1.1x in isolation, and its 16/9 larger transformed kernel (17 MB)
+/// streams from memory in a network.
+bool prefer_winograd(const Conv2DWorkload& wl);
+
 /// [alpha, alpha, O/oc_bn, C/ic_bn, ic_bn, oc_bn] (alpha = m + 2) for a 3x3 OIHW kernel shape;
 /// a user error naming the op when the kernel is not 3x3, m is not 2 or 4, or a block does not
 /// divide its channel count.
