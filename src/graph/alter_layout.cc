@@ -248,7 +248,7 @@ class LayoutAlterer {
         if (oc_bn < 8) return false;
         packed = pack_depthwise_weight(w, oc_bn);
         r.op = "depthwise_conv2d_nchwc";
-      } else if (topi::prefer_winograd(wl)) {
+      } else if (use_winograd(wl)) {
         // 3x3 stride-1 layers with enough channels and pixels: Winograd F(2x2, 3x3), the
         // kernel transformed here once (topi/conv2d_winograd.h).
         autotune::Config cfg = config_for([&] { return conv2d_winograd_task(wl, target_); });
@@ -724,6 +724,17 @@ class LayoutAlterer {
   }
 
   /// The tuned config of `task` when a tuning log has one, else the fallback.
+  /// Winograd or direct for a conv2d: the faster of the two when the tuning log has records of
+  /// both, else topi::prefer_winograd.
+  bool use_winograd(const topi::Conv2DWorkload& wl) const {
+    if (tuned_ && !tuned_->empty() && topi::winograd_candidate(wl)) {
+      std::optional<double> w = tuned_->best_cost(conv2d_winograd_task(wl, target_));
+      std::optional<double> d = tuned_->best_cost(conv2d_task(wl, target_));
+      if (w && d) return *w < *d;
+    }
+    return topi::prefer_winograd(wl);
+  }
+
   autotune::Config config_for(const std::function<autotune::Task()>& task) {
     if (tuned_ && !tuned_->empty()) {
       if (std::optional<autotune::Config> c = tuned_->lookup(task())) return *c;

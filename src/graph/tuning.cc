@@ -64,8 +64,8 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
     const TensorType& xt = g.type_of(n.inputs[0]);
     const TensorType& wt = g.type_of(n.inputs[1]);
     if (xt.dtype != DataType::Float(32)) continue;
-    std::optional<autotune::Task> task;
-    std::string op;
+    std::optional<autotune::Task> task, second;
+    std::string op, second_op;
     try {
       if (n.op == "dense") {
         if (xt.shape.size() != 2) continue;
@@ -78,18 +78,34 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
         const bool dw = wl.params.groups > 1 && wl.params.groups == wl.in_channel &&
                         wl.out_channel == wl.in_channel;
         if (wl.params.groups != 1 && !dw) continue;
-        task = dw                           ? depthwise_conv2d_task(wl, target)
-               : topi::prefer_winograd(wl) ? conv2d_winograd_task(wl, target)
-                                           : conv2d_task(wl, target);
-        op = dw ? "depthwise_conv2d" : "conv2d";
+        if (dw) {
+          task = depthwise_conv2d_task(wl, target);
+          op = "depthwise_conv2d";
+        } else if (topi::prefer_winograd(wl)) {
+          task = conv2d_winograd_task(wl, target);
+          op = "conv2d_winograd";
+          second = conv2d_task(wl, target);
+          second_op = "conv2d";
+        } else {
+          task = conv2d_task(wl, target);
+          op = "conv2d";
+          if (topi::winograd_candidate(wl)) {
+            second = conv2d_winograd_task(wl, target);
+            second_op = "conv2d_winograd";
+          }
+        }
       }
     } catch (const Error&) {
       continue;  // a workload the templates do not cover is compiled with its NCHW schedule
     }
     std::string where = n.name.empty() ? "%" + std::to_string(i) : n.name;
-    auto [it, fresh] = index.emplace(task->key(), tasks.size());
-    if (fresh) tasks.push_back(TuningTask{std::move(*task), op, {}});
-    tasks[it->second].nodes.push_back(where);
+    auto add = [&](autotune::Task&& t, const std::string& kind) {
+      auto [it, fresh] = index.emplace(t.key(), tasks.size());
+      if (fresh) tasks.push_back(TuningTask{std::move(t), kind, {}});
+      tasks[it->second].nodes.push_back(where);
+    };
+    add(std::move(*task), op);
+    if (second) add(std::move(*second), second_op);
   }
   return tasks;
 }
@@ -109,6 +125,13 @@ std::optional<autotune::Config> TunedConfigs::lookup(const autotune::Task& task)
   }
   cache_.emplace(task.key(), r);
   return r;
+}
+
+std::optional<double> TunedConfigs::best_cost(const autotune::Task& task) const {
+  if (records_.empty()) return std::nullopt;
+  autotune::BestRecord b = autotune::best_record(records_, task);
+  if (!b.best) return std::nullopt;
+  return b.best->result.mean_s;
 }
 
 std::vector<std::string> TunedConfigs::report() const {

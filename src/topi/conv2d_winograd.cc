@@ -191,6 +191,11 @@ bool prefer_winograd(const Conv2DWorkload& wl) {
          wl.out_height() >= 14 && wl.out_width() >= 14;
 }
 
+bool winograd_candidate(const Conv2DWorkload& wl) {
+  return winograd_applicable(wl) && wl.in_channel >= 16 && wl.out_channel >= 16 &&
+         wl.out_height() >= 7 && wl.out_width() >= 7;
+}
+
 std::vector<int64_t> winograd_weight_shape(const std::vector<int64_t>& k, int64_t m,
                                            int64_t ic_bn, int64_t oc_bn) {
   const char* op = "transform_winograd_weight";

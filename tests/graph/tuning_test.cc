@@ -16,10 +16,11 @@ using test_util::random_array;
 using Ints = std::vector<int64_t>;
 const DataType f32 = DataType::Float(32);
 
-// x [1, 32, 8, 8] → conv 3x3 (32→32) → relu → conv 1x1 (32→32) → add(x)
+// x [1, 32, 6, 6] → conv 3x3 (32→32) → relu → conv 1x1 (32→32) → add(x). (6x6 outputs: too
+// small for Winograd, so each conv is one direct task.)
 Graph two_convs(std::mt19937& rng) {
   Graph g;
-  Entry x = g.add_input("x", {1, 32, 8, 8}, f32);
+  Entry x = g.add_input("x", {1, 32, 6, 6}, f32);
   Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng))},
                      {{"padding", Ints{1, 1, 1, 1}}}, "conv1");
   Entry b = g.add_op(
@@ -51,7 +52,7 @@ TEST(TuningTasks, KeepTheDefaultChannelBlocks) {
     EXPECT_EQ(oc.candidates[0][1], 16);
   }
   // The operator tuned alone may choose its blocks: a larger space under the same key.
-  topi::Conv2DWorkload wl{1, 32, 8, 8, 32, 3, 3, {}};
+  topi::Conv2DWorkload wl{1, 32, 6, 6, 32, 3, 3, {}};
   wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
   autotune::Task fixed = conv2d_task(wl, Target::host());
   autotune::Task free = conv2d_task(wl, Target::host(), topi::ChannelBlocks::kTuned);
@@ -71,7 +72,7 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
   autotune::Config pick = t.space.get(0);
   ASSERT_NE(pick, autotune::Config::from_json(
                       t.instantiate(autotune::Config::fallback()).config.to_json(), t.space));
-  topi::Conv2DWorkload wl{1, 32, 8, 8, 32, 3, 3, {}};
+  topi::Conv2DWorkload wl{1, 32, 6, 6, 32, 3, 3, {}};
   wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
   autotune::Task free = conv2d_task(wl, Target::host(), topi::ChannelBlocks::kTuned);
   std::optional<autotune::Config> eight;
@@ -94,7 +95,7 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
   // Same numbers as the untuned build on a random input.
   auto a = runtime::GraphExecutor::create(tuned.graph_json, tuned.lib, tuned.params);
   auto b = runtime::GraphExecutor::create(plain.graph_json, plain.lib, plain.params);
-  runtime::NDArray x = random_array({1, 32, 8, 8}, rng);
+  runtime::NDArray x = random_array({1, 32, 6, 6}, rng);
   a.set_input("x", x);
   b.set_input("x", x);
   a.run();
@@ -107,9 +108,9 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
         << k;
 }
 
-// A 3x3 stride-1 layer the compiler computes by Winograd is tuned as a Winograd task, and
-// compiling with its record uses it.
-TEST(TuningTasks, WinogradLayerIsAWinogradTask) {
+// A 3x3 stride-1 layer the compiler computes by Winograd yields a Winograd task and a direct
+// one; compiling with records of both uses the faster algorithm, with its record.
+TEST(TuningTasks, WinogradLayerTunesBothAlgorithms) {
   std::mt19937 rng(3);
   Graph g;
   Entry x = g.add_input("x", {1, 32, 14, 14}, f32);
@@ -117,31 +118,44 @@ TEST(TuningTasks, WinogradLayerIsAWinogradTask) {
                      {{"padding", Ints{1, 1, 1, 1}}}, "conv");
   g.add_output(g.add_op("relu", {a}));
   std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
-  ASSERT_EQ(tasks.size(), 1u);
-  const autotune::Task& t = tasks[0].task;
-  EXPECT_EQ(t.key().rfind("conv2d_winograd_nchwc(conv2d N1 C32 H14 W14 O32 K3x3", 0), 0u)
-      << t.key();
-  autotune::Config pick = t.space.get(1);
-  BuildOptions bo;
-  bo.tuning_records = {autotune::Record::make(t, pick, ok(1e-3))};
-  CompiledModule tuned = build_module(g, Target::host(), bo);
-  ASSERT_GE(tuned.tuning_report.size(), 2u);
-  EXPECT_EQ(tuned.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
-  EXPECT_EQ(tuned.tuning_report[1].rfind("tuned   conv2d_winograd_nchwc(", 0), 0u)
-      << tuned.tuning_report[1];
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].op, "conv2d_winograd");
+  EXPECT_EQ(tasks[1].op, "conv2d");
+  const autotune::Task &wt = tasks[0].task, &dt = tasks[1].task;
+  EXPECT_EQ(wt.key().rfind("conv2d_winograd_nchwc(conv2d N1 C32 H14 W14 O32 K3x3", 0), 0u)
+      << wt.key();
+  EXPECT_EQ(dt.key().rfind("conv2d_nchwc(conv2d N1 C32 H14 W14 O32 K3x3", 0), 0u) << dt.key();
   CompiledModule plain = build_module(g, Target::host(), BuildOptions{});
-  auto ea = runtime::GraphExecutor::create(tuned.graph_json, tuned.lib, tuned.params);
-  auto eb = runtime::GraphExecutor::create(plain.graph_json, plain.lib, plain.params);
+  EXPECT_NE(plain.graph_json.find("conv2d_winograd_nchwc"), std::string::npos);
   runtime::NDArray xv = random_array({1, 32, 14, 14}, rng);
-  ea.set_input("x", xv);
+  auto eb = runtime::GraphExecutor::create(plain.graph_json, plain.lib, plain.params);
   eb.set_input("x", xv);
-  ea.run();
   eb.run();
-  runtime::NDArray ya = ea.get_output(0), yb = eb.get_output(0);
-  for (int64_t k = 0; k < ya.numel(); ++k)
-    ASSERT_NEAR(ya.data_as<float>()[k], yb.data_as<float>()[k],
-                1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
-        << k;
+  runtime::NDArray yb = eb.get_output(0);
+  // Winograd faster, then direct faster: the build follows the log, and agrees numerically.
+  for (bool wino_faster : {true, false}) {
+    SCOPED_TRACE(wino_faster ? "winograd faster" : "direct faster");
+    BuildOptions bo;
+    bo.tuning_records = {autotune::Record::make(wt, wt.space.get(1), ok(wino_faster ? 1e-3 : 3e-3)),
+                         autotune::Record::make(dt, dt.space.get(1), ok(2e-3))};
+    CompiledModule tuned = build_module(g, Target::host(), bo);
+    ASSERT_GE(tuned.tuning_report.size(), 2u);
+    EXPECT_EQ(tuned.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
+    EXPECT_EQ(tuned.tuning_report[1].rfind(wino_faster ? "tuned   conv2d_winograd_nchwc("
+                                                       : "tuned   conv2d_nchwc(",
+                                           0),
+              0u)
+        << tuned.tuning_report[1];
+    EXPECT_EQ(tuned.graph_json.find("conv2d_winograd_nchwc") != std::string::npos, wino_faster);
+    auto ea = runtime::GraphExecutor::create(tuned.graph_json, tuned.lib, tuned.params);
+    ea.set_input("x", xv);
+    ea.run();
+    runtime::NDArray ya = ea.get_output(0);
+    for (int64_t k = 0; k < ya.numel(); ++k)
+      ASSERT_NEAR(ya.data_as<float>()[k], yb.data_as<float>()[k],
+                  1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
+          << k;
+  }
 }
 
 }  // namespace

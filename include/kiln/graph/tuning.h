@@ -41,7 +41,10 @@ struct TuningTask {
 };
 
 /// The unique tunable workloads of `g` (typed or not), in graph order: the graph is optimized
-/// at opt_level 1 first (so folded batch norms and constant weights are what is tuned).
+/// at opt_level 1 first (so folded batch norms and constant weights are what is tuned). A 3x3
+/// stride-1 convolution that Winograd could compute (topi::winograd_candidate) yields two tasks,
+/// the algorithm the compiler would pick first (op "conv2d" or "conv2d_winograd"); compiling with
+/// a log that has records of both uses the faster.
 std::vector<TuningTask> extract_tuning_tasks(const Graph& g, const Target& target);
 
 /// The task of one workload (what extract_tuning_tasks and build_module both use, so the keys
@@ -72,6 +75,9 @@ class TunedConfigs {
   /// The best logged config of `task`, or nothing (use the fallback). The first lookup of each
   /// workload is noted for report(); later ones return the same answer from a cache.
   std::optional<autotune::Config> lookup(const autotune::Task& task);
+  /// The mean time in seconds of `task`'s best logged config, or nothing; not noted for
+  /// report() (it compares algorithms before one is looked up).
+  std::optional<double> best_cost(const autotune::Task& task) const;
   /// One line per looked-up workload: "tuned conv2d_nchwc(...): used 40 records (3 failed)" or
   /// "default conv2d_nchwc(...): no records" — and a first summary line.
   std::vector<std::string> report() const;

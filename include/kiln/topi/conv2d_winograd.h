@@ -47,6 +47,11 @@ bool winograd_applicable(const Conv2DWorkload& wl);
 /// streams from memory in a network.
 bool prefer_winograd(const Conv2DWorkload& wl);
 
+/// Whether tuning should also try Winograd for `wl` (and compiling with records of both
+/// algorithms pick the faster): applicable, at least 16 input and output channels and 7 x 7
+/// outputs.
+bool winograd_candidate(const Conv2DWorkload& wl);
+
 /// [alpha, alpha, O/oc_bn, C/ic_bn, ic_bn, oc_bn] (alpha = m + 2) for a 3x3 OIHW kernel shape;
 /// a user error naming the op when the kernel is not 3x3, m is not 2 or 4, or a block does not
 /// divide its channel count.
