@@ -207,9 +207,11 @@ int main(int argc, char** argv) {
                          {"--only", "comma-separated layer names (default: all)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
                          {"--tune", "first tune each layer for this many trials into --tuning-log"},
-                         {"--algo", "conv2d algorithm: direct (conv2d_nchwc), winograd (3x3 "
-                                    "stride-1 layers by Winograd F(2x2, 3x3), others direct) "
-                                    "(default direct)"},
+                         {"--algo", "conv2d algorithm: auto (the graph compiler's choice; "
+                                    "with --tune, both algorithms of a 3x3 stride-1 layer are "
+                                    "tuned and the faster used), direct (conv2d_nchwc), winograd "
+                                    "(3x3 stride-1 layers by Winograd F(2x2, 3x3)) (default "
+                                    "auto)"},
                          {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"},
                          {"--cold", "1: evict the caches (read 256 MB) before every timed call, as "
                                     "in a network whose weights do not stay cached (default 0)"}});
@@ -222,8 +224,9 @@ int main(int argc, char** argv) {
   const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
   const std::string asm_dir = cl.get_string("--asm-dir", "");
   const bool cold = cl.get_int("--cold", 0) != 0;
-  const std::string algo = cl.get_string("--algo", "direct");
-  if (algo != "direct" && algo != "winograd") cl.fail("--algo must be direct or winograd");
+  const std::string algo = cl.get_string("--algo", "auto");
+  if (algo != "auto" && algo != "direct" && algo != "winograd")
+    cl.fail("--algo must be auto, direct or winograd");
   // Read, not written, before each call: dirty lines would add write-backs to the timed call.
   std::vector<char> evict_buf(cold ? size_t{256} << 20 : 0, 1);
   volatile char evict_sink = 0;
@@ -250,7 +253,8 @@ int main(int argc, char** argv) {
             << " GFLOP/s\n"
             << "Kiln: "
             << (log_path.empty() ? "fallback (untuned)" : "tuned (" + log_path + ", else fallback)")
-            << " config of conv2d_nchwc / depthwise_conv2d_nchwc; "
+            << " config of conv2d_nchwc / conv2d_winograd_nchwc (--algo " << algo
+            << ") / depthwise_conv2d_nchwc; "
             << "oneDNN " << dnnl::version()->major << "." << dnnl::version()->minor << "."
             << dnnl::version()->patch << ": format_tag::any, weights reordered once\n\n";
 
@@ -275,30 +279,51 @@ int main(int argc, char** argv) {
     fill_random(kernel.data(), kernel.size(), 2);
 
     // Kiln: the template's tuned (or fallback) instance, compiled.
-    const bool winograd = !l.depthwise && algo == "winograd" && topi::winograd_applicable(w);
-    autotune::Task task =
-        l.depthwise ? kiln::graph::depthwise_conv2d_task(w, target, topi::ChannelBlocks::kTuned)
-        : winograd  ? kiln::graph::conv2d_winograd_task(w, target)
-                    : kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned);
-    autotune::Config cfg = autotune::Config::fallback();
-    if (tune_trials > 0) {
-      std::unique_ptr<autotune::Tuner> tuner = autotune::make_tuner("xgb", task, 0);
-      autotune::TuneOptions opt;
-      opt.n_trials = tune_trials;
-      opt.log_path = log_path;
-      opt.verify_top = 4;
-      autotune::TuneResult r = autotune::tune(task, *tuner, opt);
-      std::cout << l.name << ": tuned " << r.trials << " new trials (" << r.resumed
-                << " from the log) in " << bench::fixed(r.elapsed_s, 1) << " s\n";
+    // The candidate algorithms: what the graph compiler would pick first, then (auto) the
+    // other one that tuning also tries; with a log, the faster tuned one is used.
+    std::vector<autotune::Task> cands;
+    const bool can_wino = !l.depthwise && topi::winograd_applicable(w);
+    if (l.depthwise) {
+      cands.push_back(kiln::graph::depthwise_conv2d_task(w, target, topi::ChannelBlocks::kTuned));
+    } else if (algo == "direct" || !can_wino) {
+      cands.push_back(kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned));
+    } else if (algo == "winograd") {
+      cands.push_back(kiln::graph::conv2d_winograd_task(w, target));
+    } else {
+      autotune::Task d = kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned);
+      autotune::Task wt = kiln::graph::conv2d_winograd_task(w, target);
+      const bool prefer = topi::prefer_winograd(w);
+      cands.push_back(prefer ? wt : d);
+      if (topi::winograd_candidate(w)) cands.push_back(prefer ? d : wt);
     }
+    if (tune_trials > 0) {
+      for (const autotune::Task& t : cands) {
+        std::unique_ptr<autotune::Tuner> tuner = autotune::make_tuner("xgb", t, 0);
+        autotune::TuneOptions opt;
+        opt.n_trials = tune_trials;
+        opt.log_path = log_path;
+        opt.verify_top = 4;
+        autotune::TuneResult r = autotune::tune(t, *tuner, opt);
+        std::cout << l.name << " (" << t.name << "): tuned " << r.trials << " new trials ("
+                  << r.resumed << " from the log) in " << bench::fixed(r.elapsed_s, 1) << " s\n";
+      }
+    }
+    autotune::Task task = cands[0];
+    autotune::Config cfg = autotune::Config::fallback();
     std::string config_kind = "fallback";
     if (!log_path.empty()) {
-      autotune::BestRecord b = autotune::best_record(autotune::load_records(log_path).records, task);
-      if (b.best) {
+      std::vector<autotune::Record> recs = autotune::load_records(log_path).records;
+      double best_s = INFINITY;
+      for (const autotune::Task& t : cands) {
+        autotune::BestRecord b = autotune::best_record(recs, t);
+        if (!b.best || !(b.best->result.mean_s < best_s)) continue;
+        best_s = b.best->result.mean_s;
+        task = t;
         cfg = b.config;
         config_kind = "tuned";
       }
     }
+    const bool winograd = task.name == "conv2d_winograd_nchwc";
     double t0 = bench::now_ms();
     autotune::Instance inst = task.instantiate(cfg);
     kiln::runtime::Module mod = kiln::build(inst.sch, inst.args, target, "conv");
