@@ -3,7 +3,11 @@
 // schedule of a root padding stage, the NCHW row schedule.
 #pragma once
 
+#include <algorithm>
+#include <functional>
+
 #include "kiln/autotune/space.h"
+#include "kiln/autotune/template.h"
 #include "kiln/target/target.h"
 #include "kiln/te/schedule.h"
 #include "kiln/topi/conv2d.h"
@@ -50,6 +54,14 @@ inline void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent
   }
 }
 
+/// Output-channel chunks that one register tile covers: the largest of `want` and smaller
+/// powers of two dividing `chunks`.
+inline int64_t oc_chunks_per_tile(int64_t want, int64_t chunks) {
+  int64_t r = std::max<int64_t>(1, want);
+  while (r > 1 && chunks % r != 0) r /= 2;
+  return r;
+}
+
 /// The input tensors of a compute stage, in first-use order.
 inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) { return t.op()->input_tensors(); }
 
@@ -58,6 +70,18 @@ inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) { return t.op()->i
 /// "elemwise,conv2d_epilogue". User errors name `op` (bias or residual of the wrong shape).
 te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const std::string& name,
                          const char* op);
+
+/// A template instance of a convolution-like op: placeholders "data" and `kernel_name`
+/// (float32, the given shapes), then the epilogue's inputs that `ep` asks for ("bias" [O],
+/// "residual" of `out_shape`), then the output of `compute(data, kernel, spec)` scheduled by
+/// `schedule(cfg, s, out)`; the instance's args in that order.
+autotune::Instance conv_template_instance(
+    autotune::Config& cfg, const std::vector<int64_t>& data_shape,
+    const std::vector<int64_t>& kernel_shape, const char* kernel_name, int64_t out_channel,
+    const std::vector<int64_t>& out_shape, const EpilogueFlags& ep,
+    const std::function<te::Tensor(const te::Tensor&, const te::Tensor&, const EpilogueSpec&)>&
+        compute,
+    const std::function<void(autotune::Config&, te::Schedule&, const te::Tensor&)>& schedule);
 
 /// The reference schedule of an NCHW convolution-like stage tagged `op_tag` feeding `out`
 /// (conv2d.cc): output rows parallel over n*oc (knob parallel_rows: n*oc*oh), each row

@@ -33,14 +33,6 @@ constexpr const char* kOp = "conv2d_nchwc";
 /// reduction step and a broadcast input value must fit in them, or LLVM spills.
 constexpr int64_t kRegisters = 32;
 
-/// Output-channel chunks of `per_chunk` channels that one register tile covers: the largest of
-/// `want` and smaller powers of two dividing `chunks`.
-int64_t oc_chunks_per_tile(int64_t want, int64_t chunks) {
-  int64_t r = std::max<int64_t>(1, want);
-  while (r > 1 && chunks % r != 0) r /= 2;
-  return r;
-}
-
 /// The channel-block knobs (the layout): tuned, or pinned to the default lanes-wide blocks.
 std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O, int64_t lanes,
                                                ChannelBlocks blocks) {
@@ -87,7 +79,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     std::tuple<double, int64_t, int64_t> best{-1, 0, 0};
     int64_t best_reg = 1, best_w = 1, best_h = 1;
     for (int64_t reg : {1, 2, 4}) {
-      if (oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
+      if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
       const int64_t v = vecs * reg;
       const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
       for (int64_t h = 1; h <= std::min<int64_t>(4, OH); ++h) {
@@ -206,6 +198,34 @@ te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const s
       name + "_epilogue", tag_of(tag::kElemWise, "conv2d_epilogue"));
 }
 
+autotune::Instance conv_template_instance(
+    Config& cfg, const std::vector<int64_t>& data_shape, const std::vector<int64_t>& kernel_shape,
+    const char* kernel_name, int64_t out_channel, const std::vector<int64_t>& out_shape,
+    const EpilogueFlags& ep,
+    const std::function<te::Tensor(const te::Tensor&, const te::Tensor&, const EpilogueSpec&)>&
+        compute,
+    const std::function<void(Config&, te::Schedule&, const te::Tensor&)>& schedule) {
+  const DataType f32 = DataType::Float(32);
+  te::Tensor data = te::placeholder(to_exprs(data_shape), f32, "data");
+  te::Tensor kernel = te::placeholder(to_exprs(kernel_shape), f32, kernel_name);
+  std::vector<te::Tensor> args = {data, kernel};
+  EpilogueSpec spec;
+  spec.relu = ep.relu;
+  if (ep.bias) {
+    spec.bias = te::placeholder({ci(out_channel)}, f32, "bias");
+    args.push_back(spec.bias);
+  }
+  if (ep.residual) {
+    spec.residual = te::placeholder(to_exprs(out_shape), f32, "residual");
+    args.push_back(spec.residual);
+  }
+  te::Tensor out = compute(data, kernel, spec);
+  te::Schedule s = te::create_schedule({out});
+  schedule(cfg, s, out);
+  args.push_back(out);
+  return autotune::Instance{s, args, cfg};
+}
+
 }  // namespace detail
 
 te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const Conv2DParams& p,
@@ -279,7 +299,7 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
 
   te::Stage so = s[out];
   auto ax = so.op_axis();
-  const int64_t reg = oc_chunks_per_tile(cfg.knob("oc_reg"), cs[1]);
+  const int64_t reg = detail::oc_chunks_per_tile(cfg.knob("oc_reg"), cs[1]);
   const bool acc_outer = cfg.knob("acc_outer") != 0;
   auto ob = so.split(ax[1], ci(reg));
   auto oh = cfg.split("tile_oh").apply(so, ax[2]);
@@ -340,26 +360,15 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
   // acc_outer.
   return {kOp, "3", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
-            const DataType f32 = DataType::Float(32);
-            te::Tensor data = te::placeholder(detail::to_exprs(l.data_shape), f32, "data");
-            te::Tensor kernel =
-                te::placeholder(detail::to_exprs(l.kernel_shape), f32, "packed_kernel");
-            std::vector<te::Tensor> args = {data, kernel};
-            EpilogueSpec spec;
-            spec.relu = ep.relu;
-            if (ep.bias) {
-              spec.bias = te::placeholder({ci(wl.out_channel)}, f32, "bias");
-              args.push_back(spec.bias);
-            }
-            if (ep.residual) {
-              spec.residual = te::placeholder(detail::to_exprs(l.out_shape), f32, "residual");
-              args.push_back(spec.residual);
-            }
-            te::Tensor out = conv2d_nchwc(data, kernel, wl.params, spec);
-            te::Schedule s = te::create_schedule({out});
-            schedule_conv2d_nchwc(cfg, s, out, target);
-            args.push_back(out);
-            return autotune::Instance{s, args, cfg};
+            return detail::conv_template_instance(
+                cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape,
+                ep,
+                [&](const te::Tensor& d, const te::Tensor& k, const EpilogueSpec& spec) {
+                  return conv2d_nchwc(d, k, wl.params, spec);
+                },
+                [&](Config& c, te::Schedule& s, const te::Tensor& out) {
+                  schedule_conv2d_nchwc(c, s, out, target);
+                });
           }};
 }
 

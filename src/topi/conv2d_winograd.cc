@@ -95,14 +95,6 @@ Expr select_2d(const Expr& i, const Expr& j, const std::vector<std::vector<Expr>
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// Output-channel chunks that one register tile covers: the largest of `want` and smaller
-/// powers of two dividing `chunks`.
-int64_t chunks_per_tile(int64_t want, int64_t chunks) {
-  int64_t r = std::max<int64_t>(1, want);
-  while (r > 1 && chunks % r != 0) r /= 2;
-  return r;
-}
-
 /// Knobs of the product stage for P tiles and O output channels in blocks of oc_bn. The
 /// fallback is conv2d_nchwc's register model (docs/conv2d-schedule.md): V vectors x n tiles with
 /// V * n + V + 1 <= 32 registers, maximizing the FMA share of a step (V * n / 2 FMA cycles
@@ -116,7 +108,7 @@ void define_product_knobs(Config& cfg, int64_t P, int64_t O, int64_t lanes, int6
   std::tuple<double, int64_t> best{-1, 0};
   int64_t best_reg = 1, best_n = 1;
   for (int64_t reg : {1, 2, 4}) {
-    if (chunks_per_tile(reg, O / oc_bn) != reg) continue;
+    if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
     const int64_t v = vecs * reg;
     for (int64_t n = 1; n <= std::min<int64_t>(32, P); ++n) {
       if (P % n != 0 || v * n + v + 1 > kRegisters) continue;
@@ -368,7 +360,7 @@ void schedule_conv2d_winograd_nchwc(Config& cfg, te::Schedule& s, const te::Tens
     te::Tensor acc = s.cache_write(M, "local");
     te::Stage sm = s[M];
     auto ax = sm.op_axis();  // e, u, ob, p, oi
-    const int64_t reg = chunks_per_tile(cfg.knob("oc_reg"), OB);
+    const int64_t reg = detail::oc_chunks_per_tile(cfg.knob("oc_reg"), OB);
     auto obs = sm.split(ax[2], ci(reg));
     auto ps = cfg.split("tile_p").apply(sm, ax[3]);
     sm.reorder({ax[0], ax[1], obs.first, ps[0], obs.second, ps[1], ax[4]});
@@ -407,26 +399,15 @@ autotune::Template conv2d_winograd_nchwc_template(const Conv2DWorkload& wl,
                                                   const EpilogueFlags& ep, const Target& target) {
   return {kOp, "1", [wl, ep, target](Config& cfg) {
             WinogradLayout l = define_conv2d_winograd_knobs(cfg, wl, target);
-            const DataType f32 = DataType::Float(32);
-            te::Tensor data = te::placeholder(detail::to_exprs(l.data_shape), f32, "data");
-            te::Tensor kernel =
-                te::placeholder(detail::to_exprs(l.kernel_shape), f32, "winograd_kernel");
-            std::vector<te::Tensor> args = {data, kernel};
-            EpilogueSpec spec;
-            spec.relu = ep.relu;
-            if (ep.bias) {
-              spec.bias = te::placeholder({ci(wl.out_channel)}, f32, "bias");
-              args.push_back(spec.bias);
-            }
-            if (ep.residual) {
-              spec.residual = te::placeholder(detail::to_exprs(l.out_shape), f32, "residual");
-              args.push_back(spec.residual);
-            }
-            te::Tensor out = conv2d_winograd_nchwc(data, kernel, wl.params, spec);
-            te::Schedule s = te::create_schedule({out});
-            schedule_conv2d_winograd_nchwc(cfg, s, out, target);
-            args.push_back(out);
-            return autotune::Instance{s, args, cfg};
+            return detail::conv_template_instance(
+                cfg, l.data_shape, l.kernel_shape, "winograd_kernel", wl.out_channel, l.out_shape,
+                ep,
+                [&](const te::Tensor& d, const te::Tensor& k, const EpilogueSpec& spec) {
+                  return conv2d_winograd_nchwc(d, k, wl.params, spec);
+                },
+                [&](Config& c, te::Schedule& s, const te::Tensor& out) {
+                  schedule_conv2d_winograd_nchwc(c, s, out, target);
+                });
           }};
 }
 

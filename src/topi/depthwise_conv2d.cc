@@ -329,25 +329,17 @@ autotune::Template depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, con
                                                    bool bias_relu, ChannelBlocks blocks) {
   return {kNCHWc, "1", [wl, target, bias_relu, blocks](Config& cfg) {
             int64_t bn = define_depthwise_nchwc_knobs(cfg, wl, target, blocks);
-            const DataType f32 = DataType::Float(32);
-            te::Tensor data = te::placeholder(
-                detail::to_exprs(nchwc_shape(wl.data_shape(), bn, kNCHWc)), f32, "data");
-            te::Tensor kernel =
-                te::placeholder(detail::to_exprs(packed_depthwise_weight_shape(
-                                    {wl.in_channel, 1, wl.kernel_h, wl.kernel_w}, bn)),
-                                f32, "packed_kernel");
-            std::vector<te::Tensor> args = {data, kernel};
-            EpilogueSpec ep;
-            if (bias_relu) {
-              ep.bias = te::placeholder({ci(wl.in_channel)}, f32, "bias");
-              ep.relu = true;
-              args.push_back(ep.bias);
-            }
-            te::Tensor out = depthwise_conv2d_nchwc(data, kernel, wl.params, ep);
-            te::Schedule s = te::create_schedule({out});
-            schedule_depthwise_conv2d_nchwc(cfg, s, out, target);
-            args.push_back(out);
-            return autotune::Instance{s, args, cfg};
+            return detail::conv_template_instance(
+                cfg, nchwc_shape(wl.data_shape(), bn, kNCHWc),
+                packed_depthwise_weight_shape({wl.in_channel, 1, wl.kernel_h, wl.kernel_w}, bn),
+                "packed_kernel", wl.in_channel, nchwc_shape(wl.out_shape(), bn, kNCHWc),
+                {bias_relu, bias_relu, false},
+                [&](const te::Tensor& d, const te::Tensor& k, const EpilogueSpec& spec) {
+                  return depthwise_conv2d_nchwc(d, k, wl.params, spec);
+                },
+                [&](Config& c, te::Schedule& s, const te::Tensor& out) {
+                  schedule_depthwise_conv2d_nchwc(c, s, out, target);
+                });
           }};
 }
 

@@ -178,13 +178,7 @@ void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, 
   NDArray bias = random_array({w.out_channel}, f32, 13);
   NDArray residual = random_array(w.out_shape(), f32, 14);
   NDArray want = ref_conv2d_nchw(data, kernel, w.params);
-  float* r = want.data_as<float>();
-  const int64_t hw = w.out_height() * w.out_width();
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    if (ep.bias) r[i] += bias.data_as<float>()[(i / hw) % w.out_channel];
-    if (ep.residual) r[i] += residual.data_as<float>()[i];
-    if (ep.relu) r[i] = std::max(r[i], 0.0f);
-  }
+  apply_ref_epilogue(want, bias, residual, ep);
   autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
   for (const Config& c : sample_configs(t, samples, seed)) {
     Instance inst = autotune::instantiate(t, c);

@@ -4,12 +4,14 @@
 // kernel packing) and a random sampler of template configs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "kiln/autotune/template.h"
 #include "kiln/runtime/ndarray.h"
+#include "kiln/topi/conv2d.h"
 #include "kiln/topi/nn_util.h"
 
 namespace kiln::topi::testing {
@@ -86,6 +88,20 @@ inline runtime::NDArray ref_conv2d_transpose_nchw(const runtime::NDArray& data,
   runtime::NDArray out = runtime::NDArray::empty({N, O, OH, OW}, DataType::Float(32));
   for (size_t i = 0; i < acc.size(); ++i) out.data_as<float>()[i] = static_cast<float>(acc[i]);
   return out;
+}
+
+/// `conv` (an NCHW convolution output) with the fused epilogue applied in place:
+/// relu?(conv + bias[channel] + residual), each part when `ep` asks for it.
+inline void apply_ref_epilogue(runtime::NDArray& conv, const runtime::NDArray& bias,
+                               const runtime::NDArray& residual, const EpilogueFlags& ep) {
+  const auto& s = conv.shape();
+  const int64_t O = s[1], hw = s[2] * s[3];
+  float* r = conv.data_as<float>();
+  for (int64_t i = 0; i < conv.numel(); ++i) {
+    if (ep.bias) r[i] += bias.data_as<float>()[(i / hw) % O];
+    if (ep.residual) r[i] += residual.data_as<float>()[i];
+    if (ep.relu) r[i] = std::max(r[i], 0.0f);
+  }
 }
 
 /// NCHW -> NCHW[bn]c.
