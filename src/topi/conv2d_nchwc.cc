@@ -342,7 +342,12 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
   sa.unroll(aax[1]);
   vectorize_block(sa, aax[4], oc_bn, lanes);
   if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
-  if (cfg.knob("unroll_ic")) sa.unroll(rax[3]);
+  // Not with acc_outer: its accumulator is memory that LLVM promotes to registers only after
+  // the unrolled body is built, and a body of ic_inner x KW x tile load-FMA-stores took minutes
+  // to compile (C6 with a 64-channel ic_inner, 4 vectors x 28 pixels: over 2 minutes in
+  // VectorCombine, which stalled a tuning run). Nor past 16 channels (the same body with
+  // register accumulators: 25 s).
+  if (cfg.knob("unroll_ic") && !acc_outer && ic_bn <= 16) sa.unroll(rax[3]);
 }
 
 te::Schedule schedule_conv2d_nchwc(const std::vector<te::Tensor>& outs, const Target& target) {
