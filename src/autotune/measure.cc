@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -233,6 +234,9 @@ std::string compare(const NDArray& got, const std::string& want, const std::stri
   return os.str();
 }
 
+/// Argument sets of other layouts kept at once (Measurer::State::layouts).
+constexpr size_t kMaxLayouts = 4;
+
 }  // namespace
 
 struct Measurer::State {
@@ -247,6 +251,9 @@ struct Measurer::State {
   /// Argument sets of candidates whose arguments have other shapes than the default's (another
   /// layout of the same tensors), one per shape list: random inputs, no reference.
   std::map<std::vector<std::vector<int64_t>>, std::unique_ptr<State>> layouts;
+  /// The layouts' keys, oldest first: at most kMaxLayouts are kept (each holds rotate_bytes of
+  /// arguments; a random search over channel blocks visited dozens and grew to 3 GB).
+  std::deque<std::vector<std::vector<int64_t>>> layout_order;
 };
 
 Measurer::Measurer(const Task& task, MeasureOptions opt)
@@ -540,6 +547,11 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
       // default's output (whose elements are in another order).
       std::unique_ptr<State>& alt = st.layouts[b.own_shapes];
       if (!alt) {
+        st.layout_order.push_back(b.own_shapes);
+        if (st.layout_order.size() > kMaxLayouts) {
+          st.layouts.erase(st.layout_order.front());
+          st.layout_order.pop_front();
+        }
         alt = std::make_unique<State>();
         alt->names = st.names;
         alt->is_output = st.is_output;
