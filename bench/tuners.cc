@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
        {"--build-threads", "candidates compiled at once (default 2)"},
        {"--seed", "seed of the tuners (default 0)"},
        {"--repeat", "timed repeats per measurement (default 5)"},
+       {"--rotate-mb", "argument copies rotated per measurement, MB (default 64, as kiln tune)"},
        {"--metric", "a config's speed in the curves: min (of the repeats, default) or mean"},
        {"--csv", "curves as CSV (default tuners.csv)"},
        {"--png", "plot of the curves (default: the CSV's name with .png; 'none': no plot)"},
@@ -89,10 +90,12 @@ int main(int argc, char** argv) {
   const int build_threads = static_cast<int>(cl.get_int("--build-threads", 2));
   const uint64_t seed = static_cast<uint64_t>(cl.get_int("--seed", 0));
   const int repeat = static_cast<int>(cl.get_int("--repeat", 5));
+  const int64_t rotate_mb = cl.get_int("--rotate-mb", 64);
   const std::string metric = cl.get_string("--metric", "min");
   if (metric != "min" && metric != "mean") cl.fail("--metric: 'min' or 'mean'");
   const bool use_min = metric == "min";
   if (repeat < 1) cl.fail("--repeat must be >= 1");
+  if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   if (trials < 2) cl.fail("--trials must be at least 2");
   if (threads < 1 || build_threads < 1) cl.fail("--threads and --build-threads must be >= 1");
   std::vector<std::string> tuners = split_list(cl.get_string("--tuners", "xgb,random,ga"));
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
       opt.log_path = log;
       opt.measure.build_threads = build_threads;
       opt.measure.repeat = repeat;
+      opt.measure.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
       opt.progress = [&](const autotune::TuneProgress& p) {
         if (p.trials < 1) return;
         // The latest trial's speed by the chosen metric (the tuner itself ranks by the mean).
