@@ -723,7 +723,6 @@ class LayoutAlterer {
     return true;
   }
 
-  /// The tuned config of `task` when a tuning log has one, else the fallback.
   /// Winograd or direct for a conv2d: the faster of the two when the tuning log has records of
   /// both, else topi::prefer_winograd.
   bool use_winograd(const topi::Conv2DWorkload& wl) const {
@@ -735,6 +734,7 @@ class LayoutAlterer {
     return topi::prefer_winograd(wl);
   }
 
+  /// The tuned config of `task` when a tuning log has one, else the fallback.
   autotune::Config config_for(const std::function<autotune::Task()>& task) {
     if (tuned_ && !tuned_->empty()) {
       if (std::optional<autotune::Config> c = tuned_->lookup(task())) return *c;

@@ -82,6 +82,23 @@ TEST(Conv2DWinogradEpilogue, BiasReluResidual) {
   check_winograd(wl(1, 16, 7, 7, 32, Padding2D::all(1)), {true, true, true}, 2);
 }
 
+// F(4x4, 3x3) (alpha 6, not in the template's space yet) through the same compute and
+// schedule.
+TEST(Conv2DWinograd, TileSize4MatchesReference) {
+  const Conv2DWorkload w = wl(1, 16, 10, 9, 16, Padding2D::all(1));
+  NDArray data = random_array(w.data_shape(), f32, 41);
+  NDArray kernel = random_array(w.kernel_shape(), f32, 42);
+  te::Tensor d = input(nchwc_shape(w.data_shape(), 16), f32, "data");
+  te::Tensor k = input(winograd_weight_shape(w.kernel_shape(), 4, 16, 16), f32, "u");
+  te::Tensor out = conv2d_winograd_nchwc(d, k, w.params);
+  te::Schedule s = te::create_schedule({out});
+  Config cfg = Config::fallback();
+  schedule_conv2d_winograd_nchwc(cfg, s, out, host_target());
+  NDArray got = run(s, {d, k}, {out},
+                    {to_nchwc(data, 16), transform_winograd_weight(kernel, 4, 16, 16)})[0];
+  EXPECT_TRUE(all_close(from_nchwc(got), ref_conv2d_nchw(data, kernel, w.params), {1e-4, 1e-4}));
+}
+
 TEST(Conv2DWinograd, WeightTransformMatchesDefinition) {
   // U[e][v] = sum_{r,s} G[e][r] g[r][s] G[v][s] for F(2x2, 3x3), one channel pair, checked
   // against the matrix G written out here.
