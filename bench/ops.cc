@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "kiln/runtime/c_runtime_api.h"
-#include "kiln/runtime/module.h"
-#include "kiln/runtime/ndarray.h"
 #include "kiln/autotune/record.h"
 #include "kiln/autotune/tune.h"
 #include "kiln/graph/tuning.h"
+#include "kiln/runtime/c_runtime_api.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/ndarray.h"
 #include "kiln/target/build.h"
 #include "kiln/target/codegen.h"
 #include "kiln/topi/conv2d.h"
@@ -207,14 +207,16 @@ int main(int argc, char** argv) {
                          {"--only", "comma-separated layer names (default: all)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
                          {"--tune", "first tune each layer for this many trials into --tuning-log"},
-                         {"--algo", "conv2d algorithm: auto (the graph compiler's choice; "
-                                    "with --tune, both algorithms of a 3x3 stride-1 layer are "
-                                    "tuned and the faster used), direct (conv2d_nchwc), winograd "
-                                    "(3x3 stride-1 layers by Winograd F(2x2, 3x3)) (default "
-                                    "auto)"},
+                         {"--algo",
+                          "conv2d algorithm: auto (the graph compiler's choice; "
+                          "with --tune, both algorithms of a 3x3 stride-1 layer are "
+                          "tuned and the faster used), direct (conv2d_nchwc), winograd "
+                          "(3x3 stride-1 layers by Winograd F(2x2, 3x3)) (default "
+                          "auto)"},
                          {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"},
-                         {"--cold", "1: evict the caches (read 256 MB) before every timed call, as "
-                                    "in a network whose weights do not stay cached (default 0)"}});
+                         {"--cold",
+                          "1: evict the caches (read 256 MB) before every timed call, as "
+                          "in a network whose weights do not stay cached (default 0)"}});
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));

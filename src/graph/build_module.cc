@@ -31,8 +31,8 @@
 #include "kiln/target/build.h"
 #include "kiln/tir/lower.h"
 #include "kiln/topi/conv2d.h"
-#include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/conv2d_transpose.h"
+#include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/conv_nd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -177,8 +177,8 @@ autotune::Config config_of(const Node& master, const te::Tensor& main, const Tar
       if (x.op()->kind == te::OpKind::kCompute && x.op()->tag.find("pad") != std::string::npos)
         x = x.op()->input_tensors()[0];
       TensorType d = tensor_type(x), o = tensor_type(main);
-      topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4], d.shape[2],
-                              d.shape[3], o.shape[1] * o.shape[4], 3,
+      topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4],          d.shape[2],
+                              d.shape[3], o.shape[1] * o.shape[4],          3,
                               3,          detail::conv_params(master.attrs)};
       c = tuned->lookup(conv2d_winograd_task(wl, target));
       return c ? *c : autotune::Config::fallback();

@@ -78,8 +78,8 @@ void register_layout_ops(OpRegistry& r) {
   OpDef wino = conv;
   wino.name = "conv2d_winograd_nchwc";
   wino.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
-    return one(topi::conv2d_winograd_nchwc(
-        in[0], in[1], detail::conv_params(a, "conv2d_winograd_nchwc"), {}, n));
+    return one(topi::conv2d_winograd_nchwc(in[0], in[1],
+                                           detail::conv_params(a, "conv2d_winograd_nchwc"), {}, n));
   };
   wino.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
     KILN_USER_CHECK(in[0].dtype == in[1].dtype) << "conv2d_winograd_nchwc: dtype mismatch: data "

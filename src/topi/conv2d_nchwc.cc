@@ -366,8 +366,7 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
   return {kOp, "3", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             return detail::conv_template_instance(
-                cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape,
-                ep,
+                cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape, ep,
                 [&](const te::Tensor& d, const te::Tensor& k, const EpilogueSpec& spec) {
                   return conv2d_nchwc(d, k, wl.params, spec);
                 },

@@ -40,24 +40,22 @@ const Matrices& matrices(int64_t m) {
                            {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
                            {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
                            {{1, 1, 1, 0}, {0, 1, -1, -1}}};
-  static const Matrices f4{4,
-                           6,
-                           {{4, 0, -5, 0, 1, 0},
-                            {0, -4, -4, 1, 1, 0},
-                            {0, 4, -4, -1, 1, 0},
-                            {0, -2, -1, 2, 1, 0},
-                            {0, 2, -1, -2, 1, 0},
-                            {0, 4, 0, -5, 0, 1}},
-                           {{1.0 / 4, 0, 0},
-                            {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                            {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                            {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                            {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                            {0, 0, 1}},
-                           {{1, 1, 1, 1, 1, 0},
-                            {0, 1, -1, 2, -2, 0},
-                            {0, 1, 1, 4, 4, 0},
-                            {0, 1, -1, 8, -8, 1}}};
+  static const Matrices f4{
+      4,
+      6,
+      {{4, 0, -5, 0, 1, 0},
+       {0, -4, -4, 1, 1, 0},
+       {0, 4, -4, -1, 1, 0},
+       {0, -2, -1, 2, 1, 0},
+       {0, 2, -1, -2, 1, 0},
+       {0, 4, 0, -5, 0, 1}},
+      {{1.0 / 4, 0, 0},
+       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+       {1.0 / 24, 1.0 / 12, 1.0 / 6},
+       {1.0 / 24, -1.0 / 12, 1.0 / 6},
+       {0, 0, 1}},
+      {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
   KILN_USER_CHECK(m == 2 || m == 4) << kOp << ": tile size " << m << " is not supported (2 or 4)";
   return m == 2 ? f2 : f4;
 }
@@ -146,8 +144,8 @@ Geometry geometry(const std::vector<int64_t>& d, const std::vector<int64_t>& k,
       << "F(4x4, 3x3) (its first two dimensions must be 4 or 6)";
   KILN_USER_CHECK(d[1] == k[3] && d[4] == k[4])
       << kOp << ": data " << shape_str(d) << " (" << d[1] * d[4] << " channels in blocks of "
-      << d[4] << ") does not match the transformed kernel " << shape_str(k) << " ("
-      << k[3] * k[4] << " input channels in blocks of " << k[4] << ")";
+      << d[4] << ") does not match the transformed kernel " << shape_str(k) << " (" << k[3] * k[4]
+      << " input channels in blocks of " << k[4] << ")";
   Geometry g;
   g.N = d[0];
   g.CC = d[1];
@@ -188,8 +186,8 @@ bool winograd_candidate(const Conv2DWorkload& wl) {
          wl.out_height() >= 7 && wl.out_width() >= 7;
 }
 
-std::vector<int64_t> winograd_weight_shape(const std::vector<int64_t>& k, int64_t m,
-                                           int64_t ic_bn, int64_t oc_bn) {
+std::vector<int64_t> winograd_weight_shape(const std::vector<int64_t>& k, int64_t m, int64_t ic_bn,
+                                           int64_t oc_bn) {
   const char* op = "transform_winograd_weight";
   KILN_USER_CHECK(k.size() == 4 && k[2] == 3 && k[3] == 3)
       << op << ": expected a 3x3 OIHW kernel, got " << shape_str(k);
@@ -262,7 +260,8 @@ te::Tensor conv2d_winograd_nchwc(const te::Tensor& data, const te::Tensor& kerne
               for (int64_t s = 0; s < A; ++s) {
                 const double coef = mt.BT[a][r] * mt.BT[b][s];
                 if (coef != 0)
-                  terms.emplace_back(coef, pad(n, cc, th * ci(g.m) + ci(r), tw * ci(g.m) + ci(s), c));
+                  terms.emplace_back(coef,
+                                     pad(n, cc, th * ci(g.m) + ci(r), tw * ci(g.m) + ci(s), c));
               }
             table[a][b] = combine(terms, t);
           }
@@ -395,8 +394,8 @@ void schedule_conv2d_winograd_nchwc(Config& cfg, te::Schedule& s, const te::Tens
   }
 }
 
-autotune::Template conv2d_winograd_nchwc_template(const Conv2DWorkload& wl,
-                                                  const EpilogueFlags& ep, const Target& target) {
+autotune::Template conv2d_winograd_nchwc_template(const Conv2DWorkload& wl, const EpilogueFlags& ep,
+                                                  const Target& target) {
   return {kOp, "1", [wl, ep, target](Config& cfg) {
             WinogradLayout l = define_conv2d_winograd_knobs(cfg, wl, target);
             return detail::conv_template_instance(

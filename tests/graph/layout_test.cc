@@ -179,13 +179,16 @@ TEST(AlterLayout, WinogradFor3x3Stride1) {
   std::mt19937 rng(9);
   Graph g;
   Entry x = g.add_input("x", {1, 32, 14, 14}, f32);
-  Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
-                     {{"padding", Ints{1, 1, 1, 1}}}, "wino");
+  Entry a =
+      g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
+               {{"padding", Ints{1, 1, 1, 1}}}, "wino");
   a = g.add_op("relu", {a});
-  Entry b = g.add_op("conv2d", {a, g.add_constant("w2", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
-                     {{"padding", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, "strided");
-  Entry c = g.add_op("conv2d", {b, g.add_constant("w3", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
-                     {{"padding", Ints{1, 1, 1, 1}}}, "small");
+  Entry b =
+      g.add_op("conv2d", {a, g.add_constant("w2", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
+               {{"padding", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, "strided");
+  Entry c =
+      g.add_op("conv2d", {b, g.add_constant("w3", random_array({32, 32, 3, 3}, rng, -0.1, 0.1))},
+               {{"padding", Ints{1, 1, 1, 1}}}, "small");
   g.add_output(g.add_op("add", {c, b}));
   Graph t = infer_types(g);
   Graph l = dead_code_elimination(alter_op_layout(t, Target::host()));

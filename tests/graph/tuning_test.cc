@@ -141,9 +141,8 @@ TEST(TuningTasks, WinogradLayerTunesBothAlgorithms) {
     CompiledModule tuned = build_module(g, Target::host(), bo);
     ASSERT_GE(tuned.tuning_report.size(), 2u);
     EXPECT_EQ(tuned.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
-    EXPECT_EQ(tuned.tuning_report[1].rfind(wino_faster ? "tuned   conv2d_winograd_nchwc("
-                                                       : "tuned   conv2d_nchwc(",
-                                           0),
+    EXPECT_EQ(tuned.tuning_report[1].rfind(
+                  wino_faster ? "tuned   conv2d_winograd_nchwc(" : "tuned   conv2d_nchwc(", 0),
               0u)
         << tuned.tuning_report[1];
     EXPECT_EQ(tuned.graph_json.find("conv2d_winograd_nchwc") != std::string::npos, wino_faster);

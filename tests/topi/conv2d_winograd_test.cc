@@ -71,11 +71,11 @@ TEST_P(Conv2DWinograd, FallbackAndSampledConfigs) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Conv2DWinograd,
-    ::testing::Values(Case{wl(1, 16, 8, 8, 32, Padding2D::all(1)), 4},     // whole tiles
-                      Case{wl(1, 32, 7, 7, 16, Padding2D::all(1)), 4},     // a partial tile
+    ::testing::Values(Case{wl(1, 16, 8, 8, 32, Padding2D::all(1)), 4},      // whole tiles
+                      Case{wl(1, 32, 7, 7, 16, Padding2D::all(1)), 4},      // a partial tile
                       Case{wl(1, 16, 9, 6, 16, Padding2D{1, 0, 2, 1}), 3},  // asymmetric
-                      Case{wl(1, 16, 9, 9, 16, Padding2D{}), 3},           // no padding
-                      Case{wl(2, 8, 6, 5, 8, Padding2D::all(1)), 3},       // batch, 8 channels
+                      Case{wl(1, 16, 9, 9, 16, Padding2D{}), 3},            // no padding
+                      Case{wl(2, 8, 6, 5, 8, Padding2D::all(1)), 3},        // batch, 8 channels
                       Case{wl(1, 64, 14, 14, 64, Padding2D::all(1)), 2}));
 
 TEST(Conv2DWinogradEpilogue, BiasReluResidual) {
@@ -94,8 +94,8 @@ TEST(Conv2DWinograd, TileSize4MatchesReference) {
   te::Schedule s = te::create_schedule({out});
   Config cfg = Config::fallback();
   schedule_conv2d_winograd_nchwc(cfg, s, out, host_target());
-  NDArray got = run(s, {d, k}, {out},
-                    {to_nchwc(data, 16), transform_winograd_weight(kernel, 4, 16, 16)})[0];
+  NDArray got =
+      run(s, {d, k}, {out}, {to_nchwc(data, 16), transform_winograd_weight(kernel, 4, 16, 16)})[0];
   EXPECT_TRUE(all_close(from_nchwc(got), ref_conv2d_nchw(data, kernel, w.params), {1e-4, 1e-4}));
 }
 
@@ -130,11 +130,13 @@ TEST(Conv2DWinograd, ShapeErrors) {
               conv2d_winograd_nchwc_shape({1, 2, 8, 8, 8}, {4, 4, 1, 1, 16, 16}, {});
             }).find("does not match the transformed kernel"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { winograd_weight_shape({16, 16, 5, 5}, 2, 16, 16); })
-                .find("expected a 3x3 OIHW kernel, got [16, 16, 5, 5]"),
+  EXPECT_NE(error_of([&] {
+              winograd_weight_shape({16, 16, 5, 5}, 2, 16, 16);
+            }).find("expected a 3x3 OIHW kernel, got [16, 16, 5, 5]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { winograd_weight_shape({16, 16, 3, 3}, 3, 16, 16); })
-                .find("tile size 3 is not supported"),
+  EXPECT_NE(error_of([&] {
+              winograd_weight_shape({16, 16, 3, 3}, 3, 16, 16);
+            }).find("tile size 3 is not supported"),
             std::string::npos);
 }
 

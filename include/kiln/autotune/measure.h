@@ -46,7 +46,7 @@ struct MeasureOptions {
   /// network, from L3 or DRAM. (With 8 MB, configs tuned for warm weights ran slower in ResNet-18
   /// than the defaults.)
   size_t rotate_bytes = 64u << 20;
-  int max_copies = 64;  ///< at most this many argument copies
+  int max_copies = 64;             ///< at most this many argument copies
   bool check = true;               ///< compare outputs with the default config's
   double rtol = 1e-3, atol = 1e-4;
   uint32_t seed = 1;  ///< seed of the random inputs

@@ -95,7 +95,7 @@ void schedule_conv2d_winograd_nchwc(autotune::Config& cfg, te::Schedule& s, cons
 
 /// Template "conv2d_winograd_nchwc": args {data (NCHW<x>c), transformed kernel, [bias [O]],
 /// [residual (NCHW<y>c)], out}.
-autotune::Template conv2d_winograd_nchwc_template(const Conv2DWorkload& wl,
-                                                  const EpilogueFlags& ep, const Target& target);
+autotune::Template conv2d_winograd_nchwc_template(const Conv2DWorkload& wl, const EpilogueFlags& ep,
+                                                  const Target& target);
 
 }  // namespace kiln::topi
