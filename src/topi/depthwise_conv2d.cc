@@ -212,26 +212,7 @@ te::Tensor depthwise_conv2d_nchwc(const te::Tensor& data, const te::Tensor& kern
         return te::sum(pad(n, cb, h, w, c) * kernel(cb, ci(0), kh, kw, ci(0), c), {kh, kw});
       },
       name, kNCHWc);
-  if (ep.empty()) return conv;
-  const int64_t C = os[1] * os[4], bn = os[4];
-  if (ep.bias.defined())
-    KILN_USER_CHECK(static_shape(ep.bias, kNCHWc) == std::vector<int64_t>{C})
-        << kNCHWc << ": bias " << shape_str(static_shape(ep.bias, kNCHWc))
-        << " must have one value per channel [" << C << "]";
-  if (ep.residual.defined())
-    KILN_USER_CHECK(static_shape(ep.residual, kNCHWc) == os)
-        << kNCHWc << ": residual " << shape_str(static_shape(ep.residual, kNCHWc))
-        << " must have the output's shape " << shape_str(os);
-  return te::compute(
-      detail::to_exprs(os),
-      [&](Var n, Var cb, Var y, Var x, Var c) {
-        Expr v = conv(n, cb, y, x, c);
-        if (ep.bias.defined()) v = v + ep.bias(cb * ci(bn) + c);
-        if (ep.residual.defined()) v = v + ep.residual(n, cb, y, x, c);
-        if (ep.relu) v = ir::max(v, make_zero(v.dtype()));
-        return v;
-      },
-      name + "_epilogue", detail::tag_of(tag::kElemWise, "conv2d_epilogue"));
+  return detail::conv_epilogue(conv, ep, name, kNCHWc);
 }
 
 int64_t define_depthwise_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl, const Target& target,
