@@ -204,7 +204,10 @@ int main(int argc, char** argv) {
                          {"--reps", "timed repetitions per layer (default 20)"},
                          {"--warmup", "untimed calls before timing (default 3)"},
                          {"--threads", "threads for Kiln and oneDNN (default 1)"},
-                         {"--only", "comma-separated layer names (default: all)"},
+                         {"--only", "comma-separated layer names (default: all of --set)"},
+                         {"--set",
+                          "paper (C1-C12, D1-D9; default) or mobilenet (MobileNet-v2's "
+                          "pointwise layers M1p-M18)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
                          {"--tune", "first tune each layer for this many trials into --tuning-log"},
                          {"--algo",
@@ -227,6 +230,10 @@ int main(int argc, char** argv) {
   const std::string asm_dir = cl.get_string("--asm-dir", "");
   const bool cold = cl.get_int("--cold", 0) != 0;
   const std::string algo = cl.get_string("--algo", "auto");
+  const std::string set = cl.get_string("--set", "paper");
+  if (set != "paper" && set != "mobilenet") cl.fail("--set must be paper or mobilenet");
+  const std::vector<Layer>& layers =
+      set == "paper" ? bench::paper_layers() : bench::mobilenet_pointwise_layers();
   if (algo != "auto" && algo != "direct" && algo != "winograd")
     cl.fail("--algo must be auto, direct or winograd");
   // Read, not written, before each call: dirty lines would add write-backs to the timed call.
@@ -248,7 +255,10 @@ int main(int argc, char** argv) {
   omp_set_num_threads(threads);
   const Target target = Target::host();
   double peak = bench::measure_peak_gflops(1, true);
-  std::cout << "kiln-bench-ops: TVM paper conv2d C1-C12 and depthwise D1-D9, batch 1, fp32, "
+  std::cout << "kiln-bench-ops: "
+            << (set == "paper" ? "TVM paper conv2d C1-C12 and depthwise D1-D9"
+                               : "MobileNet-v2 pointwise conv2d layers")
+            << ", batch 1, fp32, "
             << threads << " thread(s)\n"
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
             << "measured fp32 peak (AVX-512 FMA loop, 1 thread): " << bench::fixed(peak, 1)
@@ -271,7 +281,7 @@ int main(int argc, char** argv) {
                       "kiln config"});
   double log_c = 0, log_d = 0;
   int n_c = 0, n_d = 0;
-  for (const Layer& l : bench::paper_layers()) {
+  for (const Layer& l : layers) {
     if (only != ",," && only.find("," + l.name + ",") == std::string::npos) continue;
     topi::Conv2DWorkload w = bench::paper_workload(l);
     std::vector<float> data(static_cast<size_t>(w.in_channel * w.height * w.width));
@@ -414,7 +424,7 @@ int main(int argc, char** argv) {
             << bench::fixed(peak, 1) << " GFLOP/s\n";
   table.print(std::cout);
   if (n_c)
-    std::cout << "geomean speedup_vs_onednn C1-C12: " << bench::fixed(std::exp(log_c / n_c), 3)
+    std::cout << "geomean speedup_vs_onednn " << (set == "paper" ? "C1-C12" : "M1p-M18") << ": " << bench::fixed(std::exp(log_c / n_c), 3)
               << " (" << n_c << " layers)\n";
   if (n_d)
     std::cout << "geomean speedup_vs_onednn D1-D9: " << bench::fixed(std::exp(log_d / n_d), 3)

@@ -32,6 +32,25 @@ inline const std::vector<PaperLayer>& paper_layers() {
   return l;
 }
 
+/// MobileNet-v2's distinct 1x1 (pointwise) convolutions, batch 1, stride 1: M<stage>e is a
+/// block's expansion (ReLU6 after it in the network), M<stage>p its projection. Not in the
+/// paper; `kiln-bench-ops --set mobilenet` times them, since at 7x7 and 14x14 they decide
+/// MobileNet-v2's end-to-end time.
+inline const std::vector<PaperLayer>& mobilenet_pointwise_layers() {
+  static const std::vector<PaperLayer> l = {
+      {"M1p", false, 112, 32, 16, 1, 1},  {"M2e", false, 112, 16, 96, 1, 1},
+      {"M2p", false, 56, 96, 24, 1, 1},   {"M3e", false, 56, 24, 144, 1, 1},
+      {"M3p", false, 56, 144, 24, 1, 1},  {"M4p", false, 28, 144, 32, 1, 1},
+      {"M5e", false, 28, 32, 192, 1, 1},  {"M5p", false, 28, 192, 32, 1, 1},
+      {"M7p", false, 14, 192, 64, 1, 1},  {"M8e", false, 14, 64, 384, 1, 1},
+      {"M8p", false, 14, 384, 64, 1, 1},  {"M11p", false, 14, 384, 96, 1, 1},
+      {"M12e", false, 14, 96, 576, 1, 1}, {"M12p", false, 14, 576, 96, 1, 1},
+      {"M14p", false, 7, 576, 160, 1, 1}, {"M15e", false, 7, 160, 960, 1, 1},
+      {"M15p", false, 7, 960, 160, 1, 1}, {"M17p", false, 7, 960, 320, 1, 1},
+      {"M18", false, 7, 320, 1280, 1, 1}};
+  return l;
+}
+
 /// The layer as a conv2d workload (depthwise: groups = channels).
 inline topi::Conv2DWorkload paper_workload(const PaperLayer& l) {
   topi::Conv2DWorkload w;

@@ -105,13 +105,15 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
       }
     }
     cfg.fallback_knob("oc_reg", best_reg);
-    // acc_outer when the kernel is big (it comes from DRAM in a network) and the task's
-    // accumulator small (it stays in L1 beside a kernel block): ResNet's 7x7x512 layers ran
-    // 10-12% faster with cold caches (C12 2.55 -> 2.24 ms, C10 1.28 -> 1.17 ms); C7 (1.2 MB,
-    // a 25 KB accumulator) ran 3-8% slower.
+    // acc_outer when the kernel is bigger than L2 (it comes from DRAM in a network) and the
+    // task's accumulator small (it stays in L1 beside a kernel block): ResNet's 7x7x512 layers
+    // ran 10-12% faster with cold caches (C12, 9.4 MB: 2.55 -> 2.24 ms; C10, 4.7 MB: 1.28 ->
+    // 1.17 ms); C7 (1.2 MB, a 25 KB accumulator) ran 3-8% slower, and so did MobileNet-v2's
+    // 7x7 1x1 layers with 1.2-1.6 MB kernels (M17p, M18: 0.63 -> 0.85-0.94 of oneDNN warm,
+    // 0.88-0.98 -> 1.00-1.11 cold, without it).
     const double kernel_bytes = 4.0 * O * IC * KH * KW,
                  acc_bytes = 4.0 * best_reg * oc_bn * OH * OW;
-    cfg.fallback_knob("acc_outer", kernel_bytes >= (1 << 20) && acc_bytes <= 16 * 1024 ? 1 : 0);
+    cfg.fallback_knob("acc_outer", kernel_bytes >= (2 << 20) && acc_bytes <= 16 * 1024 ? 1 : 0);
     cfg.fallback_split("tile_ow", {-1, best_w});
     cfg.fallback_split("tile_oh", {-1, best_h});
     cfg.fallback_knob("unroll_kw", KW <= 3 ? 1 : 0);

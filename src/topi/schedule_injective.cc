@@ -197,6 +197,19 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
     if (total > kParallelThreshold && product(outer) > 1) st.parallel(fo);
     return;
   }
+  const int64_t last = extent_of(axes.back());
+  if (vec && axes.size() >= 3 && last > 1 && last < lanes && lanes % last != 0 &&
+      extent_of(axes[axes.size() - 2]) >= lanes) {
+    // A short innermost axis whose extent does not divide the lanes (NCHW -> NCHW3c): the
+    // flattened vector would gather with a division per lane. Scalar loops over the last two
+    // axes, the innermost unrolled, let LLVM's loop vectorizer use an interleaved access group
+    // (shuffles) instead.
+    std::vector<IterVar> outer(axes.begin(), axes.end() - 2);
+    IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
+    st.unroll(axes.back());
+    if (total > kParallelThreshold && product(outer) > 1) st.parallel(fo);
+    return;
+  }
   IterVar fused = axes.size() > 1 ? st.fuse(axes) : axes[0];
   if (vec) {
     auto [o, i] = st.split(fused, Expr(lanes));

@@ -188,6 +188,23 @@ TEST(TopiTransform, LayoutTransform) {
          })});
 }
 
+TEST(TopiTransform, LayoutTransformToShortBlock) {
+  // NCHW -> NCHW3c (a 3-channel image into a first convolution): the injective schedule keeps
+  // scalar loops over (w, c), c unrolled, for LLVM's interleaved vectorization, instead of a
+  // vector gather over the flattened index.
+  te::Tensor X = input({2, 6, 5, 21}, f32, "X");
+  NDArray x = random_array({2, 6, 5, 21}, f32, 14);
+  te::Tensor b3 = layout_transform(X, "NCHW", "NCHW3c");
+  check({X}, {b3}, {x}, {reference({2, 2, 5, 21, 3}, f32, [&](const Shape& i) {
+          return at(x, {i[0], i[1] * 3 + i[4], i[2], i[3]});
+        })});
+  te::Schedule s = schedule_injective({b3}, host_target());
+  const std::string text = tir::to_string(lower(s, {X, b3}, "f"));
+  EXPECT_NE(text.find("for (l, 0, 21) {"), std::string::npos) << text;
+  EXPECT_NE(text.find("l*3 + 2] = X["), std::string::npos) << text;
+  EXPECT_EQ(text.find("ramp"), std::string::npos) << text;
+}
+
 TEST(TopiTransform, Errors) {
   te::Tensor X = input({2, 3}, f32, "X");
   te::Tensor Y = input({2, 4}, f32, "Y");
