@@ -14,7 +14,9 @@
 // With --tuning-log, each model is also built with the log's best configs (`kiln tune`) and
 // timed as "kiln tuned" in the same run.
 // Speedups are baseline median / Kiln median: above 1 means Kiln is faster. Processes run one at
-// a time, so a busy period on a shared machine slows whichever runs then: repeat and compare.
+// a time, so a busy period on a shared machine slows whichever runs then: --rounds N measures
+// every runtime N times, alternating which side goes first, and reports the median of the
+// rounds' medians and each round's ratio.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -154,6 +156,36 @@ ChildResult run_child(const std::vector<std::string>& argv,
   return r;
 }
 
+/// One runtime's rounds as one result: the median of the rounds' medians, the least minimum,
+/// the largest peak memory; the first error if every round failed.
+ChildResult merge_rounds(const std::vector<ChildResult>& rs) {
+  std::vector<double> medians;
+  double min_ms = INFINITY;
+  ChildResult merged;
+  for (const ChildResult& r : rs) {
+    if (!r.out.contains("median_ms")) continue;
+    if (medians.empty()) merged = r;
+    medians.push_back(r.out["median_ms"].get<double>());
+    min_ms = std::min(min_ms, r.out["min_ms"].get<double>());
+    merged.peak_mib = std::max(merged.peak_mib, r.peak_mib);
+  }
+  if (medians.empty()) return rs.front();
+  merged.out["median_ms"] = bench::median(medians);
+  merged.out["min_ms"] = min_ms;
+  merged.out["rounds"] = medians.size();
+  return merged;
+}
+
+/// Baseline median / Kiln median of each round both measured.
+std::vector<double> round_ratios(const std::vector<ChildResult>& kiln,
+                                 const std::vector<ChildResult>& base) {
+  std::vector<double> r;
+  for (size_t i = 0; i < std::min(kiln.size(), base.size()); ++i)
+    if (kiln[i].out.contains("median_ms") && base[i].out.contains("median_ms"))
+      r.push_back(base[i].out["median_ms"].get<double>() / kiln[i].out["median_ms"].get<double>());
+  return r;
+}
+
 /// --child-run: load a module directory, run it on the input, print timing and error as JSON.
 int child_run(const bench::CommandLine& cl) {
   try {
@@ -230,6 +262,11 @@ int main(int argc, char** argv) {
        {"--source", "Kiln's source tree (default: where this file was compiled from)"},
        {"--json", "write the result rows to this file"},
        {"--tuning-log", "also time each model built with this tuning log's configs (kiln tune)"},
+       {"--rounds",
+        "measure every runtime this many times, alternating, and report the median of the "
+        "rounds' medians (default 1; more rounds average out a busy period on a shared "
+        "machine)"},
+       {"--no-O0", "1: skip the opt-level-0 build (the slowest to time)"},
        {"--child-run", "(internal) run this module directory and print JSON"},
        {"--input", "(internal) the input .npy of --child-run"},
        {"--ref", "(internal) the reference .npy of --child-run"}});
@@ -254,6 +291,9 @@ int main(int argc, char** argv) {
   const std::string reps = std::to_string(cl.get_int("--reps", 20));
   const std::string warmup = std::to_string(cl.get_int("--warmup", 3));
   const std::string max_s = std::to_string(cl.get_int("--max-seconds", 10));
+  const int rounds = static_cast<int>(cl.get_int("--rounds", 1));
+  if (rounds < 1) cl.fail("--rounds must be at least 1");
+  const bool no_o0 = cl.get_int("--no-O0", 0) != 0;
   std::string bl = cl.get_string("--baselines", "ort,torch,tvm");
   // --tuning-log FILE: also build each model with the log's best configs ("kiln tuned").
   std::vector<kiln::autotune::Record> tuning_records;
@@ -327,9 +367,11 @@ int main(int argc, char** argv) {
     };
     std::vector<Variant> variants = {{"kiln", kiln::graph::BuildOptions{}.opt_level},
                                      {"kiln-O0", 0}};
+    if (no_o0) variants[1].error = "skipped (--no-O0)";
     if (!tuning_records.empty())
       variants.push_back({"kiln-tuned", kiln::graph::BuildOptions{}.opt_level, true});
     for (Variant& v : variants) {
+      if (!v.error.empty()) continue;
       v.dir = (cache / (m + (v.tuned ? "_tuned" : "_O" + std::to_string(v.opt_level)) + ".kiln"))
                   .string();
       double t0 = bench::now_ms();
@@ -354,28 +396,52 @@ int main(int argc, char** argv) {
     std::map<std::string, ChildResult> peak_at_1;  // memory column: the first thread count
     std::map<std::string, json> compile_of;
     for (int nt : threads) {
-      std::map<std::string, ChildResult> res;
-      for (size_t vi = 0; vi < variants.size(); ++vi) {
-        const Variant& v = variants[vi];
-        const std::string& key = v.key;
-        if (!v.error.empty()) {
-          res[key].out = {{"error", v.error}};
-          continue;
+      // Every runtime once per round; odd rounds run the baselines first, so that neither side
+      // always follows the other's warm-up of the machine.
+      std::map<std::string, std::vector<ChildResult>> by_round;
+      for (int round = 0; round < rounds; ++round) {
+        auto run_kiln = [&] {
+          for (const Variant& v : variants) {
+            if (!v.error.empty()) continue;
+            by_round[v.key].push_back(run_child(
+                {self.string(), "--child-run", v.dir, "--input", input, "--ref", ref, "--threads",
+                 std::to_string(nt), "--reps", reps, "--warmup", warmup, "--max-seconds", max_s},
+                {"KILN_NUM_THREADS=" + std::to_string(nt)},
+                (cache / (m + "." + v.key + ".t" + std::to_string(nt) + ".log")).string()));
+          }
+        };
+        auto run_baselines = [&] {
+          for (const std::string& b : baselines) {
+            ChildResult r = run_child(
+                {python, (source / "bench/baselines.py").string(), "--runtime", b,
+                 "--models-dir", cache.string(), "--model", m, "--threads", std::to_string(nt),
+                 "--reps", reps, "--warmup", warmup, "--max-seconds", max_s},
+                {"OMP_NUM_THREADS=" + std::to_string(nt), "TVM_NUM_THREADS=" + std::to_string(nt)},
+                (cache / (m + "." + b + ".t" + std::to_string(nt) + ".log")).string());
+            if (r.out.contains("compile_ms")) compile_of[b] = r.out;
+            by_round[b].push_back(std::move(r));
+          }
+        };
+        if (round % 2 == 0) {
+          run_kiln();
+          run_baselines();
+        } else {
+          run_baselines();
+          run_kiln();
         }
-        res[key] = run_child(
-            {self.string(), "--child-run", v.dir, "--input", input, "--ref", ref, "--threads",
-             std::to_string(nt), "--reps", reps, "--warmup", warmup, "--max-seconds", max_s},
-            {"KILN_NUM_THREADS=" + std::to_string(nt)},
-            (cache / (m + "." + key + ".t" + std::to_string(nt) + ".log")).string());
       }
-      for (const std::string& b : baselines) {
-        res[b] = run_child(
-            {python, (source / "bench/baselines.py").string(), "--runtime", b, "--models-dir",
-             cache.string(), "--model", m, "--threads", std::to_string(nt), "--reps", reps,
-             "--warmup", warmup, "--max-seconds", max_s},
-            {"OMP_NUM_THREADS=" + std::to_string(nt), "TVM_NUM_THREADS=" + std::to_string(nt)},
-            (cache / (m + "." + b + ".t" + std::to_string(nt) + ".log")).string());
-        if (res[b].out.contains("compile_ms")) compile_of[b] = res[b].out;
+      std::map<std::string, ChildResult> res;
+      for (const Variant& v : variants)
+        if (!v.error.empty()) res[v.key].out = {{"error", v.error}};
+      for (auto& [k, rs] : by_round) res[k] = merge_rounds(rs);
+      if (rounds > 1 && res.count("kiln") && res["kiln"].out.contains("median_ms")) {
+        for (const std::string& b : baselines) {
+          std::vector<double> ratios = round_ratios(by_round["kiln"], by_round[b]);
+          if (ratios.empty()) continue;
+          std::cout << "  " << nt << " thr " << b << " / kiln per round:";
+          for (double r : ratios) std::cout << " " << bench::fixed(r, 2);
+          std::cout << " (median " << bench::fixed(bench::median(ratios), 2) << ")\n";
+        }
       }
       for (auto& [k, r] : res) {
         std::cout << "  " << nt << " thr " << k << ": ";
@@ -435,8 +501,11 @@ int main(int argc, char** argv) {
       return bench::fixed(r.peak_mib, 0) + " (" + bench::fixed(r.peak_mib - base, 0) + ")";
     };
     other.add_row({m, variants[0].error.empty() ? bench::fixed(variants[0].compile_s, 2) : "fail",
-                   variants[1].error.empty() ? bench::fixed(variants[1].compile_s, 2) : "fail",
-                   std::to_string(variants[0].kernels), std::to_string(variants[1].kernels),
+                   variants[1].error.empty() ? bench::fixed(variants[1].compile_s, 2)
+                   : no_o0                   ? "-"
+                                             : "fail",
+                   std::to_string(variants[0].kernels),
+                   variants[1].error.empty() ? std::to_string(variants[1].kernels) : "-",
                    secs("ort"), secs("torch"), secs("tvm"), peak("kiln"), peak("kiln-O0"),
                    peak("ort"), peak("torch"), peak("tvm")});
   }
