@@ -1,10 +1,11 @@
-// Measurement. The parent compiles a batch of candidates on a few threads (each kiln::build has
-// its own LLVM context; the function is resolved, and so JIT-materialized, before any fork),
-// then forks one child per candidate. The child inherits the compiled code and the argument
-// copies, runs the check / warm-up / timed repeats, and writes a JSON report (plus, for the
-// default config, the raw output bytes after a NUL) to a pipe; the parent polls the pipe with a
-// deadline and classifies the child's end (exit, signal, timeout). No compile threads are alive
-// while a child is forked.
+// Measurement. Each candidate gets a forked child of its own, which compiles it (kiln::build,
+// its own LLVM context), reports that it compiled, waits for the parent's go, then runs the
+// check / warm-up / timed repeats and writes a JSON report (plus, for the default config, the
+// raw output bytes after a NUL) to a pipe. The parent instantiates the candidate first (cheap,
+// and it decides which argument copies the child inherits), runs up to build_threads children
+// compiling at once under the compile time limit, then lets them measure one at a time under
+// the run time limit, so no compile runs while a candidate is timed. A compiler that crashes or
+// runs past its limit costs one child, never the tuner.
 #include "kiln/autotune/measure.h"
 
 #include <fcntl.h>
@@ -15,7 +16,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -24,7 +24,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "kiln/ir/op.h"
 #include "kiln/runtime/module.h"
@@ -52,6 +51,11 @@ void write_all(int fd, const char* p, size_t n) {
   }
 }
 
+/// The time `s` seconds from now.
+Clock::time_point after(double s) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -77,6 +81,66 @@ std::string ChildOutcome::describe() const {
   return os.str();
 }
 
+namespace {
+
+/// Reads the child's pipe `fd` into out.payload until EOF or `deadline` (then kills the child),
+/// closes fd, reaps `pid` and records how it ended.
+void collect(pid_t pid, int fd, Clock::time_point deadline, ChildOutcome& out) {
+  bool timed_out = false;
+  char buf[65536];
+  for (;;) {
+    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::ceil(left * 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;  // the loop re-checks the deadline
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the child closed its end (exited)
+    out.payload.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    out.status = ChildOutcome::kTimedOut;
+  } else if (WIFSIGNALED(status)) {
+    out.status = ChildOutcome::kSignaled;
+    out.code = WTERMSIG(status);
+  } else {
+    out.status = ChildOutcome::kExited;
+    out.code = WEXITSTATUS(status);
+  }
+}
+
+/// In a child: runs `body(fd)`, reporting an escaping exception as {"error": "other"}, and
+/// returns the exit code.
+int run_body(const std::function<void(int fd)>& body, int fd) {
+  try {
+    body(fd);
+  } catch (const std::exception& e) {
+    std::string msg = json({{"error", "other"}, {"message", e.what()}}).dump();
+    write_all(fd, msg.data(), msg.size());
+    return 3;
+  } catch (...) {
+    return 4;
+  }
+  return 0;
+}
+
+void no_core_dumps() {
+  struct rlimit no_core = {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+}
+
+}  // namespace
+
 ChildOutcome run_in_child(const std::function<void(int fd)>& body, double timeout_s) {
   ChildOutcome out;
   int fds[2];
@@ -95,54 +159,13 @@ ChildOutcome run_in_child(const std::function<void(int fd)>& body, double timeou
   }
   if (pid == 0) {
     ::close(fds[0]);
-    struct rlimit no_core = {0, 0};
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    int code = 0;
-    try {
-      body(fds[1]);
-    } catch (const std::exception& e) {
-      std::string msg = json({{"error", "other"}, {"message", e.what()}}).dump();
-      write_all(fds[1], msg.data(), msg.size());
-      code = 3;
-    } catch (...) {
-      code = 4;
-    }
+    no_core_dumps();
+    int code = run_body(body, fds[1]);
     ::close(fds[1]);
     ::_exit(code);
   }
   ::close(fds[1]);
-  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  bool timed_out = false;
-  char buf[65536];
-  for (;;) {
-    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p = {fds[0], POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::ceil(left * 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) continue;  // the loop re-checks the deadline
-    ssize_t n = ::read(fds[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EOF: the child closed its end (exited)
-    out.payload.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
-    out.status = ChildOutcome::kTimedOut;
-  } else if (WIFSIGNALED(status)) {
-    out.status = ChildOutcome::kSignaled;
-    out.code = WTERMSIG(status);
-  } else {
-    out.status = ChildOutcome::kExited;
-    out.code = WEXITSTATUS(status);
-  }
+  collect(pid, fds[0], after(timeout_s), out);
   return out;
 }
 
@@ -150,12 +173,10 @@ ChildOutcome run_in_child(const std::function<void(int fd)>& body, double timeou
 
 namespace {
 
-/// One compiled candidate (or why it is not).
-struct Built {
-  runtime::Module mod;
-  runtime::PackedFunc fn;
-  MeasureResult failure;  ///< error set when compiling failed
-  double compile_s = 0;
+/// A candidate instantiated in the parent (or why it could not be).
+struct Prepared {
+  Instance inst;
+  MeasureResult failure;  ///< error set when instantiating failed
   /// The candidate's argument shapes when they differ from the default config's (a config that
   /// picks another data layout, e.g. other channel blocks); empty when they are the same.
   std::vector<std::vector<int64_t>> own_shapes;
@@ -260,61 +281,53 @@ Measurer::Measurer(const Task& task, MeasureOptions opt)
     : task_(task), opt_(opt), st_(std::make_unique<State>()) {
   KILN_USER_CHECK(opt_.repeat >= 1) << "measure options: repeat must be >= 1, got " << opt_.repeat;
   KILN_USER_CHECK(opt_.timeout_s > 0) << "measure options: timeout_s must be positive";
+  KILN_USER_CHECK(opt_.compile_timeout_s > 0)
+      << "measure options: compile_timeout_s must be positive";
 }
 
 Measurer::~Measurer() = default;
 
 namespace {
 
-Built compile(const Task& task, const Config& cfg, const std::vector<std::vector<int64_t>>& shapes,
-              const std::vector<DataType>& dtypes) {
-  Built b;
-  auto t0 = Clock::now();
-  Instance inst;
+Prepared prepare(const Task& task, const Config& cfg,
+                 const std::vector<std::vector<int64_t>>& shapes,
+                 const std::vector<DataType>& dtypes) {
+  Prepared p;
   try {
-    inst = task.instantiate(cfg);
+    p.inst = task.instantiate(cfg);
   } catch (const std::exception& e) {
-    b.failure.error = ErrorKind::kInstantiate;
-    b.failure.error_msg = e.what();
-    return b;
+    p.failure.error = ErrorKind::kInstantiate;
+    p.failure.error_msg = e.what();
+    return p;
   }
   // The same arguments (count, dtypes) as the default config's; their shapes may differ when
   // the config picks another layout.
-  bool same = inst.args.size() == shapes.size();
-  for (size_t i = 0; same && i < shapes.size(); ++i) same = inst.args[i]->dtype == dtypes[i];
+  bool same = p.inst.args.size() == shapes.size();
+  for (size_t i = 0; same && i < shapes.size(); ++i) same = p.inst.args[i]->dtype == dtypes[i];
   if (!same) {
-    b.failure.error = ErrorKind::kInstantiate;
-    b.failure.error_msg = "config " + cfg.str() +
+    p.failure.error = ErrorKind::kInstantiate;
+    p.failure.error_msg = "config " + cfg.str() +
                           ": the template's arguments differ in number or dtype from the default "
                           "config's";
-    return b;
+    return p;
   }
   std::vector<std::vector<int64_t>> own;
-  for (const te::Tensor& t : inst.args) {
+  for (const te::Tensor& t : p.inst.args) {
     std::vector<int64_t> shape;
     for (const ir::Expr& e : t->shape) {
       auto v = ir::as_const_int(e);
       if (!v) {
-        b.failure.error = ErrorKind::kInstantiate;
-        b.failure.error_msg =
+        p.failure.error = ErrorKind::kInstantiate;
+        p.failure.error_msg =
             "config " + cfg.str() + ": argument " + t.name() + " has a non-constant shape";
-        return b;
+        return p;
       }
       shape.push_back(*v);
     }
     own.push_back(std::move(shape));
   }
-  if (own != shapes) b.own_shapes = std::move(own);
-  try {
-    b.mod = kiln::build(inst.sch, inst.args, task.build_target, "kiln_candidate");
-    b.fn = b.mod.get_function("kiln_candidate");
-  } catch (const std::exception& e) {
-    b.failure.error = ErrorKind::kCompile;
-    b.failure.error_msg = e.what();
-  }
-  b.compile_s = seconds_since(t0);
-  b.failure.compile_s = b.compile_s;
-  return b;
+  if (own != shapes) p.own_shapes = std::move(own);
+  return p;
 }
 
 }  // namespace
@@ -383,16 +396,48 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
   }
 }
 
+/// Fills `st.sets` for `st.shapes` / `st.dtypes`: a first set of seeded random inputs and
+/// poisoned outputs, and copies of it for rotation (together at least opt.rotate_bytes).
+static void make_arg_sets(Measurer::State& st, const MeasureOptions& opt) {
+  size_t set_bytes = 0;
+  for (size_t i = 0; i < st.shapes.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : st.shapes[i]) n *= d;
+    set_bytes += static_cast<size_t>(n) * st.dtypes[i].bytes();
+  }
+  size_t copies =
+      std::clamp<size_t>((opt.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
+                         static_cast<size_t>(std::max(1, opt.max_copies)));
+  std::mt19937 rng(opt.seed);
+  for (size_t c = 0; c < copies; ++c) {
+    ArgSet s;
+    for (size_t i = 0; i < st.shapes.size(); ++i) {
+      NDArray a = NDArray::empty(st.shapes[i], st.dtypes[i]);
+      if (c == 0) {
+        if (st.is_output[i]) {
+          poison(a);
+        } else {
+          fill_random(a, rng);
+        }
+      } else {
+        a.copy_from(st.sets[0].arrays[i].data(), a.nbytes());
+      }
+      KilnValue v;
+      v.v_handle = a.raw();
+      s.values.push_back(v);
+      s.codes.push_back(kKilnArrayHandle);
+      s.arrays.push_back(a);
+    }
+    st.sets.push_back(std::move(s));
+  }
+}
+
 namespace {
 
-/// Runs a compiled candidate in a child and turns what happened into a MeasureResult; for the
-/// default config (`outputs` set) also returns the output bytes.
-MeasureResult run_candidate(const Built& b, Measurer::State& st, const MeasureOptions& opt,
-                            std::string* outputs) {
+/// A measurement report (ChildOutcome of the measuring part) as a MeasureResult; for the
+/// default config (`outputs` set) also the output bytes after the report's NUL.
+MeasureResult interpret(const ChildOutcome& oc, const MeasureOptions& opt, std::string* outputs) {
   MeasureResult r;
-  r.compile_s = b.compile_s;
-  ChildOutcome oc = run_in_child(
-      [&](int fd) { child_measure(fd, b.fn, st, opt, outputs != nullptr); }, opt.timeout_s);
   if (oc.status == ChildOutcome::kSignaled) {
     r.error = ErrorKind::kCrash;
     r.error_msg = "the candidate's process was " + oc.describe();
@@ -439,43 +484,210 @@ MeasureResult run_candidate(const Built& b, Measurer::State& st, const MeasureOp
   return r;
 }
 
-}  // namespace
+/// What to measure: an instantiated candidate, the argument copies it runs on and how.
+struct Job {
+  const Prepared* cand;
+  Measurer::State* st;
+  MeasureOptions opt;
+  bool send_outputs = false;
+};
 
-/// Fills `st.sets` for `st.shapes` / `st.dtypes`: a first set of seeded random inputs and
-/// poisoned outputs, and copies of it for rotation (together at least opt.rotate_bytes).
-static void make_arg_sets(Measurer::State& st, const MeasureOptions& opt) {
-  size_t set_bytes = 0;
-  for (size_t i = 0; i < st.shapes.size(); ++i) {
-    int64_t n = 1;
-    for (int64_t d : st.shapes[i]) n *= d;
-    set_bytes += static_cast<size_t>(n) * st.dtypes[i].bytes();
+/// The child process of one candidate. It compiles, writes one line to its pipe
+/// ({"compile_s": s} and, when compiling threw, "compile_error"), waits for the parent's go
+/// byte, then measures and reports like run_in_child's body.
+struct CandidateChild {
+  pid_t pid = -1;
+  int from_child = -1;  ///< the child's reports
+  int to_child = -1;    ///< the go byte
+  ChildOutcome outcome;
+  bool compiled = false;     ///< its compile line has arrived
+  bool ended = false;        ///< reaped already (it died or was killed while compiling)
+  bool fork_failed = false;  ///< never started
+  double compile_s = 0;
+  std::string compile_error;
+
+  void close_pipes() {
+    if (from_child >= 0) ::close(from_child);
+    if (to_child >= 0) ::close(to_child);
+    from_child = to_child = -1;
   }
-  size_t copies =
-      std::clamp<size_t>((opt.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
-                         static_cast<size_t>(std::max(1, opt.max_copies)));
-  std::mt19937 rng(opt.seed);
-  for (size_t c = 0; c < copies; ++c) {
-    ArgSet s;
-    for (size_t i = 0; i < st.shapes.size(); ++i) {
-      NDArray a = NDArray::empty(st.shapes[i], st.dtypes[i]);
-      if (c == 0) {
-        if (st.is_output[i]) {
-          poison(a);
-        } else {
-          fill_random(a, rng);
-        }
-      } else {
-        a.copy_from(st.sets[0].arrays[i].data(), a.nbytes());
-      }
-      KilnValue v;
-      v.v_handle = a.raw();
-      s.values.push_back(v);
-      s.codes.push_back(kKilnArrayHandle);
-      s.arrays.push_back(a);
+};
+
+void spawn(CandidateChild& kid, const Job& job, const Task& task,
+           const std::vector<CandidateChild>& others) {
+  int up[2], down[2];
+  if (::pipe2(up, O_CLOEXEC) != 0) {
+    kid.fork_failed = true;
+    kid.outcome.code = errno;
+    return;
+  }
+  if (::pipe2(down, O_CLOEXEC) != 0) {
+    kid.fork_failed = true;
+    kid.outcome.code = errno;
+    ::close(up[0]);
+    ::close(up[1]);
+    return;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    kid.fork_failed = true;
+    kid.outcome.code = errno;
+    for (int fd : {up[0], up[1], down[0], down[1]}) ::close(fd);
+    return;
+  }
+  if (pid == 0) {
+    ::close(up[0]);
+    ::close(down[1]);
+    for (const CandidateChild& o : others) {  // its siblings' pipe ends, inherited
+      if (o.from_child >= 0) ::close(o.from_child);
+      if (o.to_child >= 0) ::close(o.to_child);
     }
-    st.sets.push_back(std::move(s));
+    no_core_dumps();
+    auto t0 = Clock::now();
+    runtime::Module mod;
+    runtime::PackedFunc fn;
+    json line;
+    try {
+      mod = kiln::build(job.cand->inst.sch, job.cand->inst.args, task.build_target,
+                        "kiln_candidate");
+      fn = mod.get_function("kiln_candidate");
+    } catch (const std::exception& e) {
+      line["compile_error"] = e.what();
+    }
+    line["compile_s"] = seconds_since(t0);
+    std::string text = line.dump() + "\n";
+    write_all(up[1], text.data(), text.size());
+    char go = 0;
+    ssize_t n;
+    while ((n = ::read(down[0], &go, 1)) < 0 && errno == EINTR) {
+    }
+    if (line.contains("compile_error") || n != 1) ::_exit(0);
+    int code = run_body(
+        [&](int fd) { child_measure(fd, fn, *job.st, job.opt, job.send_outputs); }, up[1]);
+    ::close(up[1]);
+    ::_exit(code);
+  }
+  ::close(up[1]);
+  ::close(down[0]);
+  kid.pid = pid;
+  kid.from_child = up[0];
+  kid.to_child = down[1];
+}
+
+/// Waits until every child has written its compile line, or died, or the compile time limit
+/// passed (those still compiling are killed).
+void wait_compiled(std::vector<CandidateChild>& kids, double limit_s) {
+  auto deadline = after(limit_s);
+  char buf[4096];
+  for (;;) {
+    std::vector<struct pollfd> fds;
+    std::vector<CandidateChild*> who;
+    for (CandidateChild& k : kids) {
+      if (k.fork_failed || k.ended || k.compiled) continue;
+      fds.push_back({k.from_child, POLLIN, 0});
+      who.push_back(&k);
+    }
+    if (fds.empty()) return;
+    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      for (CandidateChild* k : who) {
+        // collect() with a past deadline kills and reaps it.
+        collect(k->pid, k->from_child, Clock::now(), k->outcome);
+        k->from_child = -1;
+        k->close_pipes();
+        k->ended = true;
+      }
+      return;
+    }
+    int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::ceil(left * 1000)));
+    if (r <= 0) continue;  // EINTR or the deadline: the loop re-checks
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      CandidateChild& k = *who[i];
+      ssize_t n = ::read(k.from_child, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) k.outcome.payload.append(buf, static_cast<size_t>(n));
+      size_t eol = k.outcome.payload.find('\n');
+      if (eol != std::string::npos) {
+        json line = json::parse(k.outcome.payload.substr(0, eol), nullptr, false);
+        k.outcome.payload.erase(0, eol + 1);
+        k.compiled = true;
+        if (line.is_object()) {
+          k.compile_s = line.value("compile_s", 0.0);
+          if (line.contains("compile_error"))
+            k.compile_error = line["compile_error"].get<std::string>();
+        } else {
+          k.compile_error = "the compile report was unreadable";
+        }
+      } else if (n <= 0) {  // EOF before the line: it died while compiling
+        collect(k.pid, k.from_child, after(10), k.outcome);
+        k.from_child = -1;
+        k.close_pipes();
+        k.ended = true;
+      }
+    }
   }
 }
+
+/// Runs `jobs` (at most build_threads children compiling at once, then measuring one at a
+/// time). `outputs`, for a single job with send_outputs, receives its output bytes.
+std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& task,
+                                    const MeasureOptions& opt, std::string* outputs) {
+  std::vector<MeasureResult> results(jobs.size());
+  const size_t chunk = static_cast<size_t>(std::max(1, opt.build_threads));
+  for (size_t begin = 0; begin < jobs.size(); begin += chunk) {
+    const size_t end = std::min(jobs.size(), begin + chunk);
+    std::vector<CandidateChild> kids(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      std::vector<CandidateChild> spawned(kids.begin(), kids.begin() + (i - begin));
+      spawn(kids[i - begin], jobs[i], task, spawned);
+    }
+    wait_compiled(kids, opt.compile_timeout_s);
+    for (size_t i = begin; i < end; ++i) {
+      CandidateChild& k = kids[i - begin];
+      MeasureResult& r = results[i];
+      std::ostringstream os;
+      if (k.fork_failed) {
+        r.error = ErrorKind::kOther;
+        r.error_msg = std::string("the candidate's process could not be started (fork failed: ") +
+                      std::strerror(k.outcome.code) + ")";
+      } else if (k.ended) {
+        r.error = ErrorKind::kCompile;
+        if (k.outcome.status == ChildOutcome::kTimedOut)
+          os << "compiling took longer than the compile time limit (" << opt.compile_timeout_s
+             << " s); the compiling process was killed";
+        else if (k.outcome.status == ChildOutcome::kSignaled)
+          os << "the compiler crashed: its process was " << k.outcome.describe();
+        else
+          os << "the compiling process " << k.outcome.describe() << " before it had compiled";
+        r.error_msg = os.str();
+        r.compile_s = opt.compile_timeout_s;
+      } else if (!k.compile_error.empty()) {
+        k.close_pipes();
+        int status = 0;
+        while (::waitpid(k.pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        r.error = ErrorKind::kCompile;
+        r.error_msg = k.compile_error;
+        r.compile_s = k.compile_s;
+      } else {
+        const char go = 1;
+        write_all(k.to_child, &go, 1);
+        ::close(k.to_child);
+        k.to_child = -1;
+        collect(k.pid, k.from_child,
+                after(jobs[i].opt.timeout_s), k.outcome);
+        k.from_child = -1;
+        r = interpret(k.outcome, jobs[i].opt, jobs[i].send_outputs ? outputs : nullptr);
+        r.compile_s = k.compile_s;
+      }
+    }
+    for (CandidateChild& k : kids) k.close_pipes();
+  }
+  return results;
+}
+
+}  // namespace
 
 const MeasureResult& Measurer::default_result() {
   State& st = *st_;
@@ -500,10 +712,10 @@ const MeasureResult& Measurer::default_result() {
   }
   (void)set_bytes;
   make_arg_sets(st, opt_);
-  Built b = compile(task_, Config::fallback(), st.shapes, st.dtypes);
-  MeasureResult r = b.failure;
+  Prepared p = prepare(task_, Config::fallback(), st.shapes, st.dtypes);
+  MeasureResult r = p.failure;
   std::string outputs;
-  if (r.ok()) r = run_candidate(b, st, opt_, &outputs);
+  if (r.ok()) r = run_jobs({Job{&p, &st, opt_, true}}, task_, opt_, &outputs)[0];
   KILN_USER_CHECK(r.ok()) << "measure " << task_.key() << ": the default config failed ("
                           << error_kind_name(r.error) << "): " << r.error_msg
                           << "; its output is the reference candidates are checked against";
@@ -524,46 +736,51 @@ const MeasureResult& Measurer::default_result() {
 std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs) {
   default_result();
   State& st = *st_;
-  std::vector<Built> built(configs.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < configs.size();)
-      built[i] = compile(task_, configs[i], st.shapes, st.dtypes);
-  };
-  size_t nthreads = std::min<size_t>(std::max(1, opt_.build_threads), configs.size());
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-
-  std::vector<MeasureResult> results;
-  for (Built& b : built) {
-    if (!b.failure.ok()) {
-      results.push_back(b.failure);
-    } else if (b.own_shapes.empty()) {
-      results.push_back(run_candidate(b, st, opt_, nullptr));
-    } else {
-      // Another layout of the same tensors: its own seeded inputs, and no comparison with the
-      // default's output (whose elements are in another order).
-      std::unique_ptr<State>& alt = st.layouts[b.own_shapes];
-      if (!alt) {
-        st.layout_order.push_back(b.own_shapes);
-        if (st.layout_order.size() > kMaxLayouts) {
-          st.layouts.erase(st.layout_order.front());
-          st.layout_order.pop_front();
-        }
-        alt = std::make_unique<State>();
-        alt->names = st.names;
-        alt->is_output = st.is_output;
-        alt->dtypes = st.dtypes;
-        alt->shapes = b.own_shapes;
-        make_arg_sets(*alt, opt_);
+  std::vector<MeasureResult> results(configs.size());
+  MeasureOptions unchecked = opt_;
+  unchecked.check = false;
+  // A chunk of build_threads candidates at a time (run_jobs compiles that many at once), so
+  // that at most kMaxLayouts argument copies of other layouts, plus the chunk's, exist at once.
+  const size_t chunk = static_cast<size_t>(std::max(1, opt_.build_threads));
+  for (size_t begin = 0; begin < configs.size(); begin += chunk) {
+    const size_t end = std::min(configs.size(), begin + chunk);
+    std::vector<Prepared> cands;
+    cands.reserve(end - begin);
+    std::vector<Job> jobs;
+    std::vector<size_t> job_of;
+    for (size_t i = begin; i < end; ++i) {
+      cands.push_back(prepare(task_, configs[i], st.shapes, st.dtypes));
+      const Prepared& p = cands.back();
+      if (!p.failure.ok()) {
+        results[i] = p.failure;
+        continue;
       }
-      MeasureOptions unchecked = opt_;
-      unchecked.check = false;
-      results.push_back(run_candidate(b, *alt, unchecked, nullptr));
+      if (p.own_shapes.empty()) {
+        jobs.push_back({&p, &st, opt_});
+      } else {
+        // Another layout of the same tensors: its own seeded inputs, and no comparison with
+        // the default's output (whose elements are in another order).
+        std::unique_ptr<State>& alt = st.layouts[p.own_shapes];
+        if (!alt) {
+          alt = std::make_unique<State>();
+          alt->names = st.names;
+          alt->is_output = st.is_output;
+          alt->dtypes = st.dtypes;
+          alt->shapes = p.own_shapes;
+          make_arg_sets(*alt, opt_);
+          st.layout_order.push_back(p.own_shapes);
+        }
+        jobs.push_back({&p, alt.get(), unchecked});
+      }
+      job_of.push_back(i);
     }
-    b = Built();  // release the module's code
+    std::vector<MeasureResult> measured = run_jobs(jobs, task_, opt_, nullptr);
+    for (size_t j = 0; j < jobs.size(); ++j) results[job_of[j]] = std::move(measured[j]);
+    // Only now: the chunk's jobs pointed at their copies.
+    while (st.layout_order.size() > kMaxLayouts) {
+      st.layouts.erase(st.layout_order.front());
+      st.layout_order.pop_front();
+    }
   }
   return results;
 }

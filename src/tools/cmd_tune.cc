@@ -36,7 +36,7 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
   int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4;
-  double timeout_s = 10, minutes = 0;
+  double timeout_s = 10, compile_timeout_s = 30, minutes = 0;
   unsigned seed = 0;
   bool no_transfer = false;
   std::vector<std::string> shapes;
@@ -197,6 +197,7 @@ int tune_model(TuneCmdOptions o) {
   topt.log_path = o.log;
   topt.early_stopping = o.early_stopping;
   topt.measure.timeout_s = o.timeout_s;
+  topt.measure.compile_timeout_s = o.compile_timeout_s;
   topt.measure.build_threads = o.build_threads;
   topt.verify_top = o.verify;
 
@@ -301,6 +302,9 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "Threads the measured kernels run with (default 1)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--timeout", o->timeout_s, "Seconds one candidate may run (default 10)")
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--compile-timeout", o->compile_timeout_s,
+                  "Seconds compiling one candidate may take (default 30)")
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--input-shape", o->shapes,
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");

@@ -81,6 +81,48 @@ TEST(Measure, FailuresAreResultsNotCrashes) {
   EXPECT_TRUE(m.measure({at(task, {0, 2})})[0].ok());
 }
 
+// B[i] = A[i] * 2 + 1 for 64^3 elements; knob `unroll` 1 unrolls the whole loop nest (three
+// loops of 64, the unroller's limit each), which takes seconds to lower and compile.
+Template slow_compile_template() {
+  TemplateFn fn = [](Config& cfg) {
+    int64_t unroll = cfg.define_knob("unroll", {0, 1});
+    const int n = 64;
+    auto A = te::placeholder({n, n, n}, DataType::Float(32), "A");
+    auto B = te::compute(
+        {n, n, n}, [&](te::Var i, te::Var j, te::Var k) { return A(i, j, k) * 2.0f + 1.0f; },
+        "B");
+    te::Schedule s = te::create_schedule({B});
+    if (unroll)
+      for (const ir::IterVar& iv : B->axis) s[B].unroll(iv);
+    return Instance{s, {A, B}};
+  };
+  return Template{"test_slow_compile", "1", fn};
+}
+
+TEST(Measure, CompileTimeLimit) {
+  Task task = Task::make(slow_compile_template());
+  MeasureOptions mo = fast_measure();
+  mo.compile_timeout_s = 1;
+  Measurer m(task, mo);
+  ASSERT_TRUE(m.default_result().ok()) << m.default_result().error_msg;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<MeasureResult> r = m.measure({at(task, {1}), at(task, {0})});
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].error, ErrorKind::kCompile);
+  EXPECT_NE(r[0].error_msg.find("compiling took longer than the compile time limit (1 s)"),
+            std::string::npos)
+      << r[0].error_msg;
+  EXPECT_TRUE(r[1].ok()) << r[1].error_msg;
+  EXPECT_LT(s, 8.0);  // the slow compile was cut off, not waited for
+  EXPECT_EQ(kiln::testing::error_of([&] {
+              MeasureOptions bad;
+              bad.compile_timeout_s = 0;
+              Measurer x(task, bad);
+            }),
+            "measure options: compile_timeout_s must be positive");
+}
+
 // A knob that chooses a data layout: B is packed into panels of `nb` columns, Bp [n/nb, n, nb],
 // so the argument shapes depend on the config (like a blocked convolution's channel blocks).
 Template packed_layout_template(int n) {

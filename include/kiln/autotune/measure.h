@@ -1,19 +1,23 @@
 /// \file measure.h
-/// \brief Measuring candidates: compile (in parallel threads), then run each in a forked child
-/// process with a time limit, checked against the default config's output.
+/// \brief Measuring candidates: each is compiled and run in a forked child process of its own,
+/// under a compile time limit and a run time limit, and checked against the default config's
+/// output.
 ///
 /// A Measurer belongs to one task. On first use it makes random inputs (seeded) for the task's
 /// input tensors and runs the default (fallback) config in a child to get the reference output.
 /// For each candidate:
-///  1. in the parent, `build_threads` threads instantiate, lower and compile the candidates of a
-///     batch (kiln::build; each has its own LLVM context) and resolve the function;
-///  2. one at a time, a forked child runs it: a check run on poisoned outputs compared with the
-///     reference (|x - ref| <= atol * max(1, max|ref|) + rtol * |ref|; integers exactly), then
-///     `warmup` untimed calls, then `repeat` timed repeats of `number` calls each, with `number`
-///     chosen so that a repeat lasts at least min_repeat_ms. Calls rotate over several copies of
-///     the inputs and outputs (together at least rotate_bytes) so the cache does not flatter
-///     small kernels. The child reports through a pipe and exits with _exit.
-///  3. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
+///  1. the parent instantiates it (template and schedule; a template error is a kInstantiate);
+///  2. a forked child lowers and compiles it (kiln::build, its own LLVM context), at most
+///     `build_threads` children compiling at once; one that throws is a kCompile, and so is one
+///     still compiling after compile_timeout_s (killed) or one that dies while compiling;
+///  3. one child at a time, with no compile running, runs it: a check run on poisoned outputs
+///     compared with the reference (|x - ref| <= atol * max(1, max|ref|) + rtol * |ref|;
+///     integers exactly), then `warmup` untimed calls, then `repeat` timed repeats of `number`
+///     calls each, with `number` chosen so that a repeat lasts at least min_repeat_ms. Calls
+///     rotate over several copies of the inputs and outputs (together at least rotate_bytes) so
+///     the cache does not flatter small kernels. The child reports through a pipe and exits
+///     with _exit.
+///  4. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
 ///     running is killed (SIGKILL) and is a kTimeout, a wrong output is a kWrongResult. None of
 ///     these stops the caller: each is an ordinary MeasureResult.
 /// A candidate whose arguments have other shapes than the default's (a config that chooses
@@ -39,7 +43,10 @@ struct MeasureOptions {
   int repeat = 5;                  ///< timed repeats (mean and standard deviation over these)
   double min_repeat_ms = 2.0;      ///< each repeat runs at least this long (number of calls adapts)
   int max_number = 10000;          ///< at most this many calls per repeat
-  double timeout_s = 10;           ///< limit for one candidate's child process (check + timing)
+  double timeout_s = 10;           ///< limit for one candidate's run (check + timing)
+  /// Limit for compiling one candidate: a config whose code takes LLVM minutes (a huge unrolled
+  /// body) is recorded as a compile error instead of stalling the tuner.
+  double compile_timeout_s = 30;
   int build_threads = 2;           ///< candidates compiled at once; 1 = sequentially
   /// Rotated argument copies together span at least this: more than the L2 and about a
   /// network's weights (ResNet-18: 45 MB), so that a kernel meets its weights as it does inside a
