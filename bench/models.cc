@@ -12,7 +12,8 @@
 // ru_maxrss would count the parent's image the child was forked from), so every runtime is
 // measured alike, Python's interpreter and framework included for the baselines.
 // With --tuning-log, each model is also built with the log's best configs (`kiln tune`) and
-// timed as "kiln tuned" in the same run.
+// timed as "kiln tuned" in the same run: at N threads with the records tuned on N threads
+// (`kiln tune --threads N`) when the log has them, else with the 1-thread records.
 // Speedups are baseline median / Kiln median: above 1 means Kiln is faster. Processes run one at
 // a time, so a busy period on a shared machine slows whichever runs then: --rounds N measures
 // every runtime N times, alternating which side goes first, and reports the median of the
@@ -31,6 +32,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -303,6 +305,16 @@ int main(int argc, char** argv) {
     tuning_records = std::move(log.records);
     if (tuning_records.empty()) cl.fail("--tuning-log: the log holds no records");
   }
+  // The thread count of the records a tuned build running on nt threads uses: nt when the log
+  // has records measured with nt threads (their target ends in "; threads=nt"), else 1.
+  auto record_threads = [&](int nt) {
+    const std::string suffix = "; threads=" + std::to_string(nt);
+    for (const kiln::autotune::Record& r : tuning_records)
+      if (r.target.size() > suffix.size() &&
+          r.target.compare(r.target.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return nt;
+    return 1;
+  };
   std::vector<std::string> baselines = bl == "none" ? std::vector<std::string>{} : split(bl, ',');
   for (const std::string& b : baselines)
     if (std::find(kBaselines.begin(), kBaselines.end(), b) == kBaselines.end())
@@ -357,10 +369,13 @@ int main(int argc, char** argv) {
     const std::string ref = (cache / (m + ".ref.npy")).string();
     // Compile: import + build + save, at the default level and at 0.
     // Variants: the default build, opt level 0, and (with --tuning-log) the tuned build.
+    // The tuned build uses the records measured with the thread count it runs with (kiln tune
+    // --threads N), else the 1-thread ones: one tuned variant per record thread count needed.
     struct Variant {
       std::string key;
       int opt_level;
       bool tuned = false;
+      int tuning_threads = 1;
       std::string dir, error;
       double compile_s = 0;
       int kernels = 0;
@@ -368,23 +383,35 @@ int main(int argc, char** argv) {
     std::vector<Variant> variants = {{"kiln", kiln::graph::BuildOptions{}.opt_level},
                                      {"kiln-O0", 0}};
     if (no_o0) variants[1].error = "skipped (--no-O0)";
-    if (!tuning_records.empty())
-      variants.push_back({"kiln-tuned", kiln::graph::BuildOptions{}.opt_level, true});
+    if (!tuning_records.empty()) {
+      std::set<int> counts;
+      for (int nt : threads) counts.insert(record_threads(nt));
+      for (int c : counts)
+        variants.push_back({"kiln-tuned", kiln::graph::BuildOptions{}.opt_level, true, c});
+    }
     for (Variant& v : variants) {
       if (!v.error.empty()) continue;
-      v.dir = (cache / (m + (v.tuned ? "_tuned" : "_O" + std::to_string(v.opt_level)) + ".kiln"))
+      v.dir = (cache / (m +
+                        (v.tuned ? "_tuned_t" + std::to_string(v.tuning_threads)
+                                 : "_O" + std::to_string(v.opt_level)) +
+                        ".kiln"))
                   .string();
       double t0 = bench::now_ms();
       try {
         kiln::graph::Graph g = kiln::frontend::import_onnx(onnx);
         kiln::graph::BuildOptions opt;
         opt.opt_level = v.opt_level;
-        if (v.tuned) opt.tuning_records = tuning_records;
+        if (v.tuned) {
+          opt.tuning_records = tuning_records;
+          opt.tuning_threads = v.tuning_threads;
+        }
         kiln::graph::CompiledModule cm =
             kiln::graph::compile_to_directory(g, kiln::Target::host(), opt, v.dir);
         v.kernels = cm.num_kernels;
         v.compile_s = (bench::now_ms() - t0) / 1e3;
-        std::cout << "  " << v.key << " (-O" << v.opt_level << ") compile "
+        std::cout << "  " << v.key
+                  << (v.tuned ? " (" + std::to_string(v.tuning_threads) + "-thread records)" : "")
+                  << " (-O" << v.opt_level << ") compile "
                   << bench::fixed(v.compile_s, 2) << " s, " << v.kernels << " kernels"
                   << (v.tuned && !cm.tuning_report.empty() ? "; " + cm.tuning_report[0] : "")
                   << std::endl;
@@ -402,7 +429,7 @@ int main(int argc, char** argv) {
       for (int round = 0; round < rounds; ++round) {
         auto run_kiln = [&] {
           for (const Variant& v : variants) {
-            if (!v.error.empty()) continue;
+            if (!v.error.empty() || (v.tuned && v.tuning_threads != record_threads(nt))) continue;
             by_round[v.key].push_back(run_child(
                 {self.string(), "--child-run", v.dir, "--input", input, "--ref", ref, "--threads",
                  std::to_string(nt), "--reps", reps, "--warmup", warmup, "--max-seconds", max_s},
@@ -434,13 +461,16 @@ int main(int argc, char** argv) {
       for (const Variant& v : variants)
         if (!v.error.empty()) res[v.key].out = {{"error", v.error}};
       for (auto& [k, rs] : by_round) res[k] = merge_rounds(rs);
-      if (rounds > 1 && res.count("kiln") && res["kiln"].out.contains("median_ms")) {
-        for (const std::string& b : baselines) {
-          std::vector<double> ratios = round_ratios(by_round["kiln"], by_round[b]);
-          if (ratios.empty()) continue;
-          std::cout << "  " << nt << " thr " << b << " / kiln per round:";
-          for (double r : ratios) std::cout << " " << bench::fixed(r, 2);
-          std::cout << " (median " << bench::fixed(bench::median(ratios), 2) << ")\n";
+      if (rounds > 1) {
+        for (const char* k : {"kiln", "kiln-tuned"}) {
+          if (!by_round.count(k)) continue;
+          for (const std::string& b : baselines) {
+            std::vector<double> ratios = round_ratios(by_round[k], by_round[b]);
+            if (ratios.empty()) continue;
+            std::cout << "  " << nt << " thr " << b << " / " << k << " per round:";
+            for (double r : ratios) std::cout << " " << bench::fixed(r, 2);
+            std::cout << " (median " << bench::fixed(bench::median(ratios), 2) << ")\n";
+          }
         }
       }
       for (auto& [k, r] : res) {

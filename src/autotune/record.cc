@@ -190,7 +190,8 @@ std::string BestRecord::summary() const {
   if (ignored) {
     os << "; ignored " << ignored << ":";
     const char* sep = " ";
-    if (other_target) os << sep << other_target << " for another target", sep = ", ";
+    if (other_target)
+      os << sep << other_target << " for another target or thread count", sep = ", ";
     if (other_version) os << sep << other_version << " for another template version", sep = ", ";
     if (bad_config) os << sep << bad_config << " whose config does not fit the space";
   }

@@ -51,7 +51,7 @@ std::string workload_key(const std::vector<te::Tensor>& args, const std::string&
   return os.str();
 }
 
-std::string target_key(const Target& target) {
+std::string target_key(const Target& target, int threads) {
   std::ostringstream os;
   os << target.str();
   bool host = target.mcpu.empty() || target.mcpu == "native";
@@ -70,7 +70,13 @@ std::string target_key(const Target& target) {
     for (const char* f : kX86) add(f);
   }
   os << "; features=" << (feats.empty() ? "none" : feats);
+  if (threads > 1) os << "; threads=" << threads;
   return os.str();
+}
+
+Task with_threads(Task task, int threads) {
+  task.target = target_key(task.build_target, threads);
+  return task;
 }
 
 Task Task::make(const Template& t, const Target& target, std::string workload) {

@@ -584,7 +584,9 @@ void CompiledModule::save(const std::string& dir) const {
 
 CompiledModule build_module(const Graph& g, const Target& target, const BuildOptions& opt) {
   auto t0 = Clock::now();
-  TunedConfigs tuned(opt.tuning_records);
+  KILN_USER_CHECK(opt.tuning_threads >= 1)
+      << "build_module: tuning_threads must be at least 1, got " << opt.tuning_threads;
+  TunedConfigs tuned(opt.tuning_records, opt.tuning_threads);
   Graph typed = opt.opt_level >= 1 ? optimize(g, opt.opt_level, target, &tuned) : infer_types(g);
   if (typed.output_names().empty() && typed.outputs().size() == g.outputs().size())
     typed.set_output_names(g.output_names());

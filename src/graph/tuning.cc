@@ -113,7 +113,7 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
 std::optional<autotune::Config> TunedConfigs::lookup(const autotune::Task& task) {
   auto it = cache_.find(task.key());
   if (it != cache_.end()) return it->second;
-  autotune::BestRecord b = autotune::best_record(records_, task);
+  autotune::BestRecord b = autotune::best_record(records_, autotune::with_threads(task, threads_));
   std::optional<autotune::Config> r;
   if (b.best) {
     r = b.config;
@@ -129,7 +129,7 @@ std::optional<autotune::Config> TunedConfigs::lookup(const autotune::Task& task)
 
 std::optional<double> TunedConfigs::best_cost(const autotune::Task& task) const {
   if (records_.empty()) return std::nullopt;
-  autotune::BestRecord b = autotune::best_record(records_, task);
+  autotune::BestRecord b = autotune::best_record(records_, autotune::with_threads(task, threads_));
   if (!b.best) return std::nullopt;
   return b.best->result.mean_s;
 }

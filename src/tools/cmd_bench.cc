@@ -72,6 +72,8 @@ int bench(const BenchOptions& o) {
       KILN_USER_CHECK(std::filesystem::is_regular_file(o.tuning_log))
           << "--tuning-log '" << o.tuning_log << "': no such file";
       bopt.tuning_records = autotune::load_records(o.tuning_log).records;
+      // The records measured with the thread count this benchmark runs with.
+      bopt.tuning_threads = kiln_get_num_threads();
     }
     graph::CompiledModule m = graph::build_module(g, Target(o.target), bopt);
     double compile_ms = ms_since(t0);
@@ -152,7 +154,8 @@ Command add_bench_command(CLI::App& app) {
                   "Then time every node over --repeat runs and print the N slowest")
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--tuning-log", o->tuning_log,
-                  "Use the best config of each workload in this `kiln tune` log");
+                  "Use the best config of each workload in this `kiln tune` log (the records "
+                  "tuned with --threads threads)");
   return {cmd, [o, cmd] {
             for (const char* f : {"--opt-level", "--target", "--input-shape", "--tuning-log"})
               if (cmd->count(f)) o->compile_flags.push_back(f);

@@ -93,7 +93,7 @@ int run_module(const RunOptions& o) {
 struct CompileOptions {
   std::string model, out, target = "llvm -mcpu=native";
   std::string tuning_log;
-  int opt_level = 2;
+  int opt_level = 2, tuning_threads = 1;
   std::vector<std::string> shapes;
 };
 
@@ -106,6 +106,7 @@ int compile_model(const CompileOptions& o) {
     KILN_USER_CHECK(std::filesystem::is_regular_file(o.tuning_log))
         << "--tuning-log '" << o.tuning_log << "': no such file";
     bopt.tuning_records = autotune::load_records(o.tuning_log).records;
+    bopt.tuning_threads = o.tuning_threads;
   }
   graph::CompiledModule m = graph::compile_to_directory(g, Target(o.target), bopt, o.out);
   std::printf("compiled %s -> %s in %.0f ms: %d kernels; %s\n", o.model.c_str(), o.out.c_str(),
@@ -130,6 +131,10 @@ Command add_compile_command(CLI::App& app) {
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");
   cmd->add_option("--tuning-log", o->tuning_log,
                   "Use the best config of each workload in this `kiln tune` log");
+  cmd->add_option("--tuning-threads", o->tuning_threads,
+                  "Use the records `kiln tune --threads N` made: the thread count the module "
+                  "will run with (default 1)")
+      ->check(CLI::Range(1, 1024));
   return {cmd, [o] { return compile_model(*o); }};
 }
 

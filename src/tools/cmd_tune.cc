@@ -151,6 +151,8 @@ int tune_model(TuneCmdOptions o) {
   graph::Graph g = load_model(o.model, o.shapes);
   Target target(o.target);
   std::vector<graph::TuningTask> tasks = graph::extract_tuning_tasks(g, target);
+  // Records are filed under the thread count they were measured with.
+  for (graph::TuningTask& t : tasks) t.task = autotune::with_threads(std::move(t.task), o.threads);
   std::printf("%s: %zu tunable task(s) (%.0f ms)\n", o.model.c_str(), tasks.size(), ms_since(t0));
   if (tasks.empty()) {
     std::printf(

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "graph_test_util.h"
 #include "kiln/autotune/record.h"
 #include "kiln/graph/transform.h"
@@ -106,6 +107,45 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
     ASSERT_NEAR(ya.data_as<float>()[k], yb.data_as<float>()[k],
                 1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
         << k;
+}
+
+// Records carry the thread count they were measured with: a build for N threads uses only
+// those, and says how many others it ignored.
+TEST(TuningTasks, RecordsAreKeyedByThreadCount) {
+  std::mt19937 rng(4);
+  Graph g = two_convs(rng);
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 2u);
+  const autotune::Task& t1 = tasks[0].task;
+  autotune::Task t2 = autotune::with_threads(t1, 2);
+  EXPECT_EQ(t1.target, autotune::target_key(Target::host()));
+  EXPECT_EQ(t1.target.find("threads="), std::string::npos) << t1.target;
+  EXPECT_EQ(t2.target, t1.target + "; threads=2");
+  EXPECT_EQ(t2.key(), t1.key());  // the same workload, another target
+  const autotune::Config a = t1.space.get(0), b = t1.space.get(1);
+  ASSERT_NE(a, b);
+  BuildOptions bo;
+  bo.tuning_records = {autotune::Record::make(t1, a, ok(1e-3)),
+                       autotune::Record::make(t2, b, ok(2e-3))};
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE("tuning_threads " + std::to_string(threads));
+    bo.tuning_threads = threads;
+    CompiledModule m = build_module(g, Target::host(), bo);
+    ASSERT_GE(m.tuning_report.size(), 2u);
+    EXPECT_EQ(m.tuning_report[0], threads == 3
+                                      ? "tuning log: 0 workload(s) tuned, 2 with default configs"
+                                      : "tuning log: 1 workload(s) tuned, 1 with default configs");
+    const std::string& line = m.tuning_report[1];
+    if (threads == 3) {
+      EXPECT_NE(line.find("ignored 2: 2 for another target or thread count"), std::string::npos) << line;
+    } else {
+      EXPECT_NE(line.find("used 1 record; ignored 1: 1 for another target or thread count"), std::string::npos)
+          << line;
+    }
+  }
+  bo.tuning_threads = 0;
+  EXPECT_EQ(kiln::testing::error_of([&] { build_module(g, Target::host(), bo); }),
+            "build_module: tuning_threads must be at least 1, got 0");
 }
 
 // A 3x3 stride-1 layer the compiler computes by Winograd yields a Winograd task and a direct

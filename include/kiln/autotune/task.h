@@ -56,7 +56,13 @@ std::string workload_key(const std::vector<te::Tensor>& args, const std::string&
 
 /// The target as written in records: the target string with "-mcpu=native" (or no CPU) resolved
 /// to the host's CPU model, and the SIMD features that change generated code, e.g.
-/// "llvm -mcpu=native; cpu=Intel(R) Xeon(R) ...; features=sse4.2,avx,avx2,fma".
-std::string target_key(const Target& target);
+/// "llvm -mcpu=native; cpu=Intel(R) Xeon(R) ...; features=sse4.2,avx,avx2,fma"; then, for
+/// kernels measured with more than one thread, "; threads=N". A config's speed depends on the
+/// thread count it runs with (ResNet-18's configs tuned on 1 thread ran 1.4x slower than the
+/// defaults on 2), so records of another thread count are another target's.
+std::string target_key(const Target& target, int threads = 1);
+
+/// `task` keyed for measurements with `threads` threads (its target_key with that count).
+Task with_threads(Task task, int threads);
 
 }  // namespace kiln::autotune

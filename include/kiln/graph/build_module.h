@@ -87,6 +87,9 @@ struct BuildOptions {
   /// workload (tuning.h) uses its best record for this target and template version, else its
   /// default config; CompiledModule::tuning_report says which.
   std::vector<autotune::Record> tuning_records;
+  /// Use the records measured with this many threads (`kiln tune --threads N`): configs are
+  /// tuned for a thread count (autotune::target_key).
+  int tuning_threads = 1;
 };
 
 /// What `keep_ir` keeps of one compiled kernel.

@@ -68,7 +68,9 @@ autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& targe
 class TunedConfigs {
  public:
   TunedConfigs() = default;
-  explicit TunedConfigs(std::vector<autotune::Record> records) : records_(std::move(records)) {}
+  /// `threads`: the thread count the records must have been measured with.
+  explicit TunedConfigs(std::vector<autotune::Record> records, int threads = 1)
+      : records_(std::move(records)), threads_(threads) {}
 
   /// True when there are records to look in.
   bool empty() const { return records_.empty(); }
@@ -84,6 +86,7 @@ class TunedConfigs {
 
  private:
   std::vector<autotune::Record> records_;
+  int threads_ = 1;
   std::map<std::string, std::optional<autotune::Config>> cache_;
   std::vector<std::string> lines_;
   int tuned_ = 0, fallback_ = 0;
