@@ -276,8 +276,11 @@ int tune_model(TuneCmdOptions o) {
                   rows[k][c].c_str());
     std::printf("\n");
   }
-  std::printf("\ntuned in %.1f s; log %s; compile with: kiln compile %s -o OUT --tuning-log %s\n",
-              ms_since(t0) / 1e3, o.log.c_str(), o.model.c_str(), o.log.c_str());
+  const std::string threads_flag =
+      o.threads > 1 ? " --tuning-threads " + std::to_string(o.threads) : std::string();
+  std::printf("\ntuned in %.1f s; log %s; compile with: kiln compile %s -o OUT --tuning-log %s%s\n",
+              ms_since(t0) / 1e3, o.log.c_str(), o.model.c_str(), o.log.c_str(),
+              threads_flag.c_str());
   KILN_USER_CHECK(failed_tasks == 0)
       << failed_tasks << " of " << outcomes.size() << " task(s) could not be tuned (see above)";
   return 0;

@@ -34,12 +34,6 @@ using Vec = std::vector<float>;
 using Shapes = std::vector<Ints>;
 namespace fs = std::filesystem;
 
-int64_t numel(const Ints& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 runtime::NDArray random_array(const Ints& shape, uint32_t seed) {
   runtime::NDArray a = runtime::NDArray::empty(shape, DataType::Float(32));
   std::mt19937 gen(seed);
