@@ -513,8 +513,10 @@ struct CandidateChild {
   }
 };
 
+/// Forks `kid`'s child for `job`; `siblings` (kid among them) are the batch's children, whose
+/// pipe ends the new child closes.
 void spawn(CandidateChild& kid, const Job& job, const Task& task,
-           const std::vector<CandidateChild>& others) {
+           const std::vector<CandidateChild>& siblings) {
   int up[2], down[2];
   if (::pipe2(up, O_CLOEXEC) != 0) {
     kid.fork_failed = true;
@@ -538,7 +540,7 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
   if (pid == 0) {
     ::close(up[0]);
     ::close(down[1]);
-    for (const CandidateChild& o : others) {  // its siblings' pipe ends, inherited
+    for (const CandidateChild& o : siblings) {  // inherited pipe ends of earlier siblings
       if (o.from_child >= 0) ::close(o.from_child);
       if (o.to_child >= 0) ::close(o.to_child);
     }
@@ -557,11 +559,12 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
     line["compile_s"] = seconds_since(t0);
     std::string text = line.dump() + "\n";
     write_all(up[1], text.data(), text.size());
+    if (line.contains("compile_error")) ::_exit(0);
     char go = 0;
     ssize_t n;
     while ((n = ::read(down[0], &go, 1)) < 0 && errno == EINTR) {
     }
-    if (line.contains("compile_error") || n != 1) ::_exit(0);
+    if (n != 1) ::_exit(0);  // the parent gave up on it
     int code = run_body(
         [&](int fd) { child_measure(fd, fn, *job.st, job.opt, job.send_outputs); }, up[1]);
     ::close(up[1]);
@@ -638,10 +641,7 @@ std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& ta
   for (size_t begin = 0; begin < jobs.size(); begin += chunk) {
     const size_t end = std::min(jobs.size(), begin + chunk);
     std::vector<CandidateChild> kids(end - begin);
-    for (size_t i = begin; i < end; ++i) {
-      std::vector<CandidateChild> spawned(kids.begin(), kids.begin() + (i - begin));
-      spawn(kids[i - begin], jobs[i], task, spawned);
-    }
+    for (size_t i = begin; i < end; ++i) spawn(kids[i - begin], jobs[i], task, kids);
     wait_compiled(kids, opt.compile_timeout_s);
     for (size_t i = begin; i < end; ++i) {
       CandidateChild& k = kids[i - begin];
