@@ -186,17 +186,28 @@ std::string BestRecord::summary() const {
   std::ostringstream os;
   os << "used " << used << " record" << (used == 1 ? "" : "s");
   if (failed) os << " (" << failed << " failed)";
-  size_t ignored = other_target + other_version + bad_config;
+  size_t ignored = other_target + other_threads + other_version + bad_config;
   if (ignored) {
     os << "; ignored " << ignored << ":";
     const char* sep = " ";
-    if (other_target)
-      os << sep << other_target << " for another target or thread count", sep = ", ";
+    if (other_target) os << sep << other_target << " for another target", sep = ", ";
+    if (other_threads)
+      os << sep << other_threads << " measured with another thread count", sep = ", ";
     if (other_version) os << sep << other_version << " for another template version", sep = ", ";
     if (bad_config) os << sep << bad_config << " whose config does not fit the space";
   }
   return os.str();
 }
+
+namespace {
+
+/// A record target without its "; threads=N" part (target_key).
+std::string without_threads(const std::string& target) {
+  size_t at = target.rfind("; threads=");
+  return at == std::string::npos ? target : target.substr(0, at);
+}
+
+}  // namespace
 
 BestRecord best_record(const std::vector<Record>& records, const Task& task) {
   BestRecord b;
@@ -212,7 +223,8 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
   for (const Record& r : records) {
     if (r.task != key) continue;
     if (r.target != task.target) {
-      ++b.other_target;
+      ++(without_threads(r.target) == without_threads(task.target) ? b.other_threads
+                                                                    : b.other_target);
       continue;
     }
     if (r.version != task.version) {

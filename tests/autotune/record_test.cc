@@ -163,8 +163,8 @@ TEST(RecordLog, BestRecordIgnoresOtherTargetsAndVersions) {
   EXPECT_EQ(b.other_target, 2u);
   EXPECT_EQ(b.bad_config, 1u);
   EXPECT_EQ(b.summary(),
-            "used 3 records (1 failed); ignored 4: 2 for another target or thread count, 1 for "
-            "another template version, 1 whose config does not fit the space");
+            "used 3 records (1 failed); ignored 4: 2 for another target, 1 for another template "
+            "version, 1 whose config does not fit the space");
 
   BestRecord none = best_record(recs, Task::make(test_templates::matmul_template(32)));
   EXPECT_FALSE(none.best.has_value());

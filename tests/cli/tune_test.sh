@@ -111,8 +111,15 @@ grep -q "minutes" "$TMP/outb2" || fail "bad --minutes message: $(cat "$TMP/outb2
   || fail "compile --tuning-log: $(cat "$TMP/out4")"
 grep -q "2 workload(s) tuned" "$TMP/out4" || fail "tuning report: $(cat "$TMP/out4")"
 grep -q "tuned *conv2d_nchwc(" "$TMP/out4" || fail "conv not tuned: $(cat "$TMP/out4")"
-"$KILN" bench "$TMP/m.onnx" --tuning-log "$LOG" --repeat 2 >"$TMP/out4b" 2>&1 || fail "bench --tuning-log: $(cat "$TMP/out4b")"
+"$KILN" bench "$TMP/m.onnx" --tuning-log "$LOG" --repeat 2 --threads 1 >"$TMP/out4b" 2>&1 || fail "bench --tuning-log: $(cat "$TMP/out4b")"
 grep -q "2 workload(s) tuned" "$TMP/out4b" || fail "bench tuning report: $(cat "$TMP/out4b")"
+# The log was tuned on 1 thread (kiln tune's default): a build for 2 threads uses none of it.
+"$KILN" bench "$TMP/m.onnx" --tuning-log "$LOG" --repeat 2 --threads 2 >"$TMP/out4c" 2>&1 || fail "bench --threads 2 --tuning-log: $(cat "$TMP/out4c")"
+grep -q "0 workload(s) tuned, 2 with default configs" "$TMP/out4c" || fail "2-thread tuning report: $(cat "$TMP/out4c")"
+grep -q "measured with another thread count" "$TMP/out4c" || fail "2-thread ignore reason: $(cat "$TMP/out4c")"
+"$KILN" compile "$TMP/m.onnx" -o "$TMP/tuned2" --tuning-log "$LOG" --tuning-threads 2 >"$TMP/out4d" 2>&1 \
+  || fail "compile --tuning-threads 2: $(cat "$TMP/out4d")"
+grep -q "0 workload(s) tuned" "$TMP/out4d" || fail "compile --tuning-threads 2 report: $(cat "$TMP/out4d")"
 "$KILN" compile "$TMP/m.onnx" -o "$TMP/ref" --opt-level 0 >"$TMP/out5" 2>&1 || fail "compile -O0: $(cat "$TMP/out5")"
 "$KILN" run "$TMP/tuned" --input x="$TMP/x.npy" --output-dir "$TMP/o_tuned" >"$TMP/out6" 2>&1 || fail "run tuned: $(cat "$TMP/out6")"
 "$KILN" run "$TMP/ref" --input x="$TMP/x.npy" --output-dir "$TMP/o_ref" >"$TMP/out7" 2>&1 || fail "run ref: $(cat "$TMP/out7")"

@@ -114,6 +114,8 @@ struct BestRecord {
   size_t used = 0;                     ///< records of this task, target and version that parsed
   size_t failed = 0;                   ///< ... of which were failed measurements
   size_t other_target = 0;             ///< records of this task made for another target
+  /// records of this task for this target measured with another thread count (target_key)
+  size_t other_threads = 0;
   size_t other_version = 0;            ///< records of this task made by another template version
   size_t bad_config = 0;               ///< records whose config does not parse against the space
   /// "used 40 records (3 failed); ignored 2 for another target, 1 for template version 0".
