@@ -411,8 +411,8 @@ int main(int argc, char** argv) {
         v.compile_s = (bench::now_ms() - t0) / 1e3;
         std::cout << "  " << v.key
                   << (v.tuned ? " (" + std::to_string(v.tuning_threads) + "-thread records)" : "")
-                  << " (-O" << v.opt_level << ") compile "
-                  << bench::fixed(v.compile_s, 2) << " s, " << v.kernels << " kernels"
+                  << " (-O" << v.opt_level << ") compile " << bench::fixed(v.compile_s, 2) << " s, "
+                  << v.kernels << " kernels"
                   << (v.tuned && !cm.tuning_report.empty() ? "; " + cm.tuning_report[0] : "")
                   << std::endl;
       } catch (const std::exception& e) {
@@ -440,9 +440,9 @@ int main(int argc, char** argv) {
         auto run_baselines = [&] {
           for (const std::string& b : baselines) {
             ChildResult r = run_child(
-                {python, (source / "bench/baselines.py").string(), "--runtime", b,
-                 "--models-dir", cache.string(), "--model", m, "--threads", std::to_string(nt),
-                 "--reps", reps, "--warmup", warmup, "--max-seconds", max_s},
+                {python, (source / "bench/baselines.py").string(), "--runtime", b, "--models-dir",
+                 cache.string(), "--model", m, "--threads", std::to_string(nt), "--reps", reps,
+                 "--warmup", warmup, "--max-seconds", max_s},
                 {"OMP_NUM_THREADS=" + std::to_string(nt), "TVM_NUM_THREADS=" + std::to_string(nt)},
                 (cache / (m + "." + b + ".t" + std::to_string(nt) + ".log")).string());
             if (r.out.contains("compile_ms")) compile_of[b] = r.out;

@@ -258,8 +258,7 @@ int main(int argc, char** argv) {
   std::cout << "kiln-bench-ops: "
             << (set == "paper" ? "TVM paper conv2d C1-C12 and depthwise D1-D9"
                                : "MobileNet-v2 pointwise conv2d layers")
-            << ", batch 1, fp32, "
-            << threads << " thread(s)\n"
+            << ", batch 1, fp32, " << threads << " thread(s)\n"
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
             << "measured fp32 peak (AVX-512 FMA loop, 1 thread): " << bench::fixed(peak, 1)
             << " GFLOP/s\n"
@@ -424,8 +423,8 @@ int main(int argc, char** argv) {
             << bench::fixed(peak, 1) << " GFLOP/s\n";
   table.print(std::cout);
   if (n_c)
-    std::cout << "geomean speedup_vs_onednn " << (set == "paper" ? "C1-C12" : "M1p-M18") << ": " << bench::fixed(std::exp(log_c / n_c), 3)
-              << " (" << n_c << " layers)\n";
+    std::cout << "geomean speedup_vs_onednn " << (set == "paper" ? "C1-C12" : "M1p-M18") << ": "
+              << bench::fixed(std::exp(log_c / n_c), 3) << " (" << n_c << " layers)\n";
   if (n_d)
     std::cout << "geomean speedup_vs_onednn D1-D9: " << bench::fixed(std::exp(log_d / n_d), 3)
               << " (" << n_d << " layers)\n";

@@ -53,7 +53,8 @@ void write_all(int fd, const char* p, size_t n) {
 
 /// The time `s` seconds from now.
 Clock::time_point after(double s) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -550,8 +551,8 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
     runtime::PackedFunc fn;
     json line;
     try {
-      mod = kiln::build(job.cand->inst.sch, job.cand->inst.args, task.build_target,
-                        "kiln_candidate");
+      mod =
+          kiln::build(job.cand->inst.sch, job.cand->inst.args, task.build_target, "kiln_candidate");
       fn = mod.get_function("kiln_candidate");
     } catch (const std::exception& e) {
       line["compile_error"] = e.what();
@@ -565,8 +566,8 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
     while ((n = ::read(down[0], &go, 1)) < 0 && errno == EINTR) {
     }
     if (n != 1) ::_exit(0);  // the parent gave up on it
-    int code = run_body(
-        [&](int fd) { child_measure(fd, fn, *job.st, job.opt, job.send_outputs); }, up[1]);
+    int code =
+        run_body([&](int fd) { child_measure(fd, fn, *job.st, job.opt, job.send_outputs); }, up[1]);
     ::close(up[1]);
     ::_exit(code);
   }
@@ -675,8 +676,7 @@ std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& ta
         write_all(k.to_child, &go, 1);
         ::close(k.to_child);
         k.to_child = -1;
-        collect(k.pid, k.from_child,
-                after(jobs[i].opt.timeout_s), k.outcome);
+        collect(k.pid, k.from_child, after(jobs[i].opt.timeout_s), k.outcome);
         k.from_child = -1;
         r = interpret(k.outcome, jobs[i].opt, jobs[i].send_outputs ? outputs : nullptr);
         r.compile_s = k.compile_s;

@@ -224,7 +224,7 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
     if (r.task != key) continue;
     if (r.target != task.target) {
       ++(without_threads(r.target) == without_threads(task.target) ? b.other_threads
-                                                                    : b.other_target);
+                                                                   : b.other_target);
       continue;
     }
     if (r.version != task.version) {

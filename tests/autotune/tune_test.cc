@@ -89,8 +89,7 @@ Template slow_compile_template() {
     const int n = 64;
     auto A = te::placeholder({n, n, n}, DataType::Float(32), "A");
     auto B = te::compute(
-        {n, n, n}, [&](te::Var i, te::Var j, te::Var k) { return A(i, j, k) * 2.0f + 1.0f; },
-        "B");
+        {n, n, n}, [&](te::Var i, te::Var j, te::Var k) { return A(i, j, k) * 2.0f + 1.0f; }, "B");
     te::Schedule s = te::create_schedule({B});
     if (unroll)
       for (const ir::IterVar& iv : B->axis) s[B].unroll(iv);

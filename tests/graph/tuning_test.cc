@@ -137,9 +137,11 @@ TEST(TuningTasks, RecordsAreKeyedByThreadCount) {
                                       : "tuning log: 1 workload(s) tuned, 1 with default configs");
     const std::string& line = m.tuning_report[1];
     if (threads == 3) {
-      EXPECT_NE(line.find("ignored 2: 2 measured with another thread count"), std::string::npos) << line;
+      EXPECT_NE(line.find("ignored 2: 2 measured with another thread count"), std::string::npos)
+          << line;
     } else {
-      EXPECT_NE(line.find("used 1 record; ignored 1: 1 measured with another thread count"), std::string::npos)
+      EXPECT_NE(line.find("used 1 record; ignored 1: 1 measured with another thread count"),
+                std::string::npos)
           << line;
     }
   }
