@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -633,6 +634,26 @@ void wait_compiled(std::vector<CandidateChild>& kids, double limit_s) {
   }
 }
 
+/// Writes the go byte to a waiting child. A child that has died meanwhile must not take the
+/// tuner with it: SIGPIPE is blocked for the write, and one it raised is consumed (the child's
+/// end then shows as what it was when collected).
+void send_go(int fd) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  const char go = 1;
+  ssize_t n;
+  while ((n = ::write(fd, &go, 1)) < 0 && errno == EINTR) {
+  }
+  if (n < 0 && errno == EPIPE) {
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 /// Runs `jobs` (at most build_threads children compiling at once, then measuring one at a
 /// time). `outputs`, for a single job with send_outputs, receives its output bytes.
 std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& task,
@@ -662,7 +683,7 @@ std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& ta
         else
           os << "the compiling process " << k.outcome.describe() << " before it had compiled";
         r.error_msg = os.str();
-        r.compile_s = opt.compile_timeout_s;
+        if (k.outcome.status == ChildOutcome::kTimedOut) r.compile_s = opt.compile_timeout_s;
       } else if (!k.compile_error.empty()) {
         k.close_pipes();
         int status = 0;
@@ -672,8 +693,7 @@ std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& ta
         r.error_msg = k.compile_error;
         r.compile_s = k.compile_s;
       } else {
-        const char go = 1;
-        write_all(k.to_child, &go, 1);
+        send_go(k.to_child);
         ::close(k.to_child);
         k.to_child = -1;
         collect(k.pid, k.from_child, after(jobs[i].opt.timeout_s), k.outcome);
