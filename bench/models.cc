@@ -308,11 +308,8 @@ int main(int argc, char** argv) {
   // The thread count of the records a tuned build running on nt threads uses: nt when the log
   // has records measured with nt threads (their target ends in "; threads=nt"), else 1.
   auto record_threads = [&](int nt) {
-    const std::string suffix = "; threads=" + std::to_string(nt);
     for (const kiln::autotune::Record& r : tuning_records)
-      if (r.target.size() > suffix.size() &&
-          r.target.compare(r.target.size() - suffix.size(), suffix.size(), suffix) == 0)
-        return nt;
+      if (kiln::autotune::split_target_threads(r.target).second == nt) return nt;
     return 1;
   };
   std::vector<std::string> baselines = bl == "none" ? std::vector<std::string>{} : split(bl, ',');

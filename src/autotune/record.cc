@@ -199,16 +199,6 @@ std::string BestRecord::summary() const {
   return os.str();
 }
 
-namespace {
-
-/// A record target without its "; threads=N" part (target_key).
-std::string without_threads(const std::string& target) {
-  size_t at = target.rfind("; threads=");
-  return at == std::string::npos ? target : target.substr(0, at);
-}
-
-}  // namespace
-
 BestRecord best_record(const std::vector<Record>& records, const Task& task) {
   BestRecord b;
   // Successful records per config (keyed by its JSON).
@@ -223,8 +213,9 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
   for (const Record& r : records) {
     if (r.task != key) continue;
     if (r.target != task.target) {
-      ++(without_threads(r.target) == without_threads(task.target) ? b.other_threads
-                                                                   : b.other_target);
+      const bool same_cpu =
+          split_target_threads(r.target).first == split_target_threads(task.target).first;
+      ++(same_cpu ? b.other_threads : b.other_target);
       continue;
     }
     if (r.version != task.version) {

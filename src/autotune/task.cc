@@ -3,6 +3,7 @@
 // CPU's model name and SIMD features resolved from /proc/cpuinfo and Target::has_feature).
 #include "kiln/autotune/task.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -72,6 +73,13 @@ std::string target_key(const Target& target, int threads) {
   os << "; features=" << (feats.empty() ? "none" : feats);
   if (threads > 1) os << "; threads=" << threads;
   return os.str();
+}
+
+std::pair<std::string, int> split_target_threads(const std::string& target) {
+  static const std::string kPart = "; threads=";
+  size_t at = target.rfind(kPart);
+  if (at == std::string::npos) return {target, 1};
+  return {target.substr(0, at), std::atoi(target.c_str() + at + kPart.size())};
 }
 
 Task with_threads(Task task, int threads) {

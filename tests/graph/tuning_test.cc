@@ -122,6 +122,8 @@ TEST(TuningTasks, RecordsAreKeyedByThreadCount) {
   EXPECT_EQ(t1.target.find("threads="), std::string::npos) << t1.target;
   EXPECT_EQ(t2.target, t1.target + "; threads=2");
   EXPECT_EQ(t2.key(), t1.key());  // the same workload, another target
+  EXPECT_EQ(autotune::split_target_threads(t2.target), std::make_pair(t1.target, 2));
+  EXPECT_EQ(autotune::split_target_threads(t1.target), std::make_pair(t1.target, 1));
   const autotune::Config a = t1.space.get(0), b = t1.space.get(1);
   ASSERT_NE(a, b);
   BuildOptions bo;

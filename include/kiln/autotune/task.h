@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/autotune/template.h"
@@ -64,5 +65,9 @@ std::string target_key(const Target& target, int threads = 1);
 
 /// `task` keyed for measurements with `threads` threads (its target_key with that count).
 Task with_threads(Task task, int threads);
+
+/// A record target split into the target proper and the thread count of its "; threads=N"
+/// part (1 when it has none).
+std::pair<std::string, int> split_target_threads(const std::string& target);
 
 }  // namespace kiln::autotune
