@@ -654,56 +654,53 @@ void send_go(int fd) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-/// Runs `jobs` (at most build_threads children compiling at once, then measuring one at a
-/// time). `outputs`, for a single job with send_outputs, receives its output bytes.
+/// Runs one batch of `jobs` (the caller passes at most build_threads): their children compile
+/// at once, then measure one at a time. `outputs`, for a single job with send_outputs,
+/// receives its output bytes.
 std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& task,
                                     const MeasureOptions& opt, std::string* outputs) {
   std::vector<MeasureResult> results(jobs.size());
-  const size_t chunk = static_cast<size_t>(std::max(1, opt.build_threads));
-  for (size_t begin = 0; begin < jobs.size(); begin += chunk) {
-    const size_t end = std::min(jobs.size(), begin + chunk);
-    std::vector<CandidateChild> kids(end - begin);
-    for (size_t i = begin; i < end; ++i) spawn(kids[i - begin], jobs[i], task, kids);
-    wait_compiled(kids, opt.compile_timeout_s);
-    for (size_t i = begin; i < end; ++i) {
-      CandidateChild& k = kids[i - begin];
-      MeasureResult& r = results[i];
-      std::ostringstream os;
-      if (k.fork_failed) {
-        r.error = ErrorKind::kOther;
-        r.error_msg = std::string("the candidate's process could not be started (fork failed: ") +
-                      std::strerror(k.outcome.code) + ")";
-      } else if (k.ended) {
-        r.error = ErrorKind::kCompile;
-        if (k.outcome.status == ChildOutcome::kTimedOut)
-          os << "compiling took longer than the compile time limit (" << opt.compile_timeout_s
-             << " s); the compiling process was killed";
-        else if (k.outcome.status == ChildOutcome::kSignaled)
-          os << "the compiler crashed: its process was " << k.outcome.describe();
-        else
-          os << "the compiling process " << k.outcome.describe() << " before it had compiled";
-        r.error_msg = os.str();
-        if (k.outcome.status == ChildOutcome::kTimedOut) r.compile_s = opt.compile_timeout_s;
-      } else if (!k.compile_error.empty()) {
-        k.close_pipes();
-        int status = 0;
-        while (::waitpid(k.pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        r.error = ErrorKind::kCompile;
-        r.error_msg = k.compile_error;
-        r.compile_s = k.compile_s;
-      } else {
-        send_go(k.to_child);
-        ::close(k.to_child);
-        k.to_child = -1;
-        collect(k.pid, k.from_child, after(jobs[i].opt.timeout_s), k.outcome);
-        k.from_child = -1;
-        r = interpret(k.outcome, jobs[i].opt, jobs[i].send_outputs ? outputs : nullptr);
-        r.compile_s = k.compile_s;
+  std::vector<CandidateChild> kids(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) spawn(kids[i], jobs[i], task, kids);
+  wait_compiled(kids, opt.compile_timeout_s);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    CandidateChild& k = kids[i];
+    MeasureResult& r = results[i];
+    std::ostringstream os;
+    if (k.fork_failed) {
+      r.error = ErrorKind::kOther;
+      r.error_msg = std::string("the candidate's process could not be started (fork failed: ") +
+                    std::strerror(k.outcome.code) + ")";
+    } else if (k.ended) {
+      r.error = ErrorKind::kCompile;
+      if (k.outcome.status == ChildOutcome::kTimedOut)
+        os << "compiling took longer than the compile time limit (" << opt.compile_timeout_s
+           << " s); the compiling process was killed";
+      else if (k.outcome.status == ChildOutcome::kSignaled)
+        os << "the compiler crashed: its process was " << k.outcome.describe();
+      else
+        os << "the compiling process " << k.outcome.describe() << " before it had compiled";
+      r.error_msg = os.str();
+      if (k.outcome.status == ChildOutcome::kTimedOut) r.compile_s = opt.compile_timeout_s;
+    } else if (!k.compile_error.empty()) {
+      k.close_pipes();
+      int status = 0;
+      while (::waitpid(k.pid, &status, 0) < 0 && errno == EINTR) {
       }
+      r.error = ErrorKind::kCompile;
+      r.error_msg = k.compile_error;
+      r.compile_s = k.compile_s;
+    } else {
+      send_go(k.to_child);
+      ::close(k.to_child);
+      k.to_child = -1;
+      collect(k.pid, k.from_child, after(jobs[i].opt.timeout_s), k.outcome);
+      k.from_child = -1;
+      r = interpret(k.outcome, jobs[i].opt, jobs[i].send_outputs ? outputs : nullptr);
+      r.compile_s = k.compile_s;
     }
-    for (CandidateChild& k : kids) k.close_pipes();
   }
+  for (CandidateChild& k : kids) k.close_pipes();
   return results;
 }
 
