@@ -73,15 +73,20 @@ inline Timing measure(const std::function<void()>& f, int warmup, int reps) {
 /// each, runs `reps` rounds, each calling every function once in turn, so that a busy period
 /// slows all of them alike. Returns one Timing per function, in order.
 /// `before`, when given, runs untimed before every timed call (e.g. to evict the caches).
+/// With `hot`, every timed call follows an untimed call of the same function, so each runs
+/// with its own data in cache (the protocol of benchdnn and of TVM's time_evaluator, which
+/// call one kernel back to back) instead of after the other function has evicted part of it.
 inline std::vector<Timing> measure_interleaved(const std::vector<std::function<void()>>& fns,
                                                int warmup, int reps,
-                                               const std::function<void()>& before = {}) {
+                                               const std::function<void()>& before = {},
+                                               bool hot = false) {
   for (const auto& f : fns)
     for (int i = 0; i < warmup; ++i) f();
   std::vector<Timing> ts(fns.size());
   for (int r = 0; r < reps; ++r)
     for (size_t i = 0; i < fns.size(); ++i) {
       if (before) before();
+      if (hot) fns[i]();
       double t0 = now_ms();
       fns[i]();
       ts[i].samples_ms.push_back(now_ms() - t0);

@@ -6,7 +6,8 @@
 // kernel pre-packed, also outside the timed loop (the graph compiler packs weights at compile
 // time and keeps chains of convolutions blocked). Both are checked against each other before
 // timing; timings alternate call by call (bench::measure_interleaved) so a busy period on this
-// shared machine slows both alike. Besides time and GFLOP/s the table gives the fraction of the
+// shared machine slows both alike (with --hot 1, each timed call follows an untimed call of the
+// same kernel, so each finds its own data in cache). Besides time and GFLOP/s the table gives the fraction of the
 // core's fp32 peak (an FMA loop, measured here) and, for the memory-bound depthwise layers, the
 // bytes each must move (input + weights + output) and the time a plain copy of them takes.
 // With --tuning-log LOG each layer uses its best logged config (the template's full space: the
@@ -219,7 +220,11 @@ int main(int argc, char** argv) {
                          {"--asm-dir", "write each layer's kernel assembly to DIR/<layer>.s"},
                          {"--cold",
                           "1: evict the caches (read 256 MB) before every timed call, as "
-                          "in a network whose weights do not stay cached (default 0)"}});
+                          "in a network whose weights do not stay cached (default 0)"},
+                         {"--hot",
+                          "1: an untimed call of the same kernel before every timed call, "
+                          "so each runs on its own cached data as in benchdnn (default 0: "
+                          "each timed call follows the other library's)"}});
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));
@@ -229,6 +234,8 @@ int main(int argc, char** argv) {
   const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
   const std::string asm_dir = cl.get_string("--asm-dir", "");
   const bool cold = cl.get_int("--cold", 0) != 0;
+  const bool hot = cl.get_int("--hot", 0) != 0;
+  if (cold && hot) cl.fail("--cold and --hot exclude each other");
   const std::string algo = cl.get_string("--algo", "auto");
   const std::string set = cl.get_string("--set", "paper");
   if (set != "paper" && set != "mobilenet") cl.fail("--set must be paper or mobilenet");
@@ -371,7 +378,8 @@ int main(int argc, char** argv) {
 
     std::vector<bench::Timing> ts =
         bench::measure_interleaved({[&] { fn(kd, kk, ko); }, [&] { dnn.run(); }}, warmup, reps,
-                                   cold ? std::function<void()>(evict) : std::function<void()>());
+                                   cold ? std::function<void()>(evict) : std::function<void()>(),
+                                   hot);
     const double flops = w.flops();
     const double bytes = 4.0 * (data.size() + kernel.size() + ko.numel());
     const double copy_floor_us = l.depthwise ? bytes / (measure_copy_gbps(bytes / 2) * 1e3) : 0;
@@ -429,13 +437,17 @@ int main(int argc, char** argv) {
     std::cout << "geomean speedup_vs_onednn D1-D9: " << bench::fixed(std::exp(log_d / n_d), 3)
               << " (" << n_d << " layers)\n";
   std::cout << "(medians of " << reps << " calls after " << warmup
-            << " warm-ups, Kiln and oneDNN alternating; speedup > 1 means Kiln is faster; "
+            << " warm-ups, Kiln and oneDNN alternating"
+            << (hot ? ", each timed call after an untimed one of the same kernel" : "")
+            << (cold ? ", caches evicted before each call" : "")
+            << "; speedup > 1 means Kiln is faster; "
             << "'MB moved' = input + weights + output; 'copy floor' = that many bytes at the "
             << "measured memcpy bandwidth for a buffer of half the size)\n";
   if (n_c || n_d) {
     nlohmann::ordered_json g;
     g["name"] = "geomean";
     g["threads"] = threads;
+    g["protocol"] = hot ? "hot" : cold ? "cold" : "alternating";
     if (n_c) g["speedup_vs_onednn_conv2d"] = std::exp(log_c / n_c);
     if (n_d) g["speedup_vs_onednn_depthwise"] = std::exp(log_d / n_d);
     rows.push_back(g);

@@ -70,6 +70,8 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   /// addend is added in 64 bits after the sign extension so that it folds into the x86
   /// addressing mode.
   llvm::Value* element_ptr(const Var& buffer_var, DataType elem, const Expr& index);
+  /// A scalar integer index as a 64-bit value, its sums and products computed in 64 bits.
+  llvm::Value* emit_index64(const Expr& e);
   /// tanh of a float32 scalar or vector, computed inline (rational approximation).
   llvm::Value* emit_tanh_f32(llvm::Value* x, DataType t);
   llvm::Align vector_align(const Var& buffer_var, DataType t, const Expr& base);
