@@ -7,11 +7,11 @@
 // time and keeps chains of convolutions blocked). Both are checked against each other before
 // timing; timings alternate call by call (bench::measure_interleaved) so a busy period on this
 // shared machine slows both alike (with --hot 1, each timed call follows an untimed call of the
-// same kernel, so each finds its own data in cache). Besides time and GFLOP/s the table gives the fraction of the
-// core's fp32 peak (an FMA loop, measured here) and, for the memory-bound depthwise layers, the
-// bytes each must move (input + weights + output) and the time a plain copy of them takes.
-// With --tuning-log LOG each layer uses its best logged config (the template's full space: the
-// channel blocks are knobs too, since a layer alone has no neighbours to agree with); with
+// same kernel, so each finds its own data in cache). Besides time and GFLOP/s the table gives the
+// fraction of the core's fp32 peak (an FMA loop, measured here) and, for the memory-bound depthwise
+// layers, the bytes each must move (input + weights + output) and the time a plain copy of them
+// takes. With --tuning-log LOG each layer uses its best logged config (the template's full space:
+// the channel blocks are knobs too, since a layer alone has no neighbours to agree with); with
 // --tune N it is first tuned (xgb, N trials, resuming LOG, the best re-measured) in this run.
 #include <immintrin.h>
 
@@ -376,10 +376,9 @@ int main(int argc, char** argv) {
       return 1;
     }
 
-    std::vector<bench::Timing> ts =
-        bench::measure_interleaved({[&] { fn(kd, kk, ko); }, [&] { dnn.run(); }}, warmup, reps,
-                                   cold ? std::function<void()>(evict) : std::function<void()>(),
-                                   hot);
+    std::vector<bench::Timing> ts = bench::measure_interleaved(
+        {[&] { fn(kd, kk, ko); }, [&] { dnn.run(); }}, warmup, reps,
+        cold ? std::function<void()>(evict) : std::function<void()>(), hot);
     const double flops = w.flops();
     const double bytes = 4.0 * (data.size() + kernel.size() + ko.numel());
     const double copy_floor_us = l.depthwise ? bytes / (measure_copy_gbps(bytes / 2) * 1e3) : 0;
