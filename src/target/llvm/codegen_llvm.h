@@ -66,9 +66,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_expr(const Expr& e) { return visit_expr(e); }
   llvm::Value* const_int(DataType t, int64_t v);
   llvm::Value* buffer_ptr(const Var& buffer_var, DataType elem, llvm::Value* index);
-  /// The address of element `index` (a scalar integer expression) of a buffer; a constant
-  /// addend is added in 64 bits after the sign extension so that it folds into the x86
-  /// addressing mode.
+  /// The address of element `index` (a scalar integer expression) of a buffer, the index
+  /// computed in 64 bits (emit_index64) so that its constant and invariant parts fold into the
+  /// x86 addressing mode.
   llvm::Value* element_ptr(const Var& buffer_var, DataType elem, const Expr& index);
   /// A scalar integer index as a 64-bit value, its sums and products computed in 64 bits.
   llvm::Value* emit_index64(const Expr& e);
