@@ -211,6 +211,10 @@ int main(int argc, char** argv) {
                           "pointwise layers M1p-M18)"},
                          {"--tuning-log", "use each layer's best config in this log (kiln tune)"},
                          {"--tune", "first tune each layer for this many trials into --tuning-log"},
+                         {"--rotate-mb",
+                          "with --tune: argument copies the tuner rotates per measurement, MB "
+                          "(default 64, as kiln tune: cold caches; 0: one copy, warm, as "
+                          "AutoTVM measures)"},
                          {"--algo",
                           "conv2d algorithm: auto (the graph compiler's choice; "
                           "with --tune, both algorithms of a 3x3 stride-1 layer are "
@@ -232,6 +236,8 @@ int main(int argc, char** argv) {
   if (reps < 1 || warmup < 0 || threads < 1) cl.fail("need reps >= 1, warmup >= 0, threads >= 1");
   const std::string log_path = cl.get_string("--tuning-log", "");
   const int tune_trials = static_cast<int>(cl.get_int("--tune", 0));
+  const int64_t rotate_mb = cl.get_int("--rotate-mb", 64);
+  if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   const std::string asm_dir = cl.get_string("--asm-dir", "");
   const bool cold = cl.get_int("--cold", 0) != 0;
   const bool hot = cl.get_int("--hot", 0) != 0;
@@ -321,6 +327,7 @@ int main(int argc, char** argv) {
         opt.n_trials = tune_trials;
         opt.log_path = log_path;
         opt.verify_top = 4;
+        opt.measure.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
         autotune::TuneResult r = autotune::tune(t, *tuner, opt);
         std::cout << l.name << " (" << t.name << "): tuned " << r.trials << " new trials ("
                   << r.resumed << " from the log) in " << bench::fixed(r.elapsed_s, 1) << " s\n";
