@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "kiln/ir/op.h"
 #include "kiln/te/tensor.h"
 
 namespace kiln::autotune {
@@ -134,6 +135,27 @@ TEST(Features, DifferentSchedulesGiveDifferentVectors) {
   te::Stage st = b.s[b.C];
   st.reorder({b.C->axis[0], b.k, b.C->axis[1]});
   EXPECT_NE(analyze(a).to_vector(), analyze(b).to_vector());
+}
+
+TEST(Features, PaddingChecksAreNotFlops) {
+  // B[i] = sum over k < 3 of (i + k - 1 in bounds ? A[i + k - 1] : 0) * W[k], the inline padding
+  // of a convolution: 2 flops per multiply-add. The bounds check (comparisons and the index
+  // arithmetic in them) and the if_then_else itself are not counted.
+  const int n = 32;
+  te::Tensor A = te::placeholder({n}, DataType::Float(32), "A");
+  te::Tensor W = te::placeholder({3}, DataType::Float(32), "W");
+  te::IterVar k = te::reduce_axis({0, 3}, "k");
+  te::Tensor B = te::compute(
+      {n},
+      [&](te::Var i) {
+        ir::Expr x = i + k->var - 1;
+        ir::Expr in = ir::if_then_else(ir::likely(x >= 0 && x < n), A(x), ir::Expr(0.0f));
+        return te::sum(in * W(k->var), {k});
+      },
+      "B");
+  te::Schedule s = te::create_schedule({B});
+  LoopProgramFeatures f = analyze_loop_program(lower_for_features(Instance{s, {A, W, B}}));
+  EXPECT_DOUBLE_EQ(f.flops, 2.0 * n * 3);
 }
 
 }  // namespace
