@@ -269,6 +269,7 @@ struct Measurer::State {
   std::vector<std::vector<int64_t>> shapes;
   std::vector<DataType> dtypes;
   std::vector<ArgSet> sets;
+  size_t set_bytes = 0;  ///< bytes of one set (plan_rotation)
   std::vector<std::string> reference;  ///< per argument (outputs only): the default's bytes
   MeasureResult default_result;
   /// Argument sets of candidates whose arguments have other shapes than the default's (another
@@ -334,6 +335,22 @@ Prepared prepare(const Task& task, const Config& cfg,
 
 }  // namespace
 
+RotationPlan plan_rotation(const MeasureOptions& opt, size_t set_bytes) {
+  RotationPlan p;
+  p.copies = static_cast<int>(
+      std::clamp<size_t>((opt.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
+                         static_cast<size_t>(std::max(1, opt.max_copies))));
+  // At least one pass over every copy. A copy's inputs are first read in the measuring child by
+  // its first call, which (after the compiles between two candidates) finds them in DRAM and
+  // their pages not yet in the TLB: timing such first touches had measured ResNet-18's 7x7x512
+  // conv2d at 3.5 ms against 2.05 ms inside the network (whose weights were last read one run,
+  // ~45 MB, earlier), and had ranked its Winograd kernel ahead of the direct one, the reverse of
+  // the network. After a pass each copy was last read one rotation (rotate_bytes) earlier, like
+  // a layer's weights in a network of that size.
+  p.warmup_calls = std::max(std::max(0, opt.warmup), p.copies);
+  return p;
+}
+
 /// The child's side: check run, warm-up, timed repeats; report as JSON (plus output bytes).
 static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State& st,
                           const MeasureOptions& opt, bool send_outputs) {
@@ -369,7 +386,8 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
       call(st.sets[next]);
       next = (next + 1) % st.sets.size();
     };
-    for (int i = 0; i < opt.warmup; ++i) step();
+    const int warm = plan_rotation(opt, st.set_bytes).warmup_calls;
+    for (int i = 0; i < warm; ++i) step();
     // Calls per repeat: enough for min_repeat_ms, judged from one timed call.
     auto t0 = Clock::now();
     step();
@@ -407,9 +425,8 @@ static void make_arg_sets(Measurer::State& st, const MeasureOptions& opt) {
     for (int64_t d : st.shapes[i]) n *= d;
     set_bytes += static_cast<size_t>(n) * st.dtypes[i].bytes();
   }
-  size_t copies =
-      std::clamp<size_t>((opt.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
-                         static_cast<size_t>(std::max(1, opt.max_copies)));
+  st.set_bytes = set_bytes;
+  const size_t copies = static_cast<size_t>(plan_rotation(opt, set_bytes).copies);
   std::mt19937 rng(opt.seed);
   for (size_t c = 0; c < copies; ++c) {
     ArgSet s;
@@ -710,7 +727,6 @@ const MeasureResult& Measurer::default_result() {
   State& st = *st_;
   if (st.prepared) return st.default_result;
   Instance dflt = task_.instantiate(Config::fallback());
-  size_t set_bytes = 0;
   for (const te::Tensor& t : dflt.args) {
     st.names.push_back(t.name());
     st.is_output.push_back(t->op->kind != te::OpKind::kPlaceholder);
@@ -723,11 +739,7 @@ const MeasureResult& Measurer::default_result() {
       shape.push_back(*v);
     }
     st.shapes.push_back(shape);
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    set_bytes += static_cast<size_t>(n) * t->dtype.bytes();
   }
-  (void)set_bytes;
   make_arg_sets(st, opt_);
   Prepared p = prepare(task_, Config::fallback(), st.shapes, st.dtypes);
   MeasureResult r = p.failure;

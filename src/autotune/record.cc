@@ -76,6 +76,7 @@ json Record::to_json() const {
   j["config"] = config;
   j["timestamp"] = timestamp;
   j["compile_s"] = result.compile_s;
+  if (!protocol.empty()) j["protocol"] = protocol;
   if (result.ok()) {
     j["costs"] = {{"mean", result.mean_s}, {"std", result.std_s}, {"runs", result.runs}};
     j["error"] = nullptr;
@@ -103,6 +104,11 @@ Record Record::from_json(const json& j) {
   r.config = j["config"];
   if (j.contains("timestamp") && j["timestamp"].is_number()) r.timestamp = j["timestamp"];
   if (j.contains("compile_s") && j["compile_s"].is_number()) r.result.compile_s = j["compile_s"];
+  if (j.contains("protocol")) {
+    KILN_USER_CHECK(j["protocol"].is_string() && j["protocol"] == kNetworkProtocol)
+        << "field 'protocol' must be \"" << kNetworkProtocol << "\" when present";
+    r.protocol = kNetworkProtocol;
+  }
   const json& err = j.contains("error") ? j["error"] : json();
   if (err.is_object()) {
     KILN_USER_CHECK(err.contains("kind") && err["kind"].is_string())
@@ -186,6 +192,7 @@ std::string BestRecord::summary() const {
   std::ostringstream os;
   os << "used " << used << " record" << (used == 1 ? "" : "s");
   if (failed) os << " (" << failed << " failed)";
+  if (network) os << ", " << network << " timed inside a model" << (from_network ? ": chosen by those" : "");
   size_t ignored = other_target + other_threads + other_version + bad_config;
   if (ignored) {
     os << "; ignored " << ignored << ":";
@@ -199,15 +206,19 @@ std::string BestRecord::summary() const {
   return os.str();
 }
 
-BestRecord best_record(const std::vector<Record>& records, const Task& task) {
-  BestRecord b;
-  // Successful records per config (keyed by its JSON).
-  struct PerConfig {
-    explicit PerConfig(Config c) : config(std::move(c)) {}
-    Config config;
-    std::vector<const Record*> records;
-    bool failed = false;
-  };
+namespace {
+
+/// The successful records of one config (keyed by its JSON).
+struct PerConfig {
+  explicit PerConfig(Config c) : config(std::move(c)) {}
+  Config config;
+  std::vector<const Record*> isolated, network;
+  bool failed = false;
+};
+
+/// Groups the usable records of `task` by config, counting what was used and ignored in `b`.
+std::map<std::string, PerConfig> group_records(const std::vector<Record>& records, const Task& task,
+                                               BestRecord& b) {
   std::map<std::string, PerConfig> by_config;
   const std::string key = task.key();
   for (const Record& r : records) {
@@ -230,28 +241,72 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task) {
       continue;
     }
     ++b.used;
+    if (r.in_network()) ++b.network;
     auto [it, fresh] = by_config.try_emplace(cfg.to_json().dump(), cfg);
     if (!r.result.ok()) {
       ++b.failed;
       it->second.failed = true;
       continue;
     }
-    it->second.records.push_back(&r);
+    (r.in_network() ? it->second.network : it->second.isolated).push_back(&r);
   }
-  double best_s = 0;
+  return by_config;
+}
+
+/// Configs ranked by the upper median of their records of one protocol (of two records, the
+/// slower one), fastest first; a config with a failed record is left out.
+std::vector<std::pair<PerConfig*, const Record*>> ranked(std::map<std::string, PerConfig>& by_config,
+                                                         bool network) {
+  std::vector<std::pair<PerConfig*, const Record*>> r;
   for (auto& [key, c] : by_config) {
-    if (c.failed || c.records.empty()) continue;  // a crash or wrong result disqualifies
-    std::sort(c.records.begin(), c.records.end(),
+    std::vector<const Record*>& recs = network ? c.network : c.isolated;
+    if (c.failed || recs.empty()) continue;  // a crash or wrong result disqualifies
+    std::sort(recs.begin(), recs.end(),
               [](const Record* x, const Record* y) { return x->result.mean_s < y->result.mean_s; });
-    // The upper median: of two records, the slower one.
-    const Record* median = c.records[c.records.size() / 2];
-    if (!b.best || median->result.mean_s < best_s) {
-      best_s = median->result.mean_s;
-      b.best = *median;
-      b.config = c.config;
+    r.emplace_back(&c, recs[recs.size() / 2]);
+  }
+  std::stable_sort(r.begin(), r.end(), [](const auto& x, const auto& y) {
+    return x.second->result.mean_s < y.second->result.mean_s;
+  });
+  return r;
+}
+
+}  // namespace
+
+BestRecord best_record(const std::vector<Record>& records, const Task& task, Protocol protocol) {
+  BestRecord b;
+  std::map<std::string, PerConfig> by_config = group_records(records, task, b);
+  auto pick = [&](bool network) {
+    auto r = ranked(by_config, network);
+    if (r.empty()) return false;
+    b.best = *r.front().second;
+    b.config = r.front().first->config;
+    b.from_network = network;
+    return true;
+  };
+  if (protocol == Protocol::kPreferNetwork && pick(true)) return b;
+  pick(false);
+  return b;
+}
+
+std::vector<RankedConfig> rank_configs(const std::vector<Record>& records, const Task& task,
+                                       Protocol protocol) {
+  BestRecord counts;
+  std::map<std::string, PerConfig> by_config = group_records(records, task, counts);
+  bool network = false;
+  auto r = ranked(by_config, false);
+  if (protocol == Protocol::kPreferNetwork) {
+    auto n = ranked(by_config, true);
+    if (!n.empty()) {
+      r = std::move(n);
+      network = true;
     }
   }
-  return b;
+  std::vector<RankedConfig> out;
+  for (auto& [c, rec] : r)
+    out.push_back(RankedConfig{c->config, rec->result.mean_s,
+                               (network ? c->network : c->isolated).size()});
+  return out;
 }
 
 }  // namespace kiln::autotune

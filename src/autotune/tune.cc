@@ -100,7 +100,8 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
     std::vector<MeasureResult> results;
     const std::string key = task.key();
     for (const Record& r : records) {
-      if (r.task != key || r.target != task.target || r.version != task.version) continue;
+      if (r.task != key || r.target != task.target || r.version != task.version || r.in_network())
+        continue;  // in-network times (graph::check_in_network) are not trials
       Config c = Config::fallback();
       try {
         c = Config::from_json(r.config, task.space);

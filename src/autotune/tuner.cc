@@ -198,7 +198,8 @@ size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& re
   std::vector<double> costs;
   const std::string key = other.key();
   for (const Record& r : records) {
-    if (r.task != key || r.target != other.target || r.version != other.version) continue;
+    if (r.task != key || r.target != other.target || r.version != other.version || r.in_network())
+      continue;
     try {
       Config c = Config::from_json(r.config, other.space);
       rows.push_back(extract_features(other.instantiate(c)));

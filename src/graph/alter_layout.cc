@@ -724,12 +724,17 @@ class LayoutAlterer {
   }
 
   /// Winograd or direct for a conv2d: the faster of the two when the tuning log has records of
-  /// both, else topi::prefer_winograd.
+  /// both (compared inside a model when both were timed there, else as the tuner measured
+  /// them), else topi::prefer_winograd.
   bool use_winograd(const topi::Conv2DWorkload& wl) const {
     if (tuned_ && !tuned_->empty() && topi::winograd_candidate(wl)) {
-      std::optional<double> w = tuned_->best_cost(conv2d_winograd_task(wl, target_));
-      std::optional<double> d = tuned_->best_cost(conv2d_task(wl, target_));
-      if (w && d) return *w < *d;
+      const autotune::Task wt = conv2d_winograd_task(wl, target_), dt = conv2d_task(wl, target_);
+      autotune::BestRecord w = tuned_->best(wt), d = tuned_->best(dt);
+      if (w.best && d.best && w.from_network != d.from_network) {
+        w = tuned_->best(wt, autotune::Protocol::kIsolated);
+        d = tuned_->best(dt, autotune::Protocol::kIsolated);
+      }
+      if (w.best && d.best) return w.best->result.mean_s < d.best->result.mean_s;
     }
     return topi::prefer_winograd(wl);
   }

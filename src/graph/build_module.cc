@@ -441,6 +441,10 @@ class ModuleBuilder {
           en.bounded.push_back(BoundedOutput{o, bo.axis, x});
         }
       }
+      if (!en.func_name.empty()) {
+        const int master = master_of(g_, groups[it->second]);
+        if (!g_.node(master).name.empty()) m.kernel_masters[en.name] = g_.node(master).name;
+      }
       exec.push_back(std::move(en));
     }
     std::vector<Entry> heads;

@@ -127,11 +127,9 @@ std::optional<autotune::Config> TunedConfigs::lookup(const autotune::Task& task)
   return r;
 }
 
-std::optional<double> TunedConfigs::best_cost(const autotune::Task& task) const {
-  if (records_.empty()) return std::nullopt;
-  autotune::BestRecord b = autotune::best_record(records_, autotune::with_threads(task, threads_));
-  if (!b.best) return std::nullopt;
-  return b.best->result.mean_s;
+autotune::BestRecord TunedConfigs::best(const autotune::Task& task,
+                                        autotune::Protocol protocol) const {
+  return autotune::best_record(records_, autotune::with_threads(task, threads_), protocol);
 }
 
 std::vector<std::string> TunedConfigs::report() const {

@@ -4,8 +4,10 @@
 // listed, then tuned one by one (autotune/tune.h) with a one-line live progress display on
 // stderr; every measurement is appended to the log as it is made. Run again with the same log, a
 // task resumes where it stopped: its logged trials count toward --trials and are never measured
-// again. At the end a table gives each task's default and best GFLOP/s. `kiln compile
-// --tuning-log FILE` then builds the model with the best logged config of each workload.
+// again. At the end a table gives each task's default and best GFLOP/s, then (--network-check)
+// the best configs, the defaults and the runners-up are timed inside the compiled model
+// (graph/network_check.h) and those times appended to the log too. `kiln compile --tuning-log
+// FILE` then builds the model with the best logged config of each workload.
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include "cli_common.h"
 #include "kiln/autotune/tune.h"
 #include "kiln/autotune/tuner.h"
+#include "kiln/graph/network_check.h"
 #include "kiln/graph/tuning.h"
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/support/error.h"
@@ -35,7 +38,8 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
-  int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4;
+  int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4,
+      network_check = 5;
   double timeout_s = 10, compile_timeout_s = 30, minutes = 0;
   unsigned seed = 0;
   bool no_transfer = false;
@@ -141,6 +145,31 @@ struct TaskOutcome {
   bool ok = false;
   autotune::TuneResult result;
 };
+
+/// The network check (graph/network_check.h) after tuning: its records go to the log.
+void check_in_model(const TuneCmdOptions& o, const graph::Graph& g, const Target& target,
+                    const std::vector<graph::TuningTask>& tasks) {
+  graph::NetworkCheckOptions nopt;
+  nopt.rounds = o.network_check;
+  nopt.threads = o.threads;
+  nopt.set_inputs = [](runtime::GraphExecutor& ex) { set_random_inputs(ex, 0); };
+  nopt.progress = [](const std::string& s) {
+    std::fprintf(stderr, "\rnetwork check: %-40s", s.c_str());
+    std::fflush(stderr);
+  };
+  std::printf("\ntiming the candidates inside the model (%d rounds)\n", o.network_check);
+  std::fflush(stdout);
+  graph::NetworkCheckResult r =
+      graph::check_in_network(g, target, tasks, autotune::load_records(o.log).records, nopt);
+  std::fprintf(stderr, "\r%-56s\r", "");
+  {
+    autotune::RecordWriter w(o.log);
+    for (const autotune::Record& rec : r.records) w.write(rec);
+  }
+  std::printf("%d model variants compiled and profiled in %.1f s; %zu in-model times logged\n",
+              r.variants, r.seconds, r.records.size());
+  for (const std::string& line : r.lines) std::printf("  %s\n", line.c_str());
+}
 
 int tune_model(TuneCmdOptions o) {
   if (o.trials == 0) o.trials = o.minutes > 0 ? 1000000 : 200;
@@ -276,6 +305,7 @@ int tune_model(TuneCmdOptions o) {
                   rows[k][c].c_str());
     std::printf("\n");
   }
+  if (o.network_check > 0 && failed_tasks == 0) check_in_model(o, g, target, tasks);
   const std::string threads_flag =
       o.threads > 1 ? " --tuning-threads " + std::to_string(o.threads) : std::string();
   std::printf("\ntuned in %.1f s; log %s; compile with: kiln compile %s -o OUT --tuning-log %s%s\n",
@@ -326,6 +356,11 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--verify", o->verify,
                   "After each task, measure its N fastest configs and the default twice more "
                   "and keep the fastest by median (default 4; 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--network-check", o->network_check,
+                  "After tuning, time each workload's best configs, its default and its "
+                  "runners-up inside the compiled model, this many rounds, and log those times; "
+                  "compiling prefers them (default 5; 0: off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-transfer", o->no_transfer,
                 "xgb: do not warm-start the model with logged records of the model's other tasks");

@@ -76,6 +76,17 @@ TEST(Record, JsonRoundTrip) {
   EXPECT_EQ(f.result.error, ErrorKind::kCrash);
   EXPECT_EQ(f.result.error_msg, "killed by signal 6");
   EXPECT_TRUE(e.to_json()["costs"].is_null());
+  EXPECT_FALSE(e.to_json().contains("protocol"));  // the tuner's own measurement
+
+  Record n = a;
+  n.protocol = Record::kNetworkProtocol;
+  EXPECT_EQ(n.to_json()["protocol"], "network");
+  EXPECT_TRUE(Record::from_json(n.to_json()).in_network());
+  EXPECT_FALSE(b.in_network());
+  nlohmann::json bad = n.to_json();
+  bad["protocol"] = "warm";
+  EXPECT_EQ(kiln::testing::error_of([&] { Record::from_json(bad); }),
+            "field 'protocol' must be \"network\" when present");
 }
 
 TEST(Record, BadFieldsAreNamed) {
@@ -198,6 +209,50 @@ TEST(RecordLog, BestRecordJudgesAConfigByItsMedian) {
   recs.push_back(Record::make(t, t.space.get(3), failed(ErrorKind::kWrongResult, "differs")));
   b = best_record(recs, t);
   EXPECT_EQ(b.config, t.space.get(1));
+}
+
+TEST(RecordLog, InNetworkRecordsOutrankTheTunersOwn) {
+  // Alone, config 1 beats 2 and 3; inside the model, 2 beats 1, and 3 was never timed there.
+  Task t = Task::make(test_templates::matmul_template(8));
+  auto net = [](Record r) {
+    r.protocol = Record::kNetworkProtocol;
+    return r;
+  };
+  std::vector<Record> recs = {
+      Record::make(t, t.space.get(1), ok_result(1e-3)),
+      Record::make(t, t.space.get(2), ok_result(2e-3)),
+      Record::make(t, t.space.get(3), ok_result(1.5e-3)),
+      net(Record::make(t, t.space.get(1), ok_result(4e-3))),
+      net(Record::make(t, t.space.get(2), ok_result(3e-3))),
+      net(Record::make(t, t.space.get(2), ok_result(3.2e-3))),
+  };
+  BestRecord b = best_record(recs, t);
+  EXPECT_EQ(b.config, t.space.get(2));
+  EXPECT_TRUE(b.from_network);
+  EXPECT_DOUBLE_EQ(b.best->result.mean_s, 3.2e-3);  // the upper median of its two
+  EXPECT_EQ(b.used, 6u);
+  EXPECT_EQ(b.network, 3u);
+  EXPECT_EQ(b.summary(), "used 6 records, 3 timed inside a model: chosen by those");
+  BestRecord alone = best_record(recs, t, Protocol::kIsolated);
+  EXPECT_EQ(alone.config, t.space.get(1));
+  EXPECT_FALSE(alone.from_network);
+
+  std::vector<RankedConfig> r = rank_configs(recs, t);  // the tuner's ranking
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].config, t.space.get(1));
+  EXPECT_EQ(r[1].config, t.space.get(3));
+  EXPECT_EQ(r[2].config, t.space.get(2));
+  std::vector<RankedConfig> rn = rank_configs(recs, t, Protocol::kPreferNetwork);
+  ASSERT_EQ(rn.size(), 2u);
+  EXPECT_EQ(rn[0].config, t.space.get(2));
+  EXPECT_EQ(rn[0].records, 2u);
+  EXPECT_DOUBLE_EQ(rn[1].median_s, 4e-3);
+
+  // A failure inside the model disqualifies too.
+  recs.push_back(net(Record::make(t, t.space.get(2), failed(ErrorKind::kRuntime, "x"))));
+  b = best_record(recs, t);
+  EXPECT_EQ(b.config, t.space.get(1));
+  EXPECT_TRUE(b.from_network);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,17 @@
 extern "C" int32_t kiln_autotune_test_abort(float*) { std::abort(); }
 extern "C" int32_t kiln_autotune_test_hang(float*) {
   for (;;) ::pause();
+}
+// Appends the output buffer's address to the file g_trace_path names (set before the measuring
+// child forks), so the test can see which argument copy each call used; writes 1s.
+static const char* g_trace_path = nullptr;
+extern "C" int32_t kiln_autotune_test_trace(float* out) {
+  if (FILE* f = std::fopen(g_trace_path, "a")) {
+    std::fprintf(f, "%p\n", static_cast<void*>(out));
+    std::fclose(f);
+  }
+  for (int i = 0; i < 64; ++i) out[i] = 1.0f;
+  return 0;
 }
 
 namespace kiln::autotune {
@@ -79,6 +91,57 @@ TEST(Measure, FailuresAreResultsNotCrashes) {
   EXPECT_TRUE(r[5].ok()) << r[5].error_msg;
   // The parent is unharmed: it measures again.
   EXPECT_TRUE(m.measure({at(task, {0, 2})})[0].ok());
+}
+
+TEST(Measure, WarmUpReadsEveryArgumentCopyBeforeTiming) {
+  // The plan: enough copies to span rotate_bytes, and a warm-up of at least one call each.
+  MeasureOptions mo = fast_measure();
+  mo.rotate_bytes = size_t{64} << 20;
+  RotationPlan big = plan_rotation(mo, size_t{9600} << 10);  // ResNet-18's 7x7x512 conv2d
+  EXPECT_EQ(big.copies, 7);
+  EXPECT_EQ(big.warmup_calls, 7);
+  RotationPlan small = plan_rotation(mo, 512);
+  EXPECT_EQ(small.copies, mo.max_copies);
+  EXPECT_EQ(small.warmup_calls, mo.max_copies);
+  mo.rotate_bytes = 0;
+  mo.warmup = 3;
+  RotationPlan one = plan_rotation(mo, 512);
+  EXPECT_EQ(one.copies, 1);
+  EXPECT_EQ(one.warmup_calls, 3);
+
+  // The child: an extern kernel logs the output copy of each call.
+  TemplateFn fn = [](Config&) {
+    auto A = te::placeholder({64}, DataType::Float(32), "A");
+    te::Tensor out = te::extern_op(
+        {{64}}, {DataType::Float(32)}, {A},
+        [&](const std::vector<ir::Buffer>&, const std::vector<ir::Buffer>& outs) {
+          return te::call_extern("kiln_autotune_test_trace", {outs[0]->data});
+        },
+        "B")[0];
+    return Instance{te::create_schedule({out}), {A, out}};
+  };
+  Task task = Task::make(Template{"test_trace", "1", fn});
+  const std::string trace = temp_log("trace");
+  g_trace_path = trace.c_str();
+  mo = fast_measure();
+  mo.min_repeat_ms = 0;                // one call per repeat
+  mo.rotate_bytes = 10 * 2 * 64 * 4;  // 11 copies of A and B
+  Measurer m(task, mo);
+  ASSERT_TRUE(m.default_result().ok()) << m.default_result().error_msg;
+  std::vector<std::string> calls;
+  {
+    std::ifstream in(trace);
+    for (std::string line; std::getline(in, line);) calls.push_back(line);
+  }
+  fs::remove(trace);
+  // The check run, the warm-up, the call that sizes a repeat, then the repeats.
+  const int warm = plan_rotation(mo, 2 * 64 * 4).warmup_calls;
+  ASSERT_EQ(warm, 11);
+  ASSERT_EQ(calls.size(), static_cast<size_t>(1 + warm + 1 + mo.repeat));
+  std::set<std::string> before_timing(calls.begin(), calls.begin() + 1 + warm);
+  EXPECT_EQ(before_timing.size(), 11u);
+  for (size_t i = 1 + warm; i < calls.size(); ++i)
+    EXPECT_TRUE(before_timing.count(calls[i])) << "timed call " << i << " is the first of its copy";
 }
 
 // B[i] = A[i] * 2 + 1 for 64^3 elements; knob `unroll` 1 unrolls the whole loop nest (three

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kiln tune` end to end on a tiny ONNX model (one 3x3 conv, one dense): the task list; a short
 # tune writes one JSON line per trial with the documented fields; a second run with the same log
-# and a larger --trials resumes (reports the logged trials, measures only the difference);
+# and a larger --trials resumes (reports the logged trials, measures only the difference); the
+# network check times candidates inside the model and logs those times, which are not trials;
 # `kiln compile --tuning-log` uses the tuned configs and the compiled model computes what the
 # --opt-level 0 build computes; bad flags give clear errors.
 set -u
@@ -35,7 +36,7 @@ EOF
 
 # A short tune: the task list names both workloads and their nodes; one log line per trial.
 LOG="$TMP/tune.jsonl"
-"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 4 --timeout 5 --verify 0 >"$TMP/out1" 2>"$TMP/err1" \
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 4 --timeout 5 --verify 0 --network-check 0 >"$TMP/out1" 2>"$TMP/err1" \
   || fail "tune: $(cat "$TMP/out1" "$TMP/err1")"
 grep -q "2 tunable task(s)" "$TMP/out1" || fail "task count: $(cat "$TMP/out1")"
 grep -q "1/2 conv2d .*nodes: conv1" "$TMP/out1" || fail "conv task not listed: $(cat "$TMP/out1")"
@@ -62,7 +63,7 @@ assert any(t.startswith("conv2d") for t in per_task) and any(t.startswith("dense
 EOF
 
 # Resume: the same log, a larger budget; only the difference is measured, per task.
-"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tuner random --timeout 5 --verify 0 >"$TMP/out2" 2>"$TMP/err2" \
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tuner random --timeout 5 --verify 0 --network-check 0 >"$TMP/out2" 2>"$TMP/err2" \
   || fail "resumed tune: $(cat "$TMP/out2" "$TMP/err2")"
 grep -q "task 1/2 conv2d: 7 trials (4 resumed from the log, 3 new" "$TMP/out2" || fail "resume: $(cat "$TMP/out2")"
 grep -q "task 2/2 dense: 7 trials (4 resumed from the log, 3 new" "$TMP/out2" || fail "resume: $(cat "$TMP/out2")"
@@ -78,25 +79,54 @@ for line in open(sys.argv[1]):
 assert all(len(s) == int(sys.argv[2]) for s in seen.values()), {k: len(v) for k, v in seen.items()}
 EOF
 # --tasks picks tasks by their listed number; nothing is left to do at this budget.
-"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tasks 2 >"$TMP/out3" 2>&1 || fail "--tasks: $(cat "$TMP/out3")"
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --tasks 2 --network-check 0 >"$TMP/out3" 2>&1 || fail "--tasks: $(cat "$TMP/out3")"
 grep -q "tuning 1 task(s)" "$TMP/out3" && ! grep -q "task 1/2 conv2d:" "$TMP/out3" || fail "--tasks 2: $(cat "$TMP/out3")"
 [ "$(wc -l <"$LOG")" -eq 14 ] || fail "a complete task measured again: $(wc -l <"$LOG") lines"
+
+# The network check: nothing left to tune, so only the check runs: 4 variants (each task's
+# tuned, default, 2nd and 3rd config), 2 rounds, one in-model time per candidate per round
+# (the dense kernel's node is "fc_padded_matmul" after layout alteration: still attributed).
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --network-check 2 >"$TMP/outn" 2>&1 \
+  || fail "tune --network-check: $(cat "$TMP/outn")"
+grep -q "4 model variants compiled and profiled in .* s; 16 in-model times logged" "$TMP/outn" \
+  || fail "network check summary: $(cat "$TMP/outn")"
+grep -q "conv2d N1 C8 H10 W10 O16 K3x3 .*: tuned[a-z() ]* [0-9.]* ms, [a-z0-9]* [0-9.]* ms, [a-z0-9]* [0-9.]* ms, [a-z0-9]* [0-9.]* ms -> " "$TMP/outn" \
+  || fail "network check line: $(cat "$TMP/outn")"
+[ "$(wc -l <"$LOG")" -eq 30 ] || fail "expected 30 log lines after the check, got $(wc -l <"$LOG")"
+$PY - "$LOG" <<'EOF' || fail "in-model records"
+import json, sys, collections
+n = collections.Counter()
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("protocol") == "network":
+        assert r["error"] is None and r["costs"]["mean"] > 0, r
+        n[(r["task"].split("(")[0], r["config"]["index"])] += 1
+assert len(n) == 8 and all(v == 2 for v in n.values()), n
+EOF
+# They are not trials: a resumed run still counts 7 and measures nothing.
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --trials 7 --network-check 0 >"$TMP/outn2" 2>&1 \
+  || fail "tune after the check: $(cat "$TMP/outn2")"
+grep -q "task 1/2 conv2d: 7 trials (7 resumed from the log, 0 new" "$TMP/outn2" \
+  || fail "in-model records counted as trials: $(cat "$TMP/outn2")"
+"$KILN" tune "$TMP/m.onnx" --log "$LOG" --network-check -1 >"$TMP/outn3" 2>&1 \
+  && fail "tune --network-check -1 accepted"
+grep -q "network-check" "$TMP/outn3" || fail "bad --network-check message: $(cat "$TMP/outn3")"
 
 # Verification (on by default): the default and the 2 fastest of the conv's 4 trials measured
 # twice more, logged; a run with nothing new to search verifies nothing.
 VLOG="$TMP/verify.jsonl"
-"$KILN" tune "$TMP/m.onnx" --log "$VLOG" --trials 4 --tasks 1 --verify 2 >"$TMP/outv" 2>&1 \
+"$KILN" tune "$TMP/m.onnx" --log "$VLOG" --trials 4 --tasks 1 --verify 2 --network-check 0 >"$TMP/outv" 2>&1 \
   || fail "tune --verify: $(cat "$TMP/outv")"
 grep -q "task 1/2 conv2d: 4 trials (0 resumed from the log, 4 new, 6 verification runs)" "$TMP/outv" \
   || fail "verification summary: $(cat "$TMP/outv")"
 [ "$(wc -l <"$VLOG")" -eq 10 ] || fail "expected 10 log lines (4 trials + 6 verifications), got $(wc -l <"$VLOG")"
-"$KILN" tune "$TMP/m.onnx" --log "$VLOG" --trials 4 --tasks 1 --verify 2 >"$TMP/outv2" 2>&1 \
+"$KILN" tune "$TMP/m.onnx" --log "$VLOG" --trials 4 --tasks 1 --verify 2 --network-check 0 >"$TMP/outv2" 2>&1 \
   || fail "tune --verify again: $(cat "$TMP/outv2")"
 [ "$(wc -l <"$VLOG")" -eq 10 ] || fail "a spent budget verified again: $(wc -l <"$VLOG") lines"
 
 # A wall-clock budget instead of a trial count: both tasks stop at their share of 0.05 min.
 BLOG="$TMP/budget.jsonl"
-"$KILN" tune "$TMP/m.onnx" --log "$BLOG" --minutes 0.05 --verify 0 >"$TMP/outb" 2>&1 \
+"$KILN" tune "$TMP/m.onnx" --log "$BLOG" --minutes 0.05 --verify 0 --network-check 0 >"$TMP/outb" 2>&1 \
   || fail "tune --minutes: $(cat "$TMP/outb")"
 grep -q "time budget: 0.05 min in all" "$TMP/outb" || fail "budget line: $(cat "$TMP/outb")"
 [ "$(grep -c "stopped at its .* s share of the budget" "$TMP/outb")" -ge 1 ] \
@@ -110,7 +140,8 @@ grep -q "minutes" "$TMP/outb2" || fail "bad --minutes message: $(cat "$TMP/outb2
 "$KILN" compile "$TMP/m.onnx" -o "$TMP/tuned" --tuning-log "$LOG" >"$TMP/out4" 2>&1 \
   || fail "compile --tuning-log: $(cat "$TMP/out4")"
 grep -q "2 workload(s) tuned" "$TMP/out4" || fail "tuning report: $(cat "$TMP/out4")"
-grep -q "tuned *conv2d_nchwc(" "$TMP/out4" || fail "conv not tuned: $(cat "$TMP/out4")"
+grep -q "tuned *conv2d_nchwc(.*, 8 timed inside a model: chosen by those" "$TMP/out4" \
+  || fail "conv not tuned by its in-model times: $(cat "$TMP/out4")"
 "$KILN" bench "$TMP/m.onnx" --tuning-log "$LOG" --repeat 2 --threads 1 >"$TMP/out4b" 2>&1 || fail "bench --tuning-log: $(cat "$TMP/out4b")"
 grep -q "2 workload(s) tuned" "$TMP/out4b" || fail "bench tuning report: $(cat "$TMP/out4b")"
 # The log was tuned on 1 thread (kiln tune's default): a build for 2 threads uses none of it.

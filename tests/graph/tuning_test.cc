@@ -1,5 +1,7 @@
 // The graph side of tuning (graph/tuning.h): the tasks a model yields keep the default channel
-// blocks, and compiling with a log uses its best records without adding layout transforms.
+// blocks, and compiling with a log uses its best records without adding layout transforms; the
+// network check (graph/network_check.h) times candidates inside the model, and compiling prefers
+// those times.
 #include "kiln/graph/tuning.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +9,7 @@
 #include "common/error.h"
 #include "graph_test_util.h"
 #include "kiln/autotune/record.h"
+#include "kiln/graph/network_check.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
 
@@ -199,6 +202,118 @@ TEST(TuningTasks, WinogradLayerTunesBothAlgorithms) {
                   1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
           << k;
   }
+}
+
+// The first `n` points of `t`'s space other than its default config.
+std::vector<autotune::Config> non_default_configs(const autotune::Task& t, size_t n) {
+  const autotune::Config d = autotune::Config::from_json(
+      t.instantiate(autotune::Config::fallback()).config.to_json(), t.space);
+  std::vector<autotune::Config> r;
+  for (uint64_t i = 0; i < t.space.size() && r.size() < n; ++i)
+    if (t.space.get(i) != d) r.push_back(t.space.get(i));
+  return r;
+}
+
+// x [1, 32, 14, 14] → conv 3x3 (Winograd or direct) → relu → conv 1x1 → relu.
+Graph winograd_then_pointwise(std::mt19937& rng) {
+  Graph g;
+  Entry x = g.add_input("x", {1, 32, 14, 14}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "conv3x3");
+  Entry b = g.add_op(
+      "conv2d", {g.add_op("relu", {a}), g.add_constant("w2", random_array({32, 32, 1, 1}, rng))},
+      {}, "conv1x1");
+  g.add_output(g.add_op("relu", {b}));
+  return g;
+}
+
+// In-network times outrank the tuner's: the log says Winograd is faster alone, the model says
+// direct; compiling follows the model, for the algorithm and for the config.
+TEST(TuningTasks, InNetworkTimesDecide) {
+  std::mt19937 rng(5);
+  Graph g = winograd_then_pointwise(rng);
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 3u);
+  const autotune::Task &wt = tasks[0].task, &dt = tasks[1].task;
+  std::vector<autotune::Config> dc = non_default_configs(dt, 2);
+  auto net = [](autotune::Record r) {
+    r.protocol = autotune::Record::kNetworkProtocol;
+    return r;
+  };
+  BuildOptions bo;
+  bo.tuning_records = {autotune::Record::make(wt, wt.space.get(1), ok(1e-3)),
+                       autotune::Record::make(dt, dc[0], ok(2e-3)),
+                       autotune::Record::make(dt, dc[1], ok(3e-3))};
+  CompiledModule isolated = build_module(g, Target::host(), bo);
+  EXPECT_NE(isolated.graph_json.find("conv2d_winograd_nchwc"), std::string::npos);
+  bo.tuning_records.push_back(net(autotune::Record::make(wt, wt.space.get(1), ok(5e-3))));
+  bo.tuning_records.push_back(net(autotune::Record::make(dt, dc[0], ok(4e-3))));
+  bo.tuning_records.push_back(net(autotune::Record::make(dt, dc[1], ok(3.5e-3))));
+  CompiledModule m = build_module(g, Target::host(), bo);
+  EXPECT_EQ(m.graph_json.find("conv2d_winograd_nchwc"), std::string::npos);
+  autotune::BestRecord b = autotune::best_record(bo.tuning_records, dt);
+  EXPECT_TRUE(b.from_network);
+  EXPECT_EQ(b.config, dc[1]);
+  bool found = false;
+  for (const std::string& line : m.tuning_report)
+    if (line.rfind("tuned   conv2d_nchwc(conv2d N1 C32 H14 W14 O32 K3x3", 0) == 0) {
+      found = true;
+      EXPECT_NE(line.find("used 4 records, 2 timed inside a model: chosen by those"),
+                std::string::npos)
+          << line;
+    }
+  EXPECT_TRUE(found);
+}
+
+// The check compiles one variant per candidate and attributes each kernel's time to its
+// workload's candidate: every candidate gets one in-network record per round.
+TEST(NetworkCheck, TimesEveryCandidateInsideTheModel) {
+  std::mt19937 rng(6);
+  Graph g = winograd_then_pointwise(rng);
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 3u);
+  ASSERT_EQ(tasks[0].op, "conv2d_winograd");
+  ASSERT_EQ(tasks[1].op, "conv2d");
+  ASSERT_EQ(tasks[2].op, "conv2d");
+  const autotune::Task &wt = tasks[0].task, &dt = tasks[1].task, &pt = tasks[2].task;
+  std::vector<autotune::Config> wc = non_default_configs(wt, 2), dc = non_default_configs(dt, 1),
+                                 pc = non_default_configs(pt, 3);
+  ASSERT_EQ(wc.size(), 2u);
+  std::vector<autotune::Record> log = {
+      autotune::Record::make(wt, wc[0], ok(1e-3)), autotune::Record::make(wt, wc[1], ok(1.5e-3)),
+      autotune::Record::make(dt, dc[0], ok(2e-3)), autotune::Record::make(pt, pc[0], ok(1e-4)),
+      autotune::Record::make(pt, pc[1], ok(2e-4)), autotune::Record::make(pt, pc[2], ok(3e-4))};
+  NetworkCheckOptions opt;
+  opt.rounds = 2;
+  opt.runs = 2;
+  opt.set_inputs = [&](runtime::GraphExecutor& ex) {
+    ex.set_input("x", random_array({1, 32, 14, 14}, rng));
+  };
+  NetworkCheckResult r = check_in_network(g, Target::host(), tasks, log, opt);
+  EXPECT_EQ(r.variants, 4);
+  // 3x3: Winograd tuned, its default (the untuned algorithm), direct tuned, Winograd 2nd;
+  // 1x1: tuned, default, 2nd, 3rd. Each in one variant: one record per round.
+  std::map<std::pair<std::string, uint64_t>, int> count;
+  for (const autotune::Record& rec : r.records) {
+    EXPECT_TRUE(rec.in_network());
+    EXPECT_GT(rec.result.mean_s, 0);
+    const autotune::Task& t = rec.task == wt.key() ? wt : rec.task == dt.key() ? dt : pt;
+    ++count[{rec.task, autotune::Config::from_json(rec.config, t.space).index()}];
+  }
+  EXPECT_EQ(r.records.size(), 16u);
+  EXPECT_EQ(count.size(), 8u);
+  for (const auto& [key, n] : count) EXPECT_EQ(n, 2) << key.first << " config " << key.second;
+  EXPECT_EQ((count[{wt.key(), wc[1].index()}]), 2);
+  EXPECT_EQ((count[{dt.key(), dc[0].index()}]), 2);
+  ASSERT_EQ(r.lines.size(), 2u);
+  EXPECT_NE(r.lines[0].find("conv2d_winograd_nchwc tuned"), std::string::npos) << r.lines[0];
+  EXPECT_NE(r.lines[0].find("conv2d_winograd_nchwc default"), std::string::npos) << r.lines[0];
+  EXPECT_NE(r.lines[0].find("conv2d_nchwc tuned"), std::string::npos) << r.lines[0];
+  EXPECT_NE(r.lines[1].find(": tuned "), std::string::npos) << r.lines[1];
+
+  opt.candidates = 1;
+  EXPECT_EQ(kiln::testing::error_of([&] { check_in_network(g, Target::host(), tasks, log, opt); }),
+            "check_in_network: needs at least 2 candidates, 1 round and 1 run (got 1, 2, 2)");
 }
 
 }  // namespace

@@ -12,11 +12,11 @@
 ///     still compiling after compile_timeout_s (killed) or one that dies while compiling;
 ///  3. one child at a time, with no compile running, runs it: a check run on poisoned outputs
 ///     compared with the reference (|x - ref| <= atol * max(1, max|ref|) + rtol * |ref|;
-///     integers exactly), then `warmup` untimed calls, then `repeat` timed repeats of `number`
-///     calls each, with `number` chosen so that a repeat lasts at least min_repeat_ms. Calls
-///     rotate over several copies of the inputs and outputs (together at least rotate_bytes) so
-///     the cache does not flatter small kernels. The child reports through a pipe and exits
-///     with _exit.
+///     integers exactly), then untimed calls (`warmup`, and at least one over every copy), then
+///     `repeat` timed repeats of `number` calls each, with `number` chosen so that a repeat lasts
+///     at least min_repeat_ms. Calls rotate over several copies of the inputs and outputs
+///     (together at least rotate_bytes) so the cache does not flatter small kernels
+///     (plan_rotation). The child reports through a pipe and exits with _exit.
 ///  4. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
 ///     running is killed (SIGKILL) and is a kTimeout, a wrong output is a kWrongResult. None of
 ///     these stops the caller: each is an ordinary MeasureResult.
@@ -39,7 +39,7 @@
 namespace kiln::autotune {
 
 struct MeasureOptions {
-  int warmup = 1;                  ///< untimed calls after the check run
+  int warmup = 1;                  ///< untimed calls after the check run (at least one per copy)
   int repeat = 5;                  ///< timed repeats (mean and standard deviation over these)
   double min_repeat_ms = 2.0;      ///< each repeat runs at least this long (number of calls adapts)
   int max_number = 10000;          ///< at most this many calls per repeat
@@ -71,6 +71,14 @@ struct ChildOutcome {
 /// escaping body exits with 3 after writing its message); the parent collects what the child
 /// wrote, waiting at most timeout_s before killing it. Core dumps are disabled in the child.
 ChildOutcome run_in_child(const std::function<void(int fd)>& body, double timeout_s);
+
+/// How a measurement rotates over argument copies.
+struct RotationPlan {
+  int copies = 1;        ///< argument sets: enough to span rotate_bytes, at most max_copies
+  int warmup_calls = 0;  ///< untimed calls before timing: opt.warmup, and at least `copies`
+};
+/// The rotation for arguments of `set_bytes` bytes in all (inputs and outputs of one call).
+RotationPlan plan_rotation(const MeasureOptions& opt, size_t set_bytes);
 
 /// Measures candidates of one task.
 class Measurer {

@@ -64,6 +64,13 @@ struct Record {
   nlohmann::json config;  ///< Config::to_json()
   MeasureResult result;
   double timestamp = 0;  ///< seconds since the epoch
+  /// How it was measured: empty for the tuner's measurement of the kernel alone (Measurer);
+  /// kNetworkProtocol for its time per call inside a compiled model (graph::check_in_network),
+  /// which best_record prefers.
+  std::string protocol;
+
+  static constexpr const char* kNetworkProtocol = "network";
+  bool in_network() const { return protocol == kNetworkProtocol; }
 
   /// The record of measuring `cfg` for `task` now.
   static Record make(const Task& task, const Config& cfg, const MeasureResult& r);
@@ -118,13 +125,37 @@ struct BestRecord {
   size_t other_threads = 0;
   size_t other_version = 0;            ///< records of this task made by another template version
   size_t bad_config = 0;               ///< records whose config does not parse against the space
+  size_t network = 0;  ///< used records measured inside a model (Record::in_network)
+  /// True when `best` was chosen among in-network records (see best_record).
+  bool from_network = false;
   /// "used 40 records (3 failed); ignored 2 for another target, 1 for template version 0".
   std::string summary() const;
 };
 
+/// Which records best_record and rank_configs compare.
+enum class Protocol : uint8_t {
+  kPreferNetwork,  ///< the in-network records when any config has one, else the tuner's
+  kIsolated,       ///< the tuner's records only
+};
+
 /// Picks the fastest config of `task` among `records` (by the upper median of its successful
 /// records); records of other tasks are not counted, those of this task for another target or
-/// template version are counted and ignored.
-BestRecord best_record(const std::vector<Record>& records, const Task& task);
+/// template version are counted and ignored. With kPreferNetwork, when some config of the task
+/// was timed inside a model (Record::in_network), the choice is among those configs by their
+/// in-network times: a kernel alone, with its arguments rotated through the cache, can rank
+/// two configs differently from the model it runs in.
+BestRecord best_record(const std::vector<Record>& records, const Task& task,
+                       Protocol protocol = Protocol::kPreferNetwork);
+
+/// A config and the upper median of its records' times.
+struct RankedConfig {
+  Config config;
+  double median_s = 0;
+  size_t records = 0;
+};
+/// Every config of `task` with successful records of `protocol` (never one with a failed
+/// record), fastest first by best_record's rule.
+std::vector<RankedConfig> rank_configs(const std::vector<Record>& records, const Task& task,
+                                       Protocol protocol = Protocol::kIsolated);
 
 }  // namespace kiln::autotune

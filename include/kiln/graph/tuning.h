@@ -77,9 +77,10 @@ class TunedConfigs {
   /// The best logged config of `task`, or nothing (use the fallback). The first lookup of each
   /// workload is noted for report(); later ones return the same answer from a cache.
   std::optional<autotune::Config> lookup(const autotune::Task& task);
-  /// The mean time in seconds of `task`'s best logged config, or nothing; not noted for
-  /// report() (it compares algorithms before one is looked up).
-  std::optional<double> best_cost(const autotune::Task& task) const;
+  /// `task`'s best logged record (autotune::best_record); not noted for report() (it compares
+  /// algorithms before one is looked up).
+  autotune::BestRecord best(const autotune::Task& task,
+                            autotune::Protocol protocol = autotune::Protocol::kPreferNetwork) const;
   /// One line per looked-up workload: "tuned conv2d_nchwc(...): used 40 records (3 failed)" or
   /// "default conv2d_nchwc(...): no records" — and a first summary line.
   std::vector<std::string> report() const;

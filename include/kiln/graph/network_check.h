@@ -1,0 +1,64 @@
+/// \file network_check.h
+/// \brief Timing tuned configs inside the compiled model, after `kiln tune`.
+///
+/// The tuner times a kernel alone, on arguments rotated through the cache; inside a model the
+/// same kernel meets its input fresh from the previous layer, its weights where the rest of
+/// the model left them, and its neighbours' code. The two can rank configs differently (in
+/// ResNet-18 the tuner's best config for the 7x7x512 conv2d ran 20% slower than the default one
+/// inside the model, and Winograd had been ranked ahead of the direct kernel, the reverse of the
+/// model). check_in_network settles each workload's choice where it counts:
+///
+///   1. For every workload it takes a few candidates: the tuner's best config, the default, the
+///      runners-up, and for a 3x3 convolution both algorithms (direct and Winograd).
+///   2. It compiles the model once per variant: variant k gives every workload its k-th
+///      candidate (cycling through shorter lists).
+///   3. It profiles the variants in turn, `rounds` times (interleaved, so the machine's slow
+///      spells fall on every variant alike), and attributes each kernel's time to its
+///      workload's candidate (CompiledModule::kernel_masters).
+///   4. Each candidate's time per call in each round becomes a record with
+///      Record::kNetworkProtocol; autotune::best_record prefers these when it picks a config.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/autotune/record.h"
+#include "kiln/graph/graph.h"
+#include "kiln/graph/tuning.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/target/target.h"
+
+namespace kiln::graph {
+
+struct NetworkCheckOptions {
+  int candidates = 4;  ///< configs per workload (and model variants compiled), at least 2
+  int rounds = 5;      ///< profiles of each variant, interleaved
+  int runs = 10;       ///< model runs per profile
+  int threads = 1;     ///< the thread count the tasks' records were tuned with
+  /// Gives the model its inputs (required): random values of the inputs' types and shapes.
+  std::function<void(runtime::GraphExecutor&)> set_inputs;
+  /// Told what is being done ("compiling variant 2/4", "round 3/5").
+  std::function<void(const std::string&)> progress;
+};
+
+struct NetworkCheckResult {
+  /// One per candidate per round (more for a candidate that several variants share): its time
+  /// per call inside the model, Record::kNetworkProtocol. For the caller to append to its log.
+  std::vector<autotune::Record> records;
+  /// Per workload with more than one candidate: each candidate's median time in the model and
+  /// which one is fastest there.
+  std::vector<std::string> lines;
+  int variants = 0;
+  double seconds = 0;
+};
+
+/// Times the candidates of every task of `tasks` (extract_tuning_tasks of `g`, their targets
+/// carrying opt.threads) inside `g` compiled for `target`, as described above. `records`: the
+/// tuning log. Throws kiln::Error when the model does not compile or run.
+NetworkCheckResult check_in_network(const Graph& g, const Target& target,
+                                    const std::vector<TuningTask>& tasks,
+                                    const std::vector<autotune::Record>& records,
+                                    const NetworkCheckOptions& opt);
+
+}  // namespace kiln::graph

@@ -1,0 +1,228 @@
+// Timing tuned configs inside the compiled model (network_check.h).
+#include "kiln/graph/network_check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "kiln/graph/build_module.h"
+#include "kiln/support/error.h"
+
+namespace kiln::graph {
+
+namespace {
+
+using autotune::Config;
+using autotune::Record;
+
+/// One choice for a workload: a task (the algorithm) and its config.
+struct Candidate {
+  size_t task = 0;
+  Config config = Config::fallback();
+  std::string label;                  ///< "tuned", "default", "2nd", ... (with the template)
+  std::vector<double> per_round_ms;  ///< its time per call in each profile that used it
+};
+
+/// A workload of the model: its tasks (one, or direct and Winograd), nodes and candidates.
+struct Slot {
+  std::string workload;
+  std::vector<size_t> tasks;  ///< the first is the algorithm the compiler picks untuned
+  std::vector<Candidate> candidates;
+};
+
+/// The config the template falls back to, as a point of its space (so it compares by index).
+Config default_config(const autotune::Task& task) {
+  return Config::from_json(task.instantiate(Config::fallback()).config.to_json(), task.space);
+}
+
+const char* ordinal(size_t k) {
+  static const char* names[] = {"tuned", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th"};
+  return k < 8 ? names[k] : "later";
+}
+
+/// The candidates of `slot`, at most `limit`: the tuner's best config of the faster algorithm,
+/// the default (of the algorithm the compiler picks untuned), the other algorithm's best, then
+/// runners-up, alternating between the algorithms.
+void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
+                       const std::vector<Record>& records, int limit) {
+  struct Ranked {
+    size_t task;
+    std::vector<autotune::RankedConfig> configs;
+  };
+  std::vector<Ranked> by_task;
+  for (size_t t : slot.tasks)
+    by_task.push_back({t, autotune::rank_configs(records, tasks[t].task,
+                                                 autotune::Protocol::kIsolated)});
+  // The faster algorithm first (a task without records last).
+  std::stable_sort(by_task.begin(), by_task.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.configs.empty() != b.configs.empty()) return b.configs.empty();
+    return !a.configs.empty() && a.configs[0].median_s < b.configs[0].median_s;
+  });
+  const bool pair = slot.tasks.size() > 1;
+  auto label = [&](size_t t, const std::string& role) {
+    return pair ? tasks[t].task.name + " " + role : role;
+  };
+  auto add = [&](size_t t, const Config& c, const std::string& role) {
+    for (Candidate& have : slot.candidates) {
+      if (have.task != t || have.config.index() != c.index()) continue;
+      if (role == "default") have.label += " (the default)";
+      return;
+    }
+    if (static_cast<int>(slot.candidates.size()) < limit)
+      slot.candidates.push_back(Candidate{t, c, label(t, role), {}});
+  };
+  if (!by_task[0].configs.empty()) add(by_task[0].task, by_task[0].configs[0].config, "tuned");
+  const size_t first = slot.tasks[0];
+  add(first, default_config(tasks[first].task), "default");
+  for (size_t k = 0; static_cast<int>(slot.candidates.size()) < limit; ++k) {
+    bool any = false;
+    for (const Ranked& r : by_task) {
+      if (k >= r.configs.size()) continue;
+      any = true;
+      add(r.task, r.configs[k].config, ordinal(k));
+    }
+    if (!any) break;
+  }
+}
+
+/// The entry of `node` in `by_node`, or of the name it was derived from: layout alteration
+/// names the nodes it adds after the node they compute ("/fc/Gemm" -> "/fc/Gemm_padded" ->
+/// "/fc/Gemm_padded_matmul"), so suffixes after '_' are dropped until a name matches.
+std::map<std::string, size_t>::const_iterator find_node(const std::map<std::string, size_t>& by_node,
+                                                        std::string node) {
+  for (;;) {
+    auto it = by_node.find(node);
+    if (it != by_node.end()) return it;
+    const size_t cut = node.rfind('_');
+    if (cut == std::string::npos || cut == 0) return by_node.end();
+    node.resize(cut);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+NetworkCheckResult check_in_network(const Graph& g, const Target& target,
+                                    const std::vector<TuningTask>& tasks,
+                                    const std::vector<Record>& records,
+                                    const NetworkCheckOptions& opt) {
+  KILN_USER_CHECK(opt.candidates >= 2 && opt.rounds >= 1 && opt.runs >= 1)
+      << "check_in_network: needs at least 2 candidates, 1 round and 1 run (got "
+      << opt.candidates << ", " << opt.rounds << ", " << opt.runs << ")";
+  KILN_USER_CHECK(static_cast<bool>(opt.set_inputs))
+      << "check_in_network: set_inputs must give the model its inputs";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+
+  // Workloads: the tasks of one workload string (direct and Winograd share it).
+  std::vector<Slot> slots;
+  std::map<std::string, size_t> slot_of_workload;
+  std::map<std::string, size_t> slot_of_node;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    auto [it, fresh] = slot_of_workload.emplace(tasks[t].task.workload, slots.size());
+    if (fresh) slots.push_back(Slot{tasks[t].task.workload, {}, {}});
+    slots[it->second].tasks.push_back(t);
+    for (const std::string& n : tasks[t].nodes) slot_of_node[n] = it->second;
+  }
+  size_t variants = 1;
+  for (Slot& s : slots) {
+    choose_candidates(s, tasks, records, opt.candidates);
+    variants = std::max(variants, s.candidates.size());
+  }
+
+  // One compiled model per variant.
+  struct Variant {
+    CompiledModule module;
+    runtime::GraphExecutor exec;
+    std::vector<size_t> pick;  ///< per slot: the candidate this variant uses
+  };
+  std::vector<std::unique_ptr<Variant>> vs;
+  for (size_t v = 0; v < variants; ++v) {
+    say("compiling variant " + std::to_string(v + 1) + "/" + std::to_string(variants));
+    auto var = std::make_unique<Variant>();
+    BuildOptions bo;
+    bo.tuning_threads = opt.threads;
+    for (const Slot& s : slots) {
+      const size_t k = v % s.candidates.size();
+      var->pick.push_back(k);
+      const Candidate& c = s.candidates[k];
+      autotune::MeasureResult fast;
+      fast.mean_s = 1e-3;
+      bo.tuning_records.push_back(Record::make(tasks[c.task].task, c.config, fast));
+      // The other algorithm, slower on paper, so that the compiler picks this one.
+      for (size_t t : s.tasks) {
+        if (t == c.task) continue;
+        autotune::MeasureResult slow;
+        slow.mean_s = 1.0;
+        bo.tuning_records.push_back(
+            Record::make(tasks[t].task, default_config(tasks[t].task), slow));
+      }
+    }
+    var->module = build_module(g, target, bo);
+    var->exec = runtime::GraphExecutor::create(var->module.graph_json, var->module.lib,
+                                               var->module.params, "network check");
+    opt.set_inputs(var->exec);
+    var->exec.run();  // warm-up
+    vs.push_back(std::move(var));
+  }
+
+  // Interleaved profiles.
+  NetworkCheckResult res;
+  res.variants = static_cast<int>(variants);
+  for (int round = 0; round < opt.rounds; ++round) {
+    say("round " + std::to_string(round + 1) + "/" + std::to_string(opt.rounds));
+    for (auto& var : vs) {
+      std::vector<runtime::NodeTime> times = var->exec.profile(opt.runs);
+      std::vector<double> sum(slots.size(), 0);
+      std::vector<int> count(slots.size(), 0);
+      for (const runtime::NodeTime& n : times) {
+        auto m = var->module.kernel_masters.find(n.name);
+        if (m == var->module.kernel_masters.end()) continue;
+        auto s = find_node(slot_of_node, m->second);
+        if (s == slot_of_node.end()) continue;
+        sum[s->second] += n.ms;
+        ++count[s->second];
+      }
+      for (size_t s = 0; s < slots.size(); ++s) {
+        if (count[s] == 0 || slots[s].candidates.size() < 2) continue;
+        Candidate& c = slots[s].candidates[var->pick[s]];
+        const double ms = sum[s] / count[s];
+        c.per_round_ms.push_back(ms);
+        autotune::MeasureResult r;
+        r.mean_s = ms * 1e-3;
+        r.runs = {r.mean_s};
+        Record rec = Record::make(tasks[c.task].task, c.config, r);
+        rec.protocol = Record::kNetworkProtocol;
+        res.records.push_back(std::move(rec));
+      }
+    }
+  }
+
+  for (const Slot& s : slots) {
+    if (s.candidates.size() < 2 || s.candidates[0].per_round_ms.empty()) continue;
+    std::string line = s.workload + ":";
+    size_t best = 0;
+    for (size_t k = 0; k < s.candidates.size(); ++k) {
+      const double m = median(s.candidates[k].per_round_ms);
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "",
+                    s.candidates[k].label.c_str(), m);
+      line += buf;
+      if (m < median(s.candidates[best].per_round_ms)) best = k;
+    }
+    res.lines.push_back(line + " -> " + s.candidates[best].label);
+  }
+  res.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace kiln::graph
