@@ -269,7 +269,7 @@ struct Measurer::State {
   std::vector<std::vector<int64_t>> shapes;
   std::vector<DataType> dtypes;
   std::vector<ArgSet> sets;
-  size_t set_bytes = 0;  ///< bytes of one set (plan_rotation)
+  size_t set_bytes = 0;                ///< bytes of one set (plan_rotation)
   std::vector<std::string> reference;  ///< per argument (outputs only): the default's bytes
   MeasureResult default_result;
   /// Argument sets of candidates whose arguments have other shapes than the default's (another

@@ -192,7 +192,8 @@ std::string BestRecord::summary() const {
   std::ostringstream os;
   os << "used " << used << " record" << (used == 1 ? "" : "s");
   if (failed) os << " (" << failed << " failed)";
-  if (network) os << ", " << network << " timed inside a model" << (from_network ? ": chosen by those" : "");
+  if (network)
+    os << ", " << network << " timed inside a model" << (from_network ? ": chosen by those" : "");
   size_t ignored = other_target + other_threads + other_version + bad_config;
   if (ignored) {
     os << "; ignored " << ignored << ":";
@@ -255,8 +256,8 @@ std::map<std::string, PerConfig> group_records(const std::vector<Record>& record
 
 /// Configs ranked by the upper median of their records of one protocol (of two records, the
 /// slower one), fastest first; a config with a failed record is left out.
-std::vector<std::pair<PerConfig*, const Record*>> ranked(std::map<std::string, PerConfig>& by_config,
-                                                         bool network) {
+std::vector<std::pair<PerConfig*, const Record*>> ranked(
+    std::map<std::string, PerConfig>& by_config, bool network) {
   std::vector<std::pair<PerConfig*, const Record*>> r;
   for (auto& [key, c] : by_config) {
     std::vector<const Record*>& recs = network ? c.network : c.isolated;
@@ -304,8 +305,8 @@ std::vector<RankedConfig> rank_configs(const std::vector<Record>& records, const
   }
   std::vector<RankedConfig> out;
   for (auto& [c, rec] : r)
-    out.push_back(RankedConfig{c->config, rec->result.mean_s,
-                               (network ? c->network : c->isolated).size()});
+    out.push_back(
+        RankedConfig{c->config, rec->result.mean_s, (network ? c->network : c->isolated).size()});
   return out;
 }
 

@@ -21,7 +21,7 @@ using autotune::Record;
 struct Candidate {
   size_t task = 0;
   Config config = Config::fallback();
-  std::string label;                  ///< "tuned", "default", "2nd", ... (with the template)
+  std::string label;                 ///< "tuned", "default", "2nd", ... (with the template)
   std::vector<double> per_round_ms;  ///< its time per call in each profile that used it
 };
 
@@ -53,8 +53,8 @@ void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
   };
   std::vector<Ranked> by_task;
   for (size_t t : slot.tasks)
-    by_task.push_back({t, autotune::rank_configs(records, tasks[t].task,
-                                                 autotune::Protocol::kIsolated)});
+    by_task.push_back(
+        {t, autotune::rank_configs(records, tasks[t].task, autotune::Protocol::kIsolated)});
   // The faster algorithm first (a task without records last).
   std::stable_sort(by_task.begin(), by_task.end(), [](const Ranked& a, const Ranked& b) {
     if (a.configs.empty() != b.configs.empty()) return b.configs.empty();
@@ -90,8 +90,8 @@ void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
 /// The entry of `node` in `by_node`, or of the name it was derived from: layout alteration
 /// names the nodes it adds after the node they compute ("/fc/Gemm" -> "/fc/Gemm_padded" ->
 /// "/fc/Gemm_padded_matmul"), so suffixes after '_' are dropped until a name matches.
-std::map<std::string, size_t>::const_iterator find_node(const std::map<std::string, size_t>& by_node,
-                                                        std::string node) {
+std::map<std::string, size_t>::const_iterator find_node(
+    const std::map<std::string, size_t>& by_node, std::string node) {
   for (;;) {
     auto it = by_node.find(node);
     if (it != by_node.end()) return it;
@@ -113,8 +113,8 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
                                     const std::vector<Record>& records,
                                     const NetworkCheckOptions& opt) {
   KILN_USER_CHECK(opt.candidates >= 2 && opt.rounds >= 1 && opt.runs >= 1)
-      << "check_in_network: needs at least 2 candidates, 1 round and 1 run (got "
-      << opt.candidates << ", " << opt.rounds << ", " << opt.runs << ")";
+      << "check_in_network: needs at least 2 candidates, 1 round and 1 run (got " << opt.candidates
+      << ", " << opt.rounds << ", " << opt.runs << ")";
   KILN_USER_CHECK(static_cast<bool>(opt.set_inputs))
       << "check_in_network: set_inputs must give the model its inputs";
   const auto t0 = std::chrono::steady_clock::now();
@@ -213,15 +213,14 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
     for (size_t k = 0; k < s.candidates.size(); ++k) {
       const double m = median(s.candidates[k].per_round_ms);
       char buf[96];
-      std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "",
-                    s.candidates[k].label.c_str(), m);
+      std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "", s.candidates[k].label.c_str(),
+                    m);
       line += buf;
       if (m < median(s.candidates[best].per_round_ms)) best = k;
     }
     res.lines.push_back(line + " -> " + s.candidates[best].label);
   }
-  res.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
 

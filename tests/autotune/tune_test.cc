@@ -124,7 +124,7 @@ TEST(Measure, WarmUpReadsEveryArgumentCopyBeforeTiming) {
   const std::string trace = temp_log("trace");
   g_trace_path = trace.c_str();
   mo = fast_measure();
-  mo.min_repeat_ms = 0;                // one call per repeat
+  mo.min_repeat_ms = 0;               // one call per repeat
   mo.rotate_bytes = 10 * 2 * 64 * 4;  // 11 copies of A and B
   Measurer m(task, mo);
   ASSERT_TRUE(m.default_result().ok()) << m.default_result().error_msg;

@@ -277,7 +277,7 @@ TEST(NetworkCheck, TimesEveryCandidateInsideTheModel) {
   ASSERT_EQ(tasks[2].op, "conv2d");
   const autotune::Task &wt = tasks[0].task, &dt = tasks[1].task, &pt = tasks[2].task;
   std::vector<autotune::Config> wc = non_default_configs(wt, 2), dc = non_default_configs(dt, 1),
-                                 pc = non_default_configs(pt, 3);
+                                pc = non_default_configs(pt, 3);
   ASSERT_EQ(wc.size(), 2u);
   std::vector<autotune::Record> log = {
       autotune::Record::make(wt, wc[0], ok(1e-3)), autotune::Record::make(wt, wc[1], ok(1.5e-3)),
