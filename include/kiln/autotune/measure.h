@@ -39,22 +39,22 @@
 namespace kiln::autotune {
 
 struct MeasureOptions {
-  int warmup = 1;                  ///< untimed calls after the check run (at least one per copy)
-  int repeat = 5;                  ///< timed repeats (mean and standard deviation over these)
-  double min_repeat_ms = 2.0;      ///< each repeat runs at least this long (number of calls adapts)
-  int max_number = 10000;          ///< at most this many calls per repeat
-  double timeout_s = 10;           ///< limit for one candidate's run (check + timing)
+  int warmup = 1;              ///< untimed calls after the check run (at least one per copy)
+  int repeat = 5;              ///< timed repeats (mean and standard deviation over these)
+  double min_repeat_ms = 2.0;  ///< each repeat runs at least this long (number of calls adapts)
+  int max_number = 10000;      ///< at most this many calls per repeat
+  double timeout_s = 10;       ///< limit for one candidate's run (check + timing)
   /// Limit for compiling one candidate: a config whose code takes LLVM minutes (a huge unrolled
   /// body) is recorded as a compile error instead of stalling the tuner.
   double compile_timeout_s = 30;
-  int build_threads = 2;           ///< candidates compiled at once; 1 = sequentially
+  int build_threads = 2;  ///< candidates compiled at once; 1 = sequentially
   /// Rotated argument copies together span at least this: more than the L2 and about a
   /// network's weights (ResNet-18: 45 MB), so that a kernel meets its weights as it does inside a
   /// network, from L3 or DRAM. (With 8 MB, configs tuned for warm weights ran slower in ResNet-18
   /// than the defaults.)
   size_t rotate_bytes = 64u << 20;
-  int max_copies = 64;             ///< at most this many argument copies
-  bool check = true;               ///< compare outputs with the default config's
+  int max_copies = 64;  ///< at most this many argument copies
+  bool check = true;    ///< compare outputs with the default config's
   double rtol = 1e-3, atol = 1e-4;
   uint32_t seed = 1;  ///< seed of the random inputs
 };

@@ -123,9 +123,9 @@ struct BestRecord {
   size_t other_target = 0;             ///< records of this task made for another target
   /// records of this task for this target measured with another thread count (target_key)
   size_t other_threads = 0;
-  size_t other_version = 0;            ///< records of this task made by another template version
-  size_t bad_config = 0;               ///< records whose config does not parse against the space
-  size_t network = 0;  ///< used records measured inside a model (Record::in_network)
+  size_t other_version = 0;  ///< records of this task made by another template version
+  size_t bad_config = 0;     ///< records whose config does not parse against the space
+  size_t network = 0;        ///< used records measured inside a model (Record::in_network)
   /// True when `best` was chosen among in-network records (see best_record).
   bool from_network = false;
   /// "used 40 records (3 failed); ignored 2 for another target, 1 for template version 0".
