@@ -25,7 +25,7 @@ struct Candidate {
   std::vector<double> per_round_ms;  ///< its time per call in each profile that used it
 };
 
-/// A workload of the model: its tasks (one, or direct and Winograd), nodes and candidates.
+/// A workload of the model: its tasks (one, or direct and Winograd) and candidates.
 struct Slot {
   std::string workload;
   std::vector<size_t> tasks;  ///< the first is the algorithm the compiler picks untuned
