@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "kiln/autotune/feature.h"
@@ -107,6 +108,10 @@ Task Task::make(const Template& t, const Target& target, std::string workload) {
 Instance Task::instantiate(const Config& cfg) const {
   KILN_USER_CHECK(static_cast<bool>(fn)) << "task " << key() << " has no template function";
   return autotune::instantiate(fn, cfg);
+}
+
+Config Task::default_config() const {
+  return Config::from_json(instantiate(Config::fallback()).config.to_json(), space);
 }
 
 }  // namespace kiln::autotune

@@ -148,7 +148,7 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   };
 
   // The default is a trial like any other, logged once.
-  Config d = Config::from_json(task.instantiate(Config::fallback()).config.to_json(), task.space);
+  Config d = task.default_config();
   {
     if (!logged.count(d.index()) && res.resumed < opt.n_trials) {
       log(d, res.default_result);

@@ -32,11 +32,6 @@ struct Slot {
   std::vector<Candidate> candidates;
 };
 
-/// The config the template falls back to, as a point of its space (so it compares by index).
-Config default_config(const autotune::Task& task) {
-  return Config::from_json(task.instantiate(Config::fallback()).config.to_json(), task.space);
-}
-
 const char* ordinal(size_t k) {
   static const char* names[] = {"tuned", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th"};
   return k < 8 ? names[k] : "later";
@@ -75,7 +70,7 @@ void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
   };
   if (!by_task[0].configs.empty()) add(by_task[0].task, by_task[0].configs[0].config, "tuned");
   const size_t first = slot.tasks[0];
-  add(first, default_config(tasks[first].task), "default");
+  add(first, tasks[first].task.default_config(), "default");
   for (size_t k = 0; static_cast<int>(slot.candidates.size()) < limit; ++k) {
     bool any = false;
     for (const Ranked& r : by_task) {
@@ -163,7 +158,7 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
         autotune::MeasureResult slow;
         slow.mean_s = 1.0;
         bo.tuning_records.push_back(
-            Record::make(tasks[t].task, default_config(tasks[t].task), slow));
+            Record::make(tasks[t].task, tasks[t].task.default_config(), slow));
       }
     }
     var->module = build_module(g, target, bo);
@@ -210,13 +205,17 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
     if (s.candidates.size() < 2 || s.candidates[0].per_round_ms.empty()) continue;
     std::string line = s.workload + ":";
     size_t best = 0;
+    double best_ms = 0;
     for (size_t k = 0; k < s.candidates.size(); ++k) {
       const double m = median(s.candidates[k].per_round_ms);
       char buf[96];
       std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "", s.candidates[k].label.c_str(),
                     m);
       line += buf;
-      if (m < median(s.candidates[best].per_round_ms)) best = k;
+      if (k == 0 || m < best_ms) {
+        best = k;
+        best_ms = m;
+      }
     }
     res.lines.push_back(line + " -> " + s.candidates[best].label);
   }

@@ -74,8 +74,7 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
   // A schedule other than the default (register tile of one pixel), and a faster record made
   // in the larger space with 8-channel blocks, which this graph cannot use.
   autotune::Config pick = t.space.get(0);
-  ASSERT_NE(pick, autotune::Config::from_json(
-                      t.instantiate(autotune::Config::fallback()).config.to_json(), t.space));
+  ASSERT_NE(pick, t.default_config());
   topi::Conv2DWorkload wl{1, 32, 6, 6, 32, 3, 3, {}};
   wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
   autotune::Task free = conv2d_task(wl, Target::host(), topi::ChannelBlocks::kTuned);
@@ -206,8 +205,7 @@ TEST(TuningTasks, WinogradLayerTunesBothAlgorithms) {
 
 // The first `n` points of `t`'s space other than its default config.
 std::vector<autotune::Config> non_default_configs(const autotune::Task& t, size_t n) {
-  const autotune::Config d = autotune::Config::from_json(
-      t.instantiate(autotune::Config::fallback()).config.to_json(), t.space);
+  const autotune::Config d = t.default_config();
   std::vector<autotune::Config> r;
   for (uint64_t i = 0; i < t.space.size() && r.size() < n; ++i)
     if (t.space.get(i) != d) r.push_back(t.space.get(i));

@@ -49,6 +49,9 @@ struct Task {
   std::string key() const { return name + "(" + workload + ")"; }
   /// The template instantiated for `cfg` (apply or fallback mode).
   Instance instantiate(const Config& cfg) const;
+  /// The config the template falls back to, as a point of the space (so it compares by index
+  /// with the configs a tuner proposes).
+  Config default_config() const;
 };
 
 /// The workload key of a function's arguments: "A:float32[24,20],B:float32[20,32],..." in call
