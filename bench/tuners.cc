@@ -8,14 +8,18 @@
 // cost-model fallback, measured first as the reference output) is not one of them unless
 // --count-default 1, since a default within 5% of the best would make every tuner "need" one
 // trial and say nothing about the search.
-// Printed per workload: the trials each tuner needed to reach 95% of the best value any tuner
-// found, and the ratio random / xgb (the paper's claim, and this benchmark's target: the
-// model-based tuner needs at most a quarter of random search's trials). The curves are written
-// as CSV (workload,tuner,trial,best_gflops) and plotted to a PNG by bench/plot_tuners.py
+// Every tuner runs once per seed (--seeds, default 0,1,2): one run decides little, since random
+// search's luck and the model's first samples swing the trials needed several-fold between seeds.
+// Printed per workload and seed: the trials each tuner needed to reach 95% of the best value any
+// tuner found on that workload under any seed, and the ratio random / xgb (the paper's claim, and
+// this benchmark's target: the model-based tuner needs at most a quarter of random search's
+// trials), with the geometric mean over all (workload, seed) runs. The curves are written as CSV
+// (workload,tuner,seed,trial,best_gflops) and plotted to a PNG by bench/plot_tuners.py
 // (/usr/bin/python3 with matplotlib).
 //
 //   kiln-bench-tuners [--trials 200] [--workloads C2,C6,C9,C12] [--tuners xgb,random,ga]
-//                     [--csv tuners.csv] [--png tuners.png] [--json FILE]
+//                     [--seeds 0,1,2] [--csv tuners.csv] [--png tuners.png] [--json FILE]
+//                     [--keep-logs DIR]
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,9 +28,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <random>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bench_util.h"
@@ -57,12 +65,46 @@ std::vector<std::string> split_list(const std::string& s) {
 /// One tuner's run on one workload.
 struct Run {
   std::string tuner;
+  uint64_t seed = 0;
   std::vector<double> best;  ///< best GFLOP/s after search trial t+1 (--count-default: the
                              ///< default config is trial 1)
   double seconds = 0;        ///< wall time of the tuning run
   double model_seconds = 0;  ///< xgb: time spent planning (features, training, annealing)
   int errors = 0;
   double default_gflops = 0;
+  /// The config behind best[t] (kNoPick before any success), and those configs by index.
+  std::vector<uint64_t> pick;
+  std::map<uint64_t, autotune::Config> pick_configs;
+  std::vector<double> remeasured;  ///< --remeasure: the re-measured GFLOP/s of pick[t]
+};
+
+constexpr uint64_t kNoPick = ~uint64_t{0};
+
+/// A table of trials to 95% and the random / xgb ratios behind its geometric mean.
+struct Summary {
+  explicit Summary(const std::vector<std::string>& header) : table(header) {}
+  bench::Table table;
+  std::vector<double> ratios;
+  std::map<uint64_t, std::vector<double>> seed_ratios;
+
+  static double geomean(const std::vector<double>& v) {
+    double lg = 0;
+    for (double r : v) lg += std::log(r);
+    return std::exp(lg / v.size());
+  }
+  void print_geomean(const std::string& what, size_t n_seeds) const {
+    if (ratios.empty()) return;
+    std::cout << "geomean random/xgb, " << what << ", over " << ratios.size()
+              << " (workload, seed) runs where either reached 95% (a tuner that did not counts "
+                 "at its budget): "
+              << bench::fixed(geomean(ratios), 2) << " (target: >= 4)";
+    if (n_seeds > 1) {
+      std::cout << "; per seed:";
+      for (auto& [seed, v] : seed_ratios)
+        std::cout << " " << seed << ": " << bench::fixed(geomean(v), 2);
+    }
+    std::cout << "\n";
+  }
 };
 
 /// The first trial (1-based) whose best reaches `target`; 0 when none does.
@@ -70,6 +112,69 @@ int trials_to_reach(const std::vector<double>& curve, double target) {
   for (size_t t = 0; t < curve.size(); ++t)
     if (curve[t] >= target) return static_cast<int>(t + 1);
   return 0;
+}
+
+/// An exhaustive log's measurements by config index (--replay).
+using ReplayTable = std::unordered_map<uint64_t, autotune::MeasureResult>;
+
+/// This task's records in `path` (same target and template version; the first record of each
+/// config). Throws when the log holds none.
+ReplayTable load_replay(const std::string& path, const autotune::Task& task) {
+  ReplayTable table;
+  for (const autotune::Record& r : autotune::load_records(path).records) {
+    if (r.task != task.key() || r.target != task.target || r.version != task.version ||
+        r.in_network())
+      continue;
+    autotune::Config c = autotune::Config::from_json(r.config, task.space);
+    table.emplace(c.index(), r.result);
+  }
+  if (table.empty())
+    throw std::runtime_error("--replay: '" + path + "' holds no record of " + task.key());
+  return table;
+}
+
+/// tune()'s loop against a table instead of the machine: the default first (the reference),
+/// then batches of 8 from the tuner, each config's result looked up. Throws when the tuner asks
+/// for a config the table lacks (a replay needs an exhaustive log: a grid tune of the space).
+autotune::TuneResult replay(const autotune::Task& task, autotune::Tuner& tuner,
+                            const ReplayTable& table, int n_trials,
+                            const std::function<void(const autotune::TuneProgress&)>& progress) {
+  const double t0 = bench::now_ms();
+  autotune::TuneResult res;
+  autotune::TuneProgress prog;
+  prog.task = &task;
+  prog.n_trials = n_trials;
+  auto lookup = [&](const autotune::Config& c) {
+    auto it = table.find(c.index());
+    if (it == table.end())
+      throw std::runtime_error("--replay: config " + std::to_string(c.index()) +
+                               " is not in the log; a replay needs every config of the space "
+                               "(kiln-bench-tuners --tuners grid --keep-logs DIR)");
+    return it->second;
+  };
+  auto report = [&](const autotune::Config& c, const autotune::MeasureResult& r) {
+    ++res.trials;
+    if (!r.ok()) ++res.errors;
+    prog.trials = res.trials;
+    prog.elapsed_s = (bench::now_ms() - t0) / 1e3;
+    prog.last_config = &c;
+    prog.last_result = &r;
+    progress(prog);
+  };
+  autotune::Config d = task.default_config();
+  res.default_result = lookup(d);
+  tuner.update({d}, {res.default_result});
+  report(d, res.default_result);
+  while (res.trials < n_trials) {
+    std::vector<autotune::Config> batch = tuner.next_batch(std::min(8, n_trials - res.trials));
+    if (batch.empty()) break;
+    std::vector<autotune::MeasureResult> results;
+    for (const autotune::Config& c : batch) results.push_back(lookup(c));
+    for (size_t i = 0; i < batch.size(); ++i) report(batch[i], results[i]);
+    tuner.update(batch, results);
+  }
+  res.elapsed_s = (bench::now_ms() - t0) / 1e3;
+  return res;
 }
 
 }  // namespace
@@ -82,7 +187,8 @@ int main(int argc, char** argv) {
        {"--tuners", "comma-separated tuners (default xgb,random,ga; also grid)"},
        {"--threads", "threads the measured kernels run with (default 1)"},
        {"--build-threads", "candidates compiled at once (default 2)"},
-       {"--seed", "seed of the tuners (default 0)"},
+       {"--seeds",
+        "seeds and ranges (0,1,2 or 0-19); every tuner runs once per seed (default 0-2)"},
        {"--repeat", "timed repeats per measurement (default 5)"},
        {"--rotate-mb", "argument copies rotated per measurement, MB (default 64, as kiln tune)"},
        {"--metric", "a config's speed in the curves: min (of the repeats, default) or mean"},
@@ -92,11 +198,34 @@ int main(int argc, char** argv) {
        {"--csv", "curves as CSV (default tuners.csv)"},
        {"--png", "plot of the curves (default: the CSV's name with .png; 'none': no plot)"},
        {"--plot-script", "plotting script (default: plot_tuners.py beside this source)"},
-       {"--json", "also write one JSON row per workload to this file"}});
+       {"--json", "also write one JSON row per workload to this file"},
+       {"--remeasure",
+        "rounds in which every config that was some run's best so far is measured again after "
+        "the search, for a second table free of one measurement's luck (default 3; 0: off)"},
+       {"--replay",
+        "replay an exhaustive log of the workloads (a grid tune kept with --keep-logs) instead "
+        "of measuring: the tuners look their trials up; for comparing tuners over many seeds"},
+       {"--keep-logs",
+        "keep each tuner's record log in this directory (default: temp files, removed)"}});
   const int trials = static_cast<int>(cl.get_int("--trials", 200));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));
   const int build_threads = static_cast<int>(cl.get_int("--build-threads", 2));
-  const uint64_t seed = static_cast<uint64_t>(cl.get_int("--seed", 0));
+  std::vector<uint64_t> seeds;
+  for (const std::string& v : split_list(cl.get_string("--seeds", "0,1,2"))) {
+    // A seed or a range A-B.
+    char* end = nullptr;
+    unsigned long long lo = std::strtoull(v.c_str(), &end, 10), hi = lo;
+    if (end != v.c_str() && *end == '-') {
+      const char* rest = end + 1;
+      hi = std::strtoull(rest, &end, 10);
+      if (end == rest) end = const_cast<char*>(v.c_str());  // "A-": not a range
+    }
+    if (v[0] == '-' || end == v.c_str() || *end != '\0' || hi < lo || hi - lo > 10000)
+      cl.fail("--seeds: '" + v + "' is neither a seed nor a range A-B");
+    for (unsigned long long x = lo; x <= hi; ++x)
+      if (std::find(seeds.begin(), seeds.end(), x) == seeds.end()) seeds.push_back(x);
+  }
+  if (seeds.empty()) cl.fail("--seeds: no seed given");
   const int repeat = static_cast<int>(cl.get_int("--repeat", 5));
   const int64_t rotate_mb = cl.get_int("--rotate-mb", 64);
   const std::string metric = cl.get_string("--metric", "min");
@@ -121,6 +250,11 @@ int main(int argc, char** argv) {
     chosen.push_back(*it);
   }
   if (chosen.empty()) cl.fail("--workloads: no workload given");
+  const std::string replay_log = cl.get_string("--replay", "");
+  const int remeasure = static_cast<int>(cl.get_int("--remeasure", 3));
+  if (remeasure < 0) cl.fail("--remeasure must be >= 0");
+  const std::string keep_logs = cl.get_string("--keep-logs", "");
+  if (!keep_logs.empty()) std::filesystem::create_directories(keep_logs);
   const std::string csv_path = cl.get_string("--csv", "tuners.csv");
   std::string png_path = cl.get_string("--png", "");
   if (png_path.empty())
@@ -136,6 +270,9 @@ int main(int argc, char** argv) {
             << "a config's speed: " << metric << " of " << repeat << " timed repeats; " << trials
             << " trials per tuner and workload; tuners:";
   for (const std::string& t : tuners) std::cout << " " << t;
+  std::cout << "; seeds:";
+  for (uint64_t seed : seeds) std::cout << " " << seed;
+  if (!replay_log.empty()) std::cout << "\nreplaying " << replay_log << ": nothing is measured";
   std::cout << "\n" << std::endl;
 
   std::ofstream csv(csv_path);
@@ -143,8 +280,8 @@ int main(int argc, char** argv) {
     std::cerr << "kiln-bench-tuners: cannot write '" << csv_path << "'\n";
     return 2;
   }
-  csv << "workload,tuner,trial,best_gflops\n";
-  std::vector<std::string> header = {"layer", "configs", "best GFLOP/s"};
+  csv << "workload,tuner,seed,trial,best_gflops\n";
+  std::vector<std::string> header = {"layer", "seed", "configs", "best GFLOP/s"};
   for (const std::string& t : tuners) header.push_back(t + " trials@95%");
   const bool ratio = std::count(tuners.begin(), tuners.end(), "xgb") &&
                      std::count(tuners.begin(), tuners.end(), "random");
@@ -152,11 +289,67 @@ int main(int argc, char** argv) {
   std::string failed_header;
   for (const std::string& t : tuners) failed_header += (failed_header.empty() ? "" : "/") + t;
   header.push_back("failed " + failed_header);
-  for (const std::string& t : tuners) header.push_back(t + " s");
-  bench::Table table(header);
+  header.push_back("seconds " + failed_header);
+  Summary measured(header), remeasured(header);
   std::vector<nlohmann::ordered_json> rows;
-  std::vector<double> ratios;
   const double t_all = bench::now_ms();
+  std::ofstream recsv;
+  if (remeasure > 0 && replay_log.empty()) {
+    std::string path =
+        std::filesystem::path(csv_path).replace_extension("").string() + "-remeasured.csv";
+    recsv.open(path);
+    recsv << "workload,tuner,seed,trial,gflops\n";
+  }
+
+  // One table row per seed of a workload: the trials each tuner's curve (Run::best, or
+  // Run::remeasured) needed to reach 95% of the best value of any run's curve on the workload.
+  auto summarize = [&](const std::string& layer, uint64_t configs, const std::vector<Run>& runs,
+                       std::vector<double> Run::*curve, const std::string& prefix, Summary& sum,
+                       std::map<uint64_t, nlohmann::ordered_json>& seed_rows) {
+    double best_all = 0;
+    for (const Run& r : runs)
+      for (double g : r.*curve) best_all = std::max(best_all, g);
+    for (uint64_t seed : seeds) {
+      std::vector<std::string> cells = {layer, std::to_string(seed), std::to_string(configs),
+                                        bench::fixed(best_all, 2)};
+      nlohmann::ordered_json& row = seed_rows[seed];
+      row[prefix + "best_gflops"] = best_all;
+      int xgb_n = 0, random_n = 0;
+      std::string failed, secs;
+      for (const Run& r : runs) {
+        if (r.seed != seed) continue;
+        const std::vector<double>& c = r.*curve;
+        int n = trials_to_reach(c, 0.95 * best_all);
+        cells.push_back(n ? std::to_string(n) : ">" + std::to_string(c.size()));
+        row[prefix + r.tuner + "_trials_to_95"] =
+            n ? nlohmann::ordered_json(n) : nlohmann::ordered_json();
+        row[prefix + r.tuner + "_final_gflops"] = c.empty() ? 0.0 : c.back();
+        row[r.tuner + "_seconds"] = r.seconds;
+        if (r.tuner == "xgb") xgb_n = n;
+        if (r.tuner == "random") random_n = n;
+        failed += (failed.empty() ? "" : "/") + std::to_string(r.errors);
+        secs += (secs.empty() ? "" : "/") + bench::fixed(r.seconds, 0);
+      }
+      if (ratio) {
+        // A tuner that never reached 95% is counted at its budget (a bound on its need).
+        double rn = random_n ? random_n : trials, xn = xgb_n ? xgb_n : trials;
+        std::string cell = bench::fixed(rn / xn, 2);
+        if (!random_n && !xgb_n) {
+          cell = "n/a";  // neither reached 95% (a third tuner or another seed found the best)
+        } else {
+          if (!random_n) cell = ">=" + cell;
+          if (!xgb_n) cell = "<=" + cell;
+          row[prefix + "random_over_xgb"] = rn / xn;
+          sum.ratios.push_back(rn / xn);
+          sum.seed_ratios[seed].push_back(rn / xn);
+        }
+        cells.push_back(cell);
+      }
+      cells.push_back(failed);
+      cells.push_back(secs);
+      sum.table.add_row(cells);
+    }
+  };
 
   for (const Layer& l : chosen) {
     topi::Conv2DWorkload w = bench::paper_workload(l);
@@ -164,6 +357,7 @@ int main(int argc, char** argv) {
     std::cout << l.name << ": " << w.str() << ", " << bench::fixed(task.flops / 1e6, 1)
               << " MFLOP, " << task.space.size() << " configs\n";
     std::vector<Run> runs;
+    ReplayTable replay_table;
     /// GFLOP/s of a measurement by the chosen metric; 0 for a failed one.
     auto speed = [&](const autotune::MeasureResult& m) {
       if (!m.ok()) return 0.0;
@@ -171,118 +365,144 @@ int main(int argc, char** argv) {
       if (use_min && !m.runs.empty()) s = *std::min_element(m.runs.begin(), m.runs.end());
       return s > 0 ? task.flops / s / 1e9 : 0.0;
     };
-    for (const std::string& name : tuners) {
-      std::string log = (std::filesystem::temp_directory_path() /
-                         ("kiln-bench-tuners-" + std::to_string(::getpid()) + "-" + l.name + "-" +
-                          name + ".jsonl"))
-                            .string();
-      std::filesystem::remove(log);
-      Run run;
-      run.tuner = name;
-      std::unique_ptr<autotune::Tuner> tuner = autotune::make_tuner(name, task, seed);
-      autotune::TuneOptions opt;
-      // The default is trial 1 of every tune(); without --count-default the budget and the
-      // curve are the search's trials after it.
-      const int skip = count_default ? 0 : 1;
-      opt.n_trials = trials + skip;
-      opt.log_path = log;
-      opt.measure.build_threads = build_threads;
-      opt.measure.repeat = repeat;
-      opt.measure.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
-      opt.progress = [&](const autotune::TuneProgress& p) {
-        const int t = p.trials - skip;  // this trial's number on the curve
-        if (t < 1 || p.verifying) return;
-        // The latest trial's speed by the chosen metric (the tuner itself ranks by the mean).
-        double g = p.last_result ? speed(*p.last_result) : 0;
-        double before = run.best.empty() ? 0 : run.best.back();
-        run.best.resize(static_cast<size_t>(t), before);
-        run.best[static_cast<size_t>(t - 1)] = std::max(before, g);
-        if (!tty) return;
-        std::fprintf(stderr, "\r  %-6s trial %d/%d best %.2f GFLOP/s, %.0f s\033[K", name.c_str(),
-                     t, trials, run.best.back(), p.elapsed_s);
-      };
-      autotune::TuneResult r;
-      try {
-        r = autotune::tune(task, *tuner, opt);
-      } catch (const std::exception& e) {
-        std::cerr << "\nkiln-bench-tuners: " << l.name << " " << name << ": " << e.what() << "\n";
+    for (uint64_t seed : seeds) {
+      for (const std::string& name : tuners) {
+        std::string stem = l.name + "-" + name + "-seed" + std::to_string(seed) + ".jsonl";
+        std::string log = keep_logs.empty()
+                              ? (std::filesystem::temp_directory_path() /
+                                 ("kiln-bench-tuners-" + std::to_string(::getpid()) + "-" + stem))
+                                    .string()
+                              : (std::filesystem::path(keep_logs) / stem).string();
         std::filesystem::remove(log);
-        return 1;
+        Run run;
+        run.tuner = name;
+        run.seed = seed;
+        std::unique_ptr<autotune::Tuner> tuner = autotune::make_tuner(name, task, seed);
+        autotune::TuneOptions opt;
+        // The default is trial 1 of every tune(); without --count-default the budget and the
+        // curve are the search's trials after it.
+        const int skip = count_default ? 0 : 1;
+        opt.n_trials = trials + skip;
+        opt.log_path = log;
+        opt.measure.build_threads = build_threads;
+        opt.measure.repeat = repeat;
+        opt.measure.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
+        opt.progress = [&](const autotune::TuneProgress& p) {
+          const int t = p.trials - skip;  // this trial's number on the curve
+          if (t < 1 || p.verifying) return;
+          // The latest trial's speed by the chosen metric (the tuner itself ranks by the mean).
+          double g = p.last_result ? speed(*p.last_result) : 0;
+          double before = run.best.empty() ? 0 : run.best.back();
+          run.best.resize(static_cast<size_t>(t), before);
+          run.pick.resize(static_cast<size_t>(t), run.pick.empty() ? kNoPick : run.pick.back());
+          if (g > before && p.last_config) {
+            run.best[static_cast<size_t>(t - 1)] = g;
+            run.pick[static_cast<size_t>(t - 1)] = p.last_config->index();
+            run.pick_configs.emplace(p.last_config->index(), *p.last_config);
+          }
+          if (!tty) return;
+          std::fprintf(stderr, "\r  seed %llu %-6s trial %d/%d best %.2f GFLOP/s, %.0f s\033[K",
+                       static_cast<unsigned long long>(seed), name.c_str(), t, trials,
+                       run.best.back(), p.elapsed_s);
+        };
+        autotune::TuneResult r;
+        try {
+          if (!replay_log.empty()) {
+            if (replay_table.empty()) replay_table = load_replay(replay_log, task);
+            r = replay(task, *tuner, replay_table, opt.n_trials, opt.progress);
+          } else {
+            r = autotune::tune(task, *tuner, opt);
+          }
+        } catch (const std::exception& e) {
+          std::cerr << "\nkiln-bench-tuners: " << l.name << " " << name << " seed " << seed << ": "
+                    << e.what() << "\n";
+          if (keep_logs.empty()) std::filesystem::remove(log);
+          return 1;
+        }
+        if (keep_logs.empty()) std::filesystem::remove(log);
+        if (tty) std::fprintf(stderr, "\r\033[K");
+        run.seconds = r.elapsed_s;
+        run.errors = r.errors;
+        run.default_gflops = speed(r.default_result);
+        if (auto* mt = dynamic_cast<autotune::ModelTuner*>(tuner.get()))
+          run.model_seconds = mt->stats().plan_seconds;
+        std::cout << "  seed " << seed << " " << name << ": best "
+                  << bench::fixed(run.best.empty() ? 0 : run.best.back(), 2) << " GFLOP/s after "
+                  << run.best.size() << " trials (default " << bench::fixed(run.default_gflops, 2)
+                  << "), " << r.errors << " failed, " << bench::fixed(run.seconds, 1) << " s";
+        if (run.model_seconds > 0)
+          std::cout << " (" << bench::fixed(run.model_seconds, 1) << " s in the cost model)";
+        std::cout << std::endl;
+        for (size_t t = 0; t < run.best.size(); ++t)
+          csv << l.name << "," << name << "," << seed << "," << t + 1 << "," << run.best[t] << "\n";
+        runs.push_back(std::move(run));
       }
-      std::filesystem::remove(log);
-      if (tty) std::fprintf(stderr, "\r\033[K");
-      // Trials reported out of order never happen (one at a time), but a gap is filled forward.
-      for (size_t t = 1; t < run.best.size(); ++t)
-        run.best[t] = std::max(run.best[t], run.best[t - 1]);
-      run.seconds = r.elapsed_s;
-      run.errors = r.errors;
-      run.default_gflops = speed(r.default_result);
-      if (auto* mt = dynamic_cast<autotune::ModelTuner*>(tuner.get()))
-        run.model_seconds = mt->stats().plan_seconds;
-      std::cout << "  " << name << ": best "
-                << bench::fixed(run.best.empty() ? 0 : run.best.back(), 2) << " GFLOP/s after "
-                << run.best.size() << " trials (default " << bench::fixed(run.default_gflops, 2)
-                << "), " << r.errors << " failed, " << bench::fixed(run.seconds, 1) << " s";
-      if (run.model_seconds > 0)
-        std::cout << " (" << bench::fixed(run.model_seconds, 1) << " s in the cost model)";
-      std::cout << std::endl;
-      for (size_t t = 0; t < run.best.size(); ++t)
-        csv << l.name << "," << name << "," << t + 1 << "," << run.best[t] << "\n";
-      runs.push_back(std::move(run));
     }
-    double best_all = 0;
-    for (const Run& r : runs)
-      if (!r.best.empty()) best_all = std::max(best_all, r.best.back());
-    std::vector<std::string> cells = {l.name, std::to_string(task.space.size()),
-                                      bench::fixed(best_all, 2)};
-    nlohmann::ordered_json row;
-    row["name"] = l.name;
-    row["workload"] = w.str();
-    row["configs"] = task.space.size();
-    row["trials"] = trials;
-    row["best_gflops"] = best_all;
-    int xgb_n = 0, random_n = 0;
-    for (const Run& r : runs) {
-      int n = trials_to_reach(r.best, 0.95 * best_all);
-      cells.push_back(n ? std::to_string(n) : ">" + std::to_string(r.best.size()));
-      row[r.tuner + "_trials_to_95"] = n ? nlohmann::ordered_json(n) : nlohmann::ordered_json();
-      row[r.tuner + "_best_gflops"] = r.best.empty() ? 0.0 : r.best.back();
-      row[r.tuner + "_seconds"] = r.seconds;
-      if (r.tuner == "xgb") xgb_n = n;
-      if (r.tuner == "random") random_n = n;
-    }
-    if (ratio) {
-      // A tuner that never reached 95% is counted at its budget (a lower bound on its need).
-      double rn = random_n ? random_n : trials, xn = xgb_n ? xgb_n : trials;
-      std::string cell = bench::fixed(rn / xn, 2);
-      if (!random_n && !xgb_n) {
-        cell = "n/a";  // neither reached 95% (a third tuner found the best)
-      } else {
-        if (!random_n) cell = ">=" + cell;
-        if (!xgb_n) cell = "<=" + cell;
-        row["random_over_xgb"] = rn / xn;
-        ratios.push_back(rn / xn);
+    // --remeasure: every config that was some run's best so far, measured again in rounds
+    // (interleaved, in a shuffled order each round); its speed is the median over the rounds.
+    if (remeasure > 0 && replay_log.empty()) {
+      std::map<uint64_t, autotune::Config> picks;
+      for (const Run& r : runs) picks.insert(r.pick_configs.begin(), r.pick_configs.end());
+      std::vector<autotune::Config> configs;
+      for (auto& [i, c] : picks) configs.push_back(c);
+      autotune::MeasureOptions mo;
+      mo.build_threads = build_threads;
+      mo.repeat = repeat;
+      mo.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
+      autotune::Measurer measurer(task, mo);
+      std::map<uint64_t, std::vector<double>> speeds;
+      std::mt19937_64 rng(12345);
+      const double t0 = bench::now_ms();
+      for (int round = 0; round < remeasure; ++round) {
+        std::shuffle(configs.begin(), configs.end(), rng);
+        std::vector<autotune::MeasureResult> results = measurer.measure(configs);
+        for (size_t i = 0; i < configs.size(); ++i)
+          speeds[configs[i].index()].push_back(speed(results[i]));
       }
-      cells.push_back(cell);
+      std::map<uint64_t, double> value;
+      for (auto& [i, v] : speeds) {
+        std::sort(v.begin(), v.end());
+        value[i] = v[v.size() / 2];
+      }
+      for (Run& r : runs) {
+        r.remeasured.clear();
+        for (uint64_t i : r.pick) r.remeasured.push_back(i == kNoPick ? 0.0 : value[i]);
+        for (size_t t = 0; t < r.remeasured.size(); ++t)
+          recsv << l.name << "," << r.tuner << "," << r.seed << "," << t + 1 << ","
+                << r.remeasured[t] << "\n";
+      }
+      std::cout << "  re-measured the " << configs.size() << " configs that were a run's best, "
+                << remeasure << " rounds, " << bench::fixed((bench::now_ms() - t0) / 1e3, 0)
+                << " s\n";
     }
-    std::string failed;
-    for (const Run& r : runs) failed += (failed.empty() ? "" : "/") + std::to_string(r.errors);
-    cells.push_back(failed);
-    for (const Run& r : runs) cells.push_back(bench::fixed(r.seconds, 0));
-    table.add_row(cells);
-    rows.push_back(row);
+    std::map<uint64_t, nlohmann::ordered_json> seed_rows;
+    for (uint64_t seed : seeds) {
+      nlohmann::ordered_json& row = seed_rows[seed];
+      row["name"] = l.name;
+      row["seed"] = seed;
+      row["workload"] = w.str();
+      row["configs"] = task.space.size();
+      row["trials"] = trials;
+    }
+    summarize(l.name, task.space.size(), runs, &Run::best, "", measured, seed_rows);
+    if (remeasure > 0 && replay_log.empty())
+      summarize(l.name, task.space.size(), runs, &Run::remeasured, "remeasured_", remeasured,
+                seed_rows);
+    for (auto& [seed, row] : seed_rows) rows.push_back(row);
     std::cout << "\n";
   }
   csv.close();
 
-  std::cout << "trials each tuner needed to reach 95% of the best GFLOP/s any tuner found:\n";
-  table.print(std::cout);
-  if (!ratios.empty()) {
-    double lg = 0;
-    for (double r : ratios) lg += std::log(r);
-    std::cout << "geomean random/xgb (workloads where either reached 95%; a tuner that did not "
-                 "counts at its budget): "
-              << bench::fixed(std::exp(lg / ratios.size()), 2) << " (target: >= 4)\n";
+  std::cout << "trials each tuner needed to reach 95% of the best GFLOP/s any tuner found, as "
+               "measured during the search (the paper's curves):\n";
+  measured.table.print(std::cout);
+  measured.print_geomean("measured", seeds.size());
+  if (remeasure > 0 && replay_log.empty()) {
+    std::cout << "\nthe same with each run's best-so-far config re-measured (" << remeasure
+              << " rounds, median): what a user stopping at that trial would get, without the "
+                 "luck of one measurement:\n";
+    remeasured.table.print(std::cout);
+    remeasured.print_geomean("re-measured", seeds.size());
   }
   std::cout << "total " << bench::fixed((bench::now_ms() - t_all) / 1e3, 0) << " s\n";
   std::cout << "curves: " << csv_path << "\n";

@@ -3,8 +3,9 @@
 // and a parallel simulated-annealing explorer (AutoTVM's SimulatedAnnealingOptimizer) whose chains
 // persist across plans: at each step every chain proposes a one-knob mutation, the model scores
 // the proposals in one batch, and a proposal is accepted when it scores higher or with
-// probability exp((new - old) / T), T cooling linearly to 0. The plan is the best-scored points
-// seen that were not yet visited, with an epsilon fraction replaced by random points.
+// probability exp((new - old) / T), T cooling linearly to 0. The plan is picked from the
+// best-scored points seen that were not yet visited, trading score for diversity (a point much like
+// an earlier pick is penalized), with an epsilon fraction replaced by random points.
 #include "kiln/autotune/tuner.h"
 
 #include <algorithm>
@@ -164,8 +165,12 @@ std::vector<Config> GATuner::next_batch(int n) {
 
 ModelTuner::ModelTuner(const Task& task, uint64_t seed, ModelTunerOptions opt)
     : Tuner(task, seed), opt_(opt), model_(opt.xgb) {
-  KILN_USER_CHECK(opt_.plan_size >= 1 && opt_.sa_chains >= 1 && opt_.sa_steps >= 1)
-      << "model tuner: plan_size, sa_chains and sa_steps must be positive";
+  KILN_USER_CHECK(opt_.plan_size >= 1 && opt_.sa_chains >= 1 && opt_.sa_steps >= 1 &&
+                  opt_.retrain_every >= 1 && opt_.diversity_pool >= 1)
+      << "model tuner: plan_size, sa_chains, sa_steps, retrain_every and diversity_pool must be "
+         "positive";
+  KILN_USER_CHECK(opt_.diversity_penalty >= 0)
+      << "model tuner: diversity_penalty must be >= 0, got " << opt_.diversity_penalty;
 }
 
 const std::vector<float>& ModelTuner::features(uint64_t index) {
@@ -243,17 +248,20 @@ void ModelTuner::plan() {
   if (chains_.empty()) {
     for (int c = 0; c < opt_.sa_chains; ++c) chains_.push_back(space.random_index(rng_));
   }
-  // The best unvisited points seen, kept sorted best first.
+  // The best unvisited points seen, kept sorted best first: the plan, or the pool it is picked
+  // from for diversity.
+  const int pool =
+      opt_.diversity_penalty > 0 ? opt_.plan_size * opt_.diversity_pool : opt_.plan_size;
   std::vector<std::pair<float, uint64_t>> top;
   std::unordered_set<uint64_t> in_top;
   auto consider = [&](uint64_t p, float s) {
     if (visited(p) || in_top.count(p) || s <= -1e29f) return;
-    if (static_cast<int>(top.size()) >= opt_.plan_size && s <= top.back().first) return;
+    if (static_cast<int>(top.size()) >= pool && s <= top.back().first) return;
     auto pos = std::upper_bound(top.begin(), top.end(), std::make_pair(s, p),
                                 [](const auto& a, const auto& b) { return a.first > b.first; });
     top.insert(pos, {s, p});
     in_top.insert(p);
-    if (static_cast<int>(top.size()) > opt_.plan_size) {
+    if (static_cast<int>(top.size()) > pool) {
       in_top.erase(top.back().second);
       top.pop_back();
     }
@@ -276,7 +284,37 @@ void ModelTuner::plan() {
     }
   }
   plan_.clear();
-  for (auto& [s, p] : top) plan_.push_back(p);
+  if (opt_.diversity_penalty > 0 && !top.empty()) {
+    // Greedy: the score normalized to [0, 1] over the pool, minus the penalty times the largest
+    // overlap (fraction of equal knobs) with an earlier pick. Without it a plan fills with
+    // variants of one point that differ in a knob the model has not learnt to tell apart.
+    const float hi = top.front().first, lo = top.back().first;
+    const float range = hi > lo ? hi - lo : 1.f;
+    std::vector<std::vector<uint32_t>> choice;
+    for (auto& [s, p] : top) choice.push_back(space.get(p).choice());
+    std::vector<double> overlap(top.size(), 0.0);
+    std::vector<bool> taken(top.size(), false);
+    const size_t nk = choice[0].size();
+    while (static_cast<int>(plan_.size()) < opt_.plan_size && plan_.size() < top.size()) {
+      size_t best = 0;
+      double best_v = -1e30;
+      for (size_t i = 0; i < top.size(); ++i) {
+        if (taken[i]) continue;
+        double v = (top[i].first - lo) / range - opt_.diversity_penalty * overlap[i];
+        if (v > best_v) best_v = v, best = i;
+      }
+      taken[best] = true;
+      plan_.push_back(top[best].second);
+      for (size_t i = 0; i < top.size(); ++i) {
+        if (taken[i]) continue;
+        size_t same = 0;
+        for (size_t k = 0; k < nk; ++k) same += choice[i][k] == choice[best][k];
+        overlap[i] = std::max(overlap[i], nk ? static_cast<double>(same) / nk : 0.0);
+      }
+    }
+  } else {
+    for (auto& [s, p] : top) plan_.push_back(p);
+  }
   // Exploration: the tail of the plan is replaced by random points.
   size_t n_random = static_cast<size_t>(std::round(opt_.epsilon * opt_.plan_size));
   n_random = std::min(n_random, plan_.size());
@@ -297,7 +335,7 @@ std::vector<Config> ModelTuner::next_batch(int n) {
                    (transfer_.rows() > 0 && !measured_.empty());
   while (!plan_.empty() && visited(plan_.back())) plan_.pop_back();
   bool stale = plan_.empty() || transfer_changed_ ||
-               fresh >= static_cast<size_t>(std::max(1, opt_.plan_size / 2));
+               fresh >= static_cast<size_t>(std::max(1, opt_.retrain_every));
   if (can_train && (fresh > 0 || transfer_changed_ || !model_.trained()) && stale) {
     retrain();
     plan();

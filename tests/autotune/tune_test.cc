@@ -544,5 +544,37 @@ TEST(Tuners, ModelGuidedSearchBeatsRandomOnASyntheticCost) {
   EXPECT_GE(plans, 2u);  // replanned as measurements arrived
 }
 
+TEST(Tuners, DiversityPenaltySpreadsAPlanOverTheKnobs) {
+  // After the same 16 synthetic measurements, the next model-guided batch of 8 holds fewer pairs
+  // of near-duplicates (points that differ in one knob) with the diversity penalty than without.
+  Task task = Task::make(matmul_template(64));
+  auto near_duplicates_in_next_batch = [&](double penalty, uint64_t seed) {
+    ModelTunerOptions o;
+    o.diversity_penalty = penalty;
+    ModelTuner t(task, seed, o);
+    run_synthetic(t, 16, 8);
+    std::vector<Config> b = t.next_batch(8);
+    EXPECT_EQ(b.size(), 8u);
+    int near = 0;
+    for (size_t i = 0; i < b.size(); ++i)
+      for (size_t j = i + 1; j < b.size(); ++j) {
+        size_t differ = 0;
+        for (size_t k = 0; k < b[i].choice().size(); ++k)
+          differ += b[i].choice()[k] != b[j].choice()[k];
+        near += differ <= 1;
+      }
+    return near;
+  };
+  int plain = 0, diverse = 0;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    plain += near_duplicates_in_next_batch(0.0, seed);
+    diverse += near_duplicates_in_next_batch(1.0, seed);
+  }
+  std::printf("[ tuners ] near-duplicate pairs in 4 planned batches: %d plain, %d diverse\n", plain,
+              diverse);
+  EXPECT_LT(diverse, plain);
+  EXPECT_THROW(ModelTuner(task, 0, ModelTunerOptions{.diversity_penalty = -1}), Error);
+}
+
 }  // namespace
 }  // namespace kiln::autotune

@@ -106,6 +106,14 @@ struct ModelTunerOptions {
   int sa_steps = 40;            ///< annealing steps per plan
   double sa_temperature = 1.0;  ///< start temperature (linearly cooled to 0 over the steps)
   int min_train = 8;            ///< measurements before the model is first trained
+  int retrain_every = 8;        ///< new measurements that make the plan stale (model refit)
+  /// Diversity of a plan: it is picked greedily from the best plan_size * diversity_pool points
+  /// seen, each pick maximizing its score (normalized to [0, 1] over those points) minus
+  /// diversity_penalty times its largest overlap (fraction of equal knobs) with an earlier pick;
+  /// 0: the best scores alone. The defaults and retrain_every were chosen by replaying an
+  /// exhaustive log of C12 over 40 seeds (kiln-bench-tuners --replay; README).
+  double diversity_penalty = 1.0;
+  int diversity_pool = 3;
   XGBOptions xgb;
 };
 
