@@ -199,6 +199,8 @@ int main(int argc, char** argv) {
        {"--png", "plot of the curves (default: the CSV's name with .png; 'none': no plot)"},
        {"--plot-script", "plotting script (default: plot_tuners.py beside this source)"},
        {"--json", "also write one JSON row per workload to this file"},
+       {"--xgb-diversity", "xgb: ModelTunerOptions::diversity_penalty (default 1; 0: off)"},
+       {"--xgb-refit", "xgb: ModelTunerOptions::retrain_every (default 8)"},
        {"--remeasure",
         "rounds in which every config that was some run's best so far is measured again after "
         "the search, for a second table free of one measurement's luck (default 3; 0: off)"},
@@ -252,6 +254,19 @@ int main(int argc, char** argv) {
   if (chosen.empty()) cl.fail("--workloads: no workload given");
   const std::string replay_log = cl.get_string("--replay", "");
   const int remeasure = static_cast<int>(cl.get_int("--remeasure", 3));
+  autotune::ModelTunerOptions xgb_options;
+  {
+    const std::string d = cl.get_string("--xgb-diversity", "");
+    if (!d.empty()) {
+      char* end = nullptr;
+      xgb_options.diversity_penalty = std::strtod(d.c_str(), &end);
+      if (*end != '\0' || !(xgb_options.diversity_penalty >= 0))
+        cl.fail("--xgb-diversity: '" + d + "' is not a number >= 0");
+    }
+    xgb_options.retrain_every =
+        static_cast<int>(cl.get_int("--xgb-refit", xgb_options.retrain_every));
+    if (xgb_options.retrain_every < 1) cl.fail("--xgb-refit must be >= 1");
+  }
   if (remeasure < 0) cl.fail("--remeasure must be >= 0");
   const std::string keep_logs = cl.get_string("--keep-logs", "");
   if (!keep_logs.empty()) std::filesystem::create_directories(keep_logs);
@@ -377,7 +392,9 @@ int main(int argc, char** argv) {
         Run run;
         run.tuner = name;
         run.seed = seed;
-        std::unique_ptr<autotune::Tuner> tuner = autotune::make_tuner(name, task, seed);
+        std::unique_ptr<autotune::Tuner> tuner =
+            name == "xgb" ? std::make_unique<autotune::ModelTuner>(task, seed, xgb_options)
+                          : autotune::make_tuner(name, task, seed);
         autotune::TuneOptions opt;
         // The default is trial 1 of every tune(); without --count-default the budget and the
         // curve are the search's trials after it.
