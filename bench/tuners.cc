@@ -134,8 +134,9 @@ ReplayTable load_replay(const std::string& path, const autotune::Task& task) {
 }
 
 /// tune()'s loop against a table instead of the machine: the default first (the reference),
-/// then batches of 8 from the tuner, each config's result looked up. Throws when the tuner asks
-/// for a config the table lacks (a replay needs an exhaustive log: a grid tune of the space).
+/// then batches of tune()'s default size from the tuner, each config's result looked up. Throws
+/// when the tuner asks for a config the table lacks (a replay needs an exhaustive log: a grid tune
+/// of the space).
 autotune::TuneResult replay(const autotune::Task& task, autotune::Tuner& tuner,
                             const ReplayTable& table, int n_trials,
                             const std::function<void(const autotune::TuneProgress&)>& progress) {
@@ -161,12 +162,14 @@ autotune::TuneResult replay(const autotune::Task& task, autotune::Tuner& tuner,
     prog.last_result = &r;
     progress(prog);
   };
+  const int batch_size = autotune::TuneOptions{}.batch_size;
   autotune::Config d = task.default_config();
   res.default_result = lookup(d);
   tuner.update({d}, {res.default_result});
   report(d, res.default_result);
   while (res.trials < n_trials) {
-    std::vector<autotune::Config> batch = tuner.next_batch(std::min(8, n_trials - res.trials));
+    std::vector<autotune::Config> batch =
+        tuner.next_batch(std::min(batch_size, n_trials - res.trials));
     if (batch.empty()) break;
     std::vector<autotune::MeasureResult> results;
     for (const autotune::Config& c : batch) results.push_back(lookup(c));
@@ -238,6 +241,11 @@ int main(int argc, char** argv) {
   if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   if (trials < 2) cl.fail("--trials must be at least 2");
   if (threads < 1 || build_threads < 1) cl.fail("--threads and --build-threads must be >= 1");
+  // How every measurement of the run is made: the tuners' trials and --remeasure alike.
+  autotune::MeasureOptions measure_opt;
+  measure_opt.build_threads = build_threads;
+  measure_opt.repeat = repeat;
+  measure_opt.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
   std::vector<std::string> tuners = split_list(cl.get_string("--tuners", "xgb,random,ga"));
   for (const std::string& t : tuners)
     if (t != "xgb" && t != "random" && t != "ga" && t != "grid")
@@ -401,9 +409,7 @@ int main(int argc, char** argv) {
         const int skip = count_default ? 0 : 1;
         opt.n_trials = trials + skip;
         opt.log_path = log;
-        opt.measure.build_threads = build_threads;
-        opt.measure.repeat = repeat;
-        opt.measure.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
+        opt.measure = measure_opt;
         opt.progress = [&](const autotune::TuneProgress& p) {
           const int t = p.trials - skip;  // this trial's number on the curve
           if (t < 1 || p.verifying) return;
@@ -462,11 +468,7 @@ int main(int argc, char** argv) {
       for (const Run& r : runs) picks.insert(r.pick_configs.begin(), r.pick_configs.end());
       std::vector<autotune::Config> configs;
       for (auto& [i, c] : picks) configs.push_back(c);
-      autotune::MeasureOptions mo;
-      mo.build_threads = build_threads;
-      mo.repeat = repeat;
-      mo.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
-      autotune::Measurer measurer(task, mo);
+      autotune::Measurer measurer(task, measure_opt);
       std::map<uint64_t, std::vector<double>> speeds;
       std::mt19937_64 rng(12345);
       const double t0 = bench::now_ms();
