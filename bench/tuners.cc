@@ -204,6 +204,8 @@ int main(int argc, char** argv) {
        {"--json", "also write one JSON row per workload to this file"},
        {"--xgb-diversity", "xgb: ModelTunerOptions::diversity_penalty (default 1; 0: off)"},
        {"--xgb-refit", "xgb: ModelTunerOptions::retrain_every (default 8)"},
+       {"--xgb-cost",
+        "xgb: what the model learns of a measurement: min (default) or mean of its repeats"},
        {"--remeasure",
         "rounds in which every config that was some run's best so far is measured again after "
         "the search, for a second table free of one measurement's luck (default 3; 0: off)"},
@@ -274,6 +276,9 @@ int main(int argc, char** argv) {
     xgb_options.retrain_every =
         static_cast<int>(cl.get_int("--xgb-refit", xgb_options.retrain_every));
     if (xgb_options.retrain_every < 1) cl.fail("--xgb-refit must be >= 1");
+    const std::string cost = cl.get_string("--xgb-cost", xgb_options.train_on_min ? "min" : "mean");
+    if (cost != "min" && cost != "mean") cl.fail("--xgb-cost: 'min' or 'mean'");
+    xgb_options.train_on_min = cost == "min";
   }
   if (remeasure < 0) cl.fail("--remeasure must be >= 0");
   const std::string keep_logs = cl.get_string("--keep-logs", "");

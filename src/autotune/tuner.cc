@@ -194,8 +194,14 @@ void ModelTuner::update(const std::vector<Config>& configs,
   Tuner::update(configs, results);
   for (size_t i = 0; i < configs.size(); ++i) {
     measured_.push_back(configs[i].index());
-    costs_.push_back(results[i].ok() ? results[i].mean_s : std::numeric_limits<double>::infinity());
+    costs_.push_back(cost_of(results[i]));
   }
+}
+
+double ModelTuner::cost_of(const MeasureResult& r) const {
+  if (!r.ok()) return std::numeric_limits<double>::infinity();
+  if (opt_.train_on_min && !r.runs.empty()) return *std::min_element(r.runs.begin(), r.runs.end());
+  return r.mean_s;
 }
 
 size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& records) {
@@ -208,7 +214,7 @@ size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& re
     try {
       Config c = Config::from_json(r.config, other.space);
       rows.push_back(extract_features(other.instantiate(c)));
-      costs.push_back(r.result.ok() ? r.result.mean_s : std::numeric_limits<double>::infinity());
+      costs.push_back(cost_of(r.result));
     } catch (const std::exception&) {
       continue;  // a config that no longer fits or lowers teaches nothing
     }
