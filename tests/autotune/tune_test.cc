@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -478,8 +479,10 @@ double synthetic_cost(const Task& task, uint64_t index) {
   return cost * 1e-3;
 }
 
-/// Runs a tuner on the synthetic cost for `trials`; returns the best cost found.
-double run_synthetic(Tuner& t, int trials, int batch) {
+/// Runs a tuner on the synthetic cost for `trials`; returns the best cost found. `measure` turns a
+/// config's cost into what the tuner is told (by default a measurement of exactly that mean).
+double run_synthetic(Tuner& t, int trials, int batch,
+                     const std::function<MeasureResult(double cost)>& measure = {}) {
   double best = 1e30;
   int done = 0;
   while (done < trials) {
@@ -487,9 +490,13 @@ double run_synthetic(Tuner& t, int trials, int batch) {
     if (cfgs.empty()) break;
     std::vector<MeasureResult> res;
     for (const Config& c : cfgs) {
+      double cost = synthetic_cost(t.task(), c.index());
+      best = std::min(best, cost);
       MeasureResult r;
-      r.mean_s = synthetic_cost(t.task(), c.index());
-      best = std::min(best, r.mean_s);
+      if (measure)
+        r = measure(cost);
+      else
+        r.mean_s = cost;
       res.push_back(r);
     }
     t.update(cfgs, res);
@@ -589,24 +596,15 @@ TEST(Tuners, LearningTheFastestRepeatIgnoresSlowSpells) {
     ModelTuner t(task, seed, o);
     std::mt19937_64 noise(seed + 1000);
     std::uniform_real_distribution<double> u(0, 1);
-    double best = 1e30;
-    for (int done = 0; done < 40; done += 8) {
-      std::vector<Config> cfgs = t.next_batch(8);
-      std::vector<MeasureResult> res;
-      for (const Config& c : cfgs) {
-        double cost = synthetic_cost(task, c.index());
-        best = std::min(best, cost);
-        MeasureResult r;
-        r.runs.assign(5, cost);
-        if (u(noise) < 0.5) r.runs[noise() % 5] *= 2 + 4 * u(noise);
-        double sum = 0;
-        for (double x : r.runs) sum += x;
-        r.mean_s = sum / 5;
-        res.push_back(r);
-      }
-      t.update(cfgs, res);
-    }
-    return best;
+    return run_synthetic(t, 40, 8, [&](double cost) {
+      MeasureResult r;
+      r.runs.assign(5, cost);
+      if (u(noise) < 0.5) r.runs[noise() % 5] *= 2 + 4 * u(noise);
+      double sum = 0;
+      for (double x : r.runs) sum += x;
+      r.mean_s = sum / 5;
+      return r;
+    });
   };
   double on_mean = 0, on_min = 0;
   for (uint64_t seed = 0; seed < 6; ++seed) {
