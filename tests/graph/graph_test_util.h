@@ -23,6 +23,10 @@ inline runtime::NDArray random_array(std::vector<int64_t> shape, std::mt19937& r
   return a;
 }
 
+/// The host's fp32 vector lanes (16 with AVX-512, 8 with AVX2): the default channel block of
+/// the blocked layouts, which golden graph text on this machine holds.
+inline int64_t host_lanes() { return std::max(1, Target::host().vector_bits() / 32); }
+
 /// What comparing two builds of one graph found.
 struct LevelComparison {
   double max_err = 0;  ///< max over all outputs of |a - b| / (1 + |a|), a from opt_level 0

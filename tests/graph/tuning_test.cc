@@ -52,8 +52,8 @@ TEST(TuningTasks, KeepTheDefaultChannelBlocks) {
     const autotune::Knob& oc = t.task.space.knob("tile_oc");
     ASSERT_EQ(ic.candidates.size(), 1u);
     ASSERT_EQ(oc.candidates.size(), 1u);
-    EXPECT_EQ(ic.candidates[0][1], 16);
-    EXPECT_EQ(oc.candidates[0][1], 16);
+    EXPECT_EQ(ic.candidates[0][1], test_util::host_lanes());
+    EXPECT_EQ(oc.candidates[0][1], test_util::host_lanes());
   }
   // The operator tuned alone may choose its blocks: a larger space under the same key.
   topi::Conv2DWorkload wl{1, 32, 6, 6, 32, 3, 3, {}};

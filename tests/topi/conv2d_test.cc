@@ -228,19 +228,21 @@ TEST(Conv2DNCHWc, ScheduleRejectsMismatchedConfig) {
   const Conv2DWorkload w = wl(1, 16, 7, 7, 32, 3, 3, 1, Padding2D::all(1));
   autotune::Template t = conv2d_nchwc_template(w, {}, host_target());
   autotune::ConfigSpace space = autotune::define_space(t);
-  // A point of the space with ic block 16, applied to tensors blocked by 8.
+  // A point of the space with ic block L (the host's lanes: 16 with AVX-512, 8 with AVX2),
+  // applied to tensors blocked by L / 2.
+  const int64_t L = host_target().vector_bits() / 32, half = L / 2;
   Config c = Config::fallback();
   Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(c, w, host_target());
-  ASSERT_EQ(l.ic_bn, 16);
+  ASSERT_EQ(l.ic_bn, L);
   Instance inst = autotune::instantiate(t, Config::fallback());
   Config applied = space.at(inst.config.choice());
-  te::Tensor data = input(nchwc_shape(w.data_shape(), 8), f32, "data");
-  te::Tensor kernel = input(packed_conv2d_weight_shape(w.kernel_shape(), 8, 16), f32, "k");
+  te::Tensor data = input(nchwc_shape(w.data_shape(), half), f32, "data");
+  te::Tensor kernel = input(packed_conv2d_weight_shape(w.kernel_shape(), half, 16), f32, "k");
   te::Tensor out = conv2d_nchwc(data, kernel, w.params);
   te::Schedule s = te::create_schedule({out});
   EXPECT_NE(error_of([&] {
               schedule_conv2d_nchwc(applied, s, out, host_target());
-            }).find("differ from the tensors' (ic 8, oc 16)"),
+            }).find("differ from the tensors' (ic " + std::to_string(half) + ", oc 16)"),
             std::string::npos);
 }
 
