@@ -56,7 +56,7 @@ namespace bench = kiln::bench;
 /// Blocking of the schedule (see the file comment and docs/gemm-schedule.md).
 struct GemmConfig {
   int mr = 6;   ///< rows of the register tile (A broadcasts per k step)
-  int nr = 64;  ///< columns of the register tile (nr / 16 zmm vectors); the B panel width
+  int nr = 64;  ///< columns of the register tile (nr / lanes vectors); the B panel width
   int kc = 0;   ///< split of the k loop inside the micro-kernel (0: none)
   bool pack_at_panel = true;  ///< pack each B panel inside the panel loop, just before use
   bool pack_a = false;        ///< also pack A into row-block micro-panels Ap[M/mr, K, mr]
@@ -234,7 +234,9 @@ int main(int argc, char** argv) {
        {"--reps", "timed repetitions per measurement (default 20)"},
        {"--warmup", "untimed calls before timing (default 3)"},
        {"--mr", "register tile rows (default 6)"},
-       {"--nr", "register tile columns, a multiple of 16 (default 64)"},
+       {"--nr",
+        "register tile columns, a multiple of the lanes (default 64 with AVX-512, 16 "
+        "with AVX2: 24 or 12 accumulator registers)"},
        {"--kc", "split of k inside the micro-kernel (default 0: none)"},
        {"--pack-a", "1: also pack A into micro-panels (default 0)"},
        {"--pack-at-panel", "0: pack all of B before the product instead of per panel (default 1)"},
@@ -244,13 +246,17 @@ int main(int argc, char** argv) {
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   GemmConfig cfg;
+  Target target = Target::host();
+  cfg.lanes = std::max(1, std::min(16, target.vector_bits() / 32));
+  if (target.vector_registers() < 32) cfg.nr = 2 * cfg.lanes;  // 6 x 2 of AVX2's 16 registers
   cfg.mr = static_cast<int>(cl.get_int("--mr", cfg.mr));
   cfg.nr = static_cast<int>(cl.get_int("--nr", cfg.nr));
   cfg.kc = static_cast<int>(cl.get_int("--kc", cfg.kc));
   cfg.pack_a = cl.get_int("--pack-a", cfg.pack_a) != 0;
   cfg.pack_at_panel = cl.get_int("--pack-at-panel", cfg.pack_at_panel) != 0;
   if (n <= 0 || cfg.mr <= 0 || cfg.nr <= 0 || cfg.nr % cfg.lanes != 0 || n % cfg.nr != 0)
-    cl.fail("need size > 0, mr > 0, nr a multiple of 16 and size a multiple of nr");
+    cl.fail("need size > 0, mr > 0, nr a multiple of " + std::to_string(cfg.lanes) +
+            " and size a multiple of nr");
   if (reps < 1 || warmup < 0) cl.fail("need reps >= 1 and warmup >= 0");
   if (cl.has("--json") && !std::ofstream(cl.get_string("--json", ""), std::ios::app))
     cl.fail("cannot open '" + cl.get_string("--json", "") + "' for writing");
@@ -269,7 +275,6 @@ int main(int argc, char** argv) {
   }
   const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
   const bool avx512 = __builtin_cpu_supports("avx512f");
-  Target target = Target::host();
   std::cout << "kiln-bench-gemm: C[" << M << "x" << N << "] = A[" << M << "x" << K << "] * B[" << K
             << "x" << N << "], fp32, row-major\n"
             << "OpenBLAS: " << openblas_get_config() << ", kernels " << openblas_get_corename()
@@ -277,7 +282,7 @@ int main(int argc, char** argv) {
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
             << "schedule: Bp[N/" << cfg.nr << ", K, " << cfg.nr << "] packed, register tile "
             << cfg.mr << "x" << cfg.nr << " (" << cfg.mr * cfg.nr / cfg.lanes
-            << " zmm accumulators), kc " << (cfg.kc ? std::to_string(cfg.kc) : "= K")
+            << " vector accumulators), kc " << (cfg.kc ? std::to_string(cfg.kc) : "= K")
             << ", parallel over N panels, B panels packed "
             << (cfg.pack_at_panel ? "in the panel loop" : "before the product")
             << (cfg.pack_a ? ", A packed" : "") << "\n";

@@ -581,7 +581,7 @@ class LayoutAlterer {
     autotune::Config cfg = config_for([&] {
       return dense_task({xt.shape[0], N, xt.shape[1]}, target_);
     });
-    const int64_t nb = topi::dense_pack_width(cfg, xt.shape[0], N);
+    const int64_t nb = topi::dense_pack_width(cfg, xt.shape[0], N, target_);
     Node r;
     r.op = "dense_packed";
     r.name = n.name;

@@ -97,6 +97,14 @@ int Target::vector_bits() const {
   return 128;
 }
 
+int Target::vector_registers() const {
+  std::string arch = arch_of(triple());
+  if (arch == "x86_64" || arch == "i386" || arch == "i686")
+    return has_feature("avx512f") && arch == "x86_64" ? 32 : (arch == "x86_64" ? 16 : 8);
+  if (arch == "aarch64" || arch == "arm64") return 32;
+  return 16;
+}
+
 std::string Target::str() const {
   std::string s = kind;
   if (!mcpu.empty()) s += " -mcpu=" + mcpu;

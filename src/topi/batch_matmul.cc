@@ -104,13 +104,13 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
   for (const te::Tensor& t : cop->input_tensors())
     if (t->op->tag == tag::kBatchMatmulPack) Bp = t;
 
-  const int64_t nb = detail::define_panel_width(cfg, N);
+  const int64_t nb = detail::define_panel_width(cfg, M, N, target);
   if (Bp.defined()) {
     KILN_USER_CHECK(*as_const_int(Bp->shape[3]) == nb)
         << "schedule_batch_matmul: config tile_x = " << nb << " but B is packed in panels of "
         << *as_const_int(Bp->shape[3]);
   }
-  const int64_t mr = detail::define_row_tile(cfg, M, K, nb);
+  const int64_t mr = detail::define_row_tile(cfg, M, K, nb, target);
   const int lanes = std::max(1, std::min(16, target.vector_bits() / C->dtype.bits()));
 
   te::Tensor acc = s.cache_write(C, "local");
@@ -147,7 +147,7 @@ autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Tar
       << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
       "batch_matmul_cpu", "1", [w, target](Config& cfg) {
-        const int64_t nb = detail::define_panel_width(cfg, w.N);
+        const int64_t nb = detail::define_panel_width(cfg, w.M, w.N, target);
         te::Tensor A = te::placeholder({ci(w.batch), ci(w.M), ci(w.K)}, DataType::Float(32), "A");
         te::Tensor B =
             w.transpose_b

@@ -29,10 +29,6 @@ using detail::vectorize_block;
 namespace {
 
 constexpr const char* kOp = "conv2d_nchwc";
-/// Vector registers (zmm0–31): a register tile of accumulators, the kernel vectors of one
-/// reduction step and a broadcast input value must fit in them, or LLVM spills.
-constexpr int64_t kRegisters = 32;
-
 /// The channel-block knobs (the layout): tuned, or pinned to the default lanes-wide blocks.
 std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O, int64_t lanes,
                                                ChannelBlocks blocks) {
@@ -55,8 +51,11 @@ std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O
 }
 
 /// The schedule's knobs for output blocks of oc_bn channels (O output and IC input channels).
+/// `registers`: the target's vector registers (zmm0-31 with AVX-512, ymm0-15 with AVX2): a
+/// register tile of accumulators, the kernel vectors of one reduction step and a broadcast input
+/// value must fit in them, or LLVM spills.
 void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64_t OW, int64_t KH,
-                           int64_t KW, int64_t lanes, int64_t oc_bn) {
+                           int64_t KW, int64_t lanes, int64_t oc_bn, int64_t registers) {
   cfg.define_knob("oc_reg", {1, 2, 4});
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
@@ -65,7 +64,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
   cfg.define_bool("acc_outer");
   if (cfg.is_fallback()) {
     // The register tile covers V vectors of output channels (oc_reg chunks) by n = h x w output
-    // pixels, with V * n + V + 1 <= kRegisters (the accumulators, the V kernel vectors of a
+    // pixels, with V * n + V + 1 <= registers (the accumulators, the V kernel vectors of a
     // reduction step, one broadcast), or one more. One step costs, in cycles: V * n / 2 FMAs (two
     // ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a tile streams through
     // (V vectors x IC x KH x KW) does not fit L1, 64 * V bytes from L2 at about 24 bytes per
@@ -89,7 +88,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
           // One register over the budget costs a spilled accumulator per step (a store and a
           // load), which a wider tile can repay (C12: 4 x 7 at 0.80-0.91 of oneDNN, 2 x 7 at
           // 0.70-0.81); more than one is not considered.
-          const int64_t over = v * n + v + 1 - kRegisters;
+          const int64_t over = v * n + v + 1 - registers;
           if (OW % w != 0 || over > 1) continue;
           const double fma = v * n / 2.0, load = (v + n + (over > 0 ? 2 : 0)) / 1.5,
                        l2 = slice > l1_bytes ? 64.0 * v / 24.0 : 0.0;
@@ -259,7 +258,7 @@ Conv2DNCHWcLayout define_conv2d_nchwc_knobs(Config& cfg, const Conv2DWorkload& w
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
   auto [ic_bn, oc_bn] = define_block_knobs(cfg, wl.in_channel, wl.out_channel, lanes, blocks);
   define_schedule_knobs(cfg, wl.out_channel, wl.in_channel, wl.out_height(), wl.out_width(),
-                        wl.kernel_h, wl.kernel_w, lanes, oc_bn);
+                        wl.kernel_h, wl.kernel_w, lanes, oc_bn, target.vector_registers());
   Conv2DNCHWcLayout l;
   l.ic_bn = ic_bn;
   l.oc_bn = oc_bn;
@@ -292,8 +291,8 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
         << cfg.split("tile_ic").size[1] << ", tile_oc " << cfg.split("tile_oc").size[1]
         << ") differ from the tensors' (ic " << ic_bn << ", oc " << oc_bn << ")";
   }
-  define_schedule_knobs(cfg, ks[0] * oc_bn, ks[1] * ic_bn, cs[2], cs[3], ks[2], ks[3], lanes,
-                        oc_bn);
+  define_schedule_knobs(cfg, ks[0] * oc_bn, ks[1] * ic_bn, cs[2], cs[3], ks[2], ks[3], lanes, oc_bn,
+                        target.vector_registers());
 
   inline_injective_consumers(s, {out}, {conv});
   if (detail::is_pad(pad)) detail::schedule_pad_root(s, pad, true);

@@ -24,7 +24,6 @@ using detail::vectorize_block;
 namespace {
 
 constexpr const char* kOp = "conv2d_winograd_nchwc";
-constexpr int64_t kRegisters = 32;
 
 /// The transform matrices of F(m x m, 3 x 3) (Lavin & Gray, interpolation points 0, ±1, ±2, ∞).
 struct Matrices {
@@ -95,9 +94,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Knobs of the product stage for P tiles and O output channels in blocks of oc_bn. The
 /// fallback is conv2d_nchwc's register model (docs/conv2d-schedule.md): V vectors x n tiles with
-/// V * n + V + 1 <= 32 registers, maximizing the FMA share of a step (V * n / 2 FMA cycles
-/// against V + n loads at 1.5 per cycle), ties to more accumulators.
-void define_product_knobs(Config& cfg, int64_t P, int64_t O, int64_t lanes, int64_t oc_bn) {
+/// V * n + V + 1 <= the target's vector registers (32 with AVX-512, 16 with AVX2), maximizing the
+/// FMA share of a step (V * n / 2 FMA cycles against V + n loads at 1.5 per cycle), ties to more
+/// accumulators.
+void define_product_knobs(Config& cfg, int64_t P, int64_t O, int64_t lanes, int64_t oc_bn,
+                          int64_t registers) {
   cfg.define_knob("oc_reg", {1, 2, 4});
   cfg.define_split("tile_p", P, 2, SplitPolicy::kFactors, 32);
   cfg.define_bool("unroll_ic");
@@ -109,7 +110,7 @@ void define_product_knobs(Config& cfg, int64_t P, int64_t O, int64_t lanes, int6
     if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
     const int64_t v = vecs * reg;
     for (int64_t n = 1; n <= std::min<int64_t>(32, P); ++n) {
-      if (P % n != 0 || v * n + v + 1 > kRegisters) continue;
+      if (P % n != 0 || v * n + v + 1 > registers) continue;
       const double fma = v * n / 2.0, load = (v + n) / 1.5;
       const double eff = std::round(1000 * fma / std::max(fma, load)) / 1000;
       std::tuple<double, int64_t> key{eff, v * n};
@@ -315,7 +316,7 @@ WinogradLayout define_conv2d_winograd_knobs(Config& cfg, const Conv2DWorkload& w
   l.kernel_shape = winograd_weight_shape(wl.kernel_shape(), l.m, ic_bn, oc_bn);
   l.out_shape = nchwc_shape(wl.out_shape(), oc_bn, kOp);
   const int64_t P = wl.batch * ceil_div(wl.out_height(), l.m) * ceil_div(wl.out_width(), l.m);
-  define_product_knobs(cfg, P, wl.out_channel, lanes, oc_bn);
+  define_product_knobs(cfg, P, wl.out_channel, lanes, oc_bn, target.vector_registers());
   return l;
 }
 
@@ -336,7 +337,7 @@ void schedule_conv2d_winograd_nchwc(Config& cfg, te::Schedule& s, const te::Tens
         << "schedule_conv2d_winograd_nchwc: the config's tile size " << cfg.knob("tile_m")
         << " differs from the kernel's (" << m << ")";
   }
-  define_product_knobs(cfg, P, OB * ob, lanes, ob);
+  define_product_knobs(cfg, P, OB * ob, lanes, ob, target.vector_registers());
 
   inline_injective_consumers(s, {out}, {Y});
   if (!Y.op().same_as(out.op())) s[Y].compute_inline();

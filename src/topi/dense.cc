@@ -107,8 +107,8 @@ te::Tensor dense_packed(const te::Tensor& x, const te::Tensor& Wp, int64_t N,
 // ---------------------------------------------------------------------------------------------
 // Schedule
 
-int64_t dense_pack_width(Config& cfg, int64_t M, int64_t N) {
-  return detail::define_panel_width(cfg, N);
+int64_t dense_pack_width(Config& cfg, int64_t M, int64_t N, const Target& target) {
+  return detail::define_panel_width(cfg, M, N, target);
 }
 
 void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, const te::Tensor& out,
@@ -124,11 +124,11 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
   const int64_t wp_nb = *as_const_int(Wp->shape[2]);
 
   // Knobs.
-  const int64_t nb = dense_pack_width(cfg, M, N);
+  const int64_t nb = dense_pack_width(cfg, M, N, target);
   KILN_USER_CHECK(nb == wp_nb) << "schedule_dense_packed: config tile_x = " << nb
                                << " but the packed weight " << Wp.name() << " has panels of "
                                << wp_nb;
-  const int64_t mr = detail::define_row_tile(cfg, M, K, nb);
+  const int64_t mr = detail::define_row_tile(cfg, M, K, nb, target);
   const int lanes = std::max(1, std::min(16, target.vector_bits() / D->dtype.bits()));
 
   // Inline the injective stages between D and out (not D's own inputs).
@@ -183,7 +183,7 @@ autotune::Template dense_template(const DenseWorkload& w, const Target& target) 
       << "dense_template: extents must be positive, got M=" << w.M << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
       "dense_packed_cpu", "1", [w, target](Config& cfg) {
-        const int64_t nb = dense_pack_width(cfg, w.M, w.N);
+        const int64_t nb = dense_pack_width(cfg, w.M, w.N, target);
         te::Tensor x =
             te::placeholder({detail::ci(w.M), detail::ci(w.K)}, DataType::Float(32), "x");
         te::Tensor Wp =

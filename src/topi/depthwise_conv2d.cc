@@ -52,16 +52,20 @@ int64_t define_block_knob(Config& cfg, int64_t C, int64_t lanes, ChannelBlocks b
   return cfg.split("tile_c").size[1];
 }
 
-/// The schedule's knobs for channel blocks of bn.
+/// The schedule's knobs for channel blocks of bn; `registers`, the target's vector registers.
 void define_schedule_knobs(Config& cfg, int64_t OH, int64_t OW, int64_t KH, int64_t IW,
-                           int64_t stride, int64_t lanes, int64_t bn) {
+                           int64_t stride, int64_t lanes, int64_t bn, int64_t registers) {
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 8);
   cfg.define_bool("unroll_kw");
   cfg.define_knob("pad_at", {0, 1, 2, kPadInline});
   if (cfg.is_fallback()) {
-    int64_t vecs = std::max<int64_t>(1, bn / lanes);
-    cfg.fallback_split("tile_ow", {-1, largest_divisor_at_most(OW, 14 / vecs)});
+    // 14 accumulator vectors of 32 registers (AVX-512), the rest for the kernel row and the
+    // inputs; 7 of 16 with AVX2.
+    const int64_t vecs = std::max<int64_t>(1, bn / lanes);
+    const int64_t acc = std::max<int64_t>(1, registers * 14 / 32);
+    cfg.fallback_split("tile_ow",
+                       {-1, largest_divisor_at_most(OW, std::max<int64_t>(1, acc / vecs))});
     cfg.fallback_knob("unroll_kw", 1);
     // Inline padding: no copy; loop_partition leaves the interior tiles without checks
     // (D1-D9 geomean vs oneDNN 1.3 against 0.87 for pad_at 1, docs/conv2d-schedule.md).
@@ -225,7 +229,7 @@ int64_t define_depthwise_nchwc_knobs(Config& cfg, const Conv2DWorkload& wl, cons
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
   const int64_t bn = define_block_knob(cfg, wl.in_channel, lanes, blocks);
   define_schedule_knobs(cfg, wl.out_height(), wl.out_width(), wl.kernel_h, wl.width,
-                        wl.params.stride_h, lanes, bn);
+                        wl.params.stride_h, lanes, bn, target.vector_registers());
   return bn;
 }
 
@@ -254,7 +258,8 @@ void schedule_depthwise_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Ten
         << who << ": the config's channel block (tile_c " << cfg.split("tile_c").size[1]
         << ") differs from the tensors' (" << bn << ")";
   }
-  define_schedule_knobs(cfg, cs[2], cs[3], ks[2], ds[3], std::max<int64_t>(1, stride_h), lanes, bn);
+  define_schedule_knobs(cfg, cs[2], cs[3], ks[2], ds[3], std::max<int64_t>(1, stride_h), lanes, bn,
+                        target.vector_registers());
 
   inline_injective_consumers(s, {out}, {conv});
   te::Tensor acc = detail::accumulator(s, conv, out);

@@ -120,7 +120,7 @@ autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, con
       << " K=" << w.K;
   return autotune::Template{
       "quantized_dense_cpu", "1", [w, target](Config& cfg) {
-        const int64_t nb = dense_pack_width(cfg, w.M, w.N);
+        const int64_t nb = dense_pack_width(cfg, w.M, w.N, target);
         te::Tensor x = te::placeholder({ci(w.M), ci(w.K)}, DataType::UInt(8), "x");
         te::Tensor Wp = te::placeholder({ci((w.N + nb - 1) / nb), ci((w.K + 3) / 4), ci(nb)},
                                         DataType::Int(32), "Wp");

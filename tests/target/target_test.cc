@@ -38,6 +38,15 @@ TEST(Target, VectorBits) {
                                                             : 128);
 }
 
+TEST(Target, VectorRegisters) {
+  EXPECT_EQ(Target("llvm -mcpu=skylake-avx512").vector_registers(), 32);
+  EXPECT_EQ(Target("llvm -mcpu=skylake-avx512 -mattr=-avx512f").vector_registers(), 16);
+  EXPECT_EQ(Target("llvm -mcpu=haswell").vector_registers(), 16);
+  EXPECT_EQ(Target("llvm -mcpu=znver1").vector_registers(), 16);
+  EXPECT_EQ(Target("llvm -mtriple=aarch64-linux-gnu").vector_registers(), 32);
+  EXPECT_EQ(Target("llvm -mtriple=i686-linux-gnu -mattr=+avx512f").vector_registers(), 8);
+}
+
 TEST(Target, Errors) {
   EXPECT_EQ(error_of([] { Target("cuda"); }),
             "target 'cuda': unknown target kind 'cuda' (known: llvm)");

@@ -71,9 +71,15 @@ TEST(BatchMatmul, FallbackOnOddShapes) {
       check(w, autotune::Config::fallback(), seed++);
     }
   }
-  auto fb = autotune::instantiate(batch_matmul_template({12, 64, 64, 64, true}, e2e::host_target()),
-                                  autotune::Config::fallback());
-  EXPECT_EQ(fb.config.str(), "tile_x=64 tile_y=6 tile_k=[64,1] unroll=0");
+  // Schedules only (no code): 6 x 64 with AVX-512's 32 registers, 6 x 16 with AVX2's 16.
+  for (auto [target, want] :
+       {std::pair<std::string, std::string>{"llvm -mcpu=skylake-avx512",
+                                            "tile_x=64 tile_y=6 tile_k=[64,1] unroll=0"},
+        {"llvm -mcpu=haswell", "tile_x=16 tile_y=6 tile_k=[64,1] unroll=0"}}) {
+    auto fb = autotune::instantiate(batch_matmul_template({12, 64, 64, 64, true}, Target(target)),
+                                    autotune::Config::fallback());
+    EXPECT_EQ(fb.config.str(), want) << target;
+  }
 }
 
 TEST(BatchMatmul, EveryKnobCandidate) {

@@ -105,12 +105,20 @@ TEST(Dense, FallbackScheduleOnManyShapes) {
 }
 
 TEST(Dense, FallbackConfigIsTheDocumentedDefault) {
-  auto gemv = autotune::instantiate(dense_template({1, 1024, 1024}, e2e::host_target()),
-                                    autotune::Config::fallback());
-  EXPECT_EQ(gemv.config.str(), "tile_x=64 tile_y=1 tile_k=[256,4] unroll=1");
-  auto gemm = autotune::instantiate(dense_template({64, 1024, 1024}, e2e::host_target()),
-                                    autotune::Config::fallback());
-  EXPECT_EQ(gemm.config.str(), "tile_x=64 tile_y=6 tile_k=[1024,1] unroll=0");
+  // The register tile follows the target's vector registers: 6 x 64 (24 zmm accumulators of
+  // 32) with AVX-512, 6 x 16 (12 ymm of 16) with AVX2; a GEMV takes the widest panel on both.
+  // Only schedules are built here (no code), so any target will do.
+  const Target avx512("llvm -mcpu=skylake-avx512"), avx2("llvm -mcpu=haswell");
+  auto fallback = [](const DenseWorkload& w, const Target& t) {
+    return autotune::instantiate(dense_template(w, t), autotune::Config::fallback()).config.str();
+  };
+  EXPECT_EQ(fallback({1, 1024, 1024}, avx512), "tile_x=64 tile_y=1 tile_k=[256,4] unroll=1");
+  EXPECT_EQ(fallback({64, 1024, 1024}, avx512), "tile_x=64 tile_y=6 tile_k=[1024,1] unroll=0");
+  EXPECT_EQ(fallback({1, 1024, 1024}, avx2), "tile_x=64 tile_y=1 tile_k=[256,4] unroll=1");
+  EXPECT_EQ(fallback({64, 1024, 1024}, avx2), "tile_x=16 tile_y=6 tile_k=[1024,1] unroll=0");
+  // Two rows: 2 x 32 (8 accumulators) with AVX2, where 2 x 64 would need 16 + 8 + 1.
+  EXPECT_EQ(fallback({2, 1024, 1024}, avx2), "tile_x=32 tile_y=2 tile_k=[1024,1] unroll=0");
+  EXPECT_EQ(fallback({2, 1024, 1024}, avx512), "tile_x=64 tile_y=2 tile_k=[1024,1] unroll=0");
 }
 
 TEST(Dense, SampledConfigsExerciseEveryKnob) {

@@ -42,6 +42,9 @@ class Target {
   bool has_feature(const std::string& feature) const;
   /// Native SIMD register width in bits: 512 with avx512f, 256 with avx2, else 128.
   int vector_bits() const;
+  /// Architectural SIMD registers: 32 on x86-64 with avx512f (zmm0-31) and on AArch64 (v0-31),
+  /// 16 on x86-64 without it (ymm/xmm0-15). The templates size their register tiles by it.
+  int vector_registers() const;
   /// The canonical string form; parse(str()) == *this.
   std::string str() const;
 

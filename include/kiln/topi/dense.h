@@ -72,8 +72,9 @@ void schedule_dense_packed(autotune::Config& cfg, te::Schedule& s, const te::Ten
                            const te::Tensor& out, const Target& target);
 
 /// Declares (all modes) the panel width knob tile_x for a dense with N outputs on rows M and
-/// returns its current value: call before building Wp's placeholder.
-int64_t dense_pack_width(autotune::Config& cfg, int64_t M, int64_t N);
+/// returns its current value: call before building Wp's placeholder. The fallback depends on
+/// the target's vector registers (64 with AVX-512, 16 with AVX2 for M > 1).
+int64_t dense_pack_width(autotune::Config& cfg, int64_t M, int64_t N, const Target& target);
 
 /// The template "dense_packed_cpu": arguments x [M, K], Wp [ceil(N/nb), K, nb], (bias [N]),
 /// y [M, N]; nb is the config's tile_x.
