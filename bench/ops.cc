@@ -259,22 +259,23 @@ int main(int argc, char** argv) {
   };
   if (tune_trials < 0 || (tune_trials > 0 && log_path.empty()))
     cl.fail("--tune N needs N >= 1 and a --tuning-log to write");
-  if (!__builtin_cpu_supports("avx512f")) {
-    std::cerr << "kiln-bench-ops: needs an AVX-512 CPU (the NCHW16c schedules and the peak "
-                 "measurement assume it)\n";
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    std::cerr << "kiln-bench-ops: needs an AVX2+FMA or AVX-512 CPU (the peak measurement's FMA "
+                 "loop)\n";
     return 2;
   }
   kiln_set_num_threads(threads);
   omp_set_num_threads(threads);
   const Target target = Target::host();
-  double peak = bench::measure_peak_gflops(1, true);
+  double peak = bench::measure_peak_gflops(1, avx512);
   std::cout << "kiln-bench-ops: "
             << (set == "paper" ? "TVM paper conv2d C1-C12 and depthwise D1-D9"
                                : "MobileNet-v2 pointwise conv2d layers")
             << ", batch 1, fp32, " << threads << " thread(s)\n"
             << "target: " << target.str() << " (" << target.vector_bits() << "-bit vectors)\n"
-            << "measured fp32 peak (AVX-512 FMA loop, 1 thread): " << bench::fixed(peak, 1)
-            << " GFLOP/s\n"
+            << "measured fp32 peak (" << (avx512 ? "AVX-512" : "AVX2")
+            << " FMA loop, 1 thread): " << bench::fixed(peak, 1) << " GFLOP/s\n"
             << "Kiln: "
             << (log_path.empty() ? "fallback (untuned)" : "tuned (" + log_path + ", else fallback)")
             << " config of conv2d_nchwc / conv2d_winograd_nchwc (--algo " << algo
@@ -316,7 +317,7 @@ int main(int argc, char** argv) {
     } else {
       autotune::Task d = kiln::graph::conv2d_task(w, target, topi::ChannelBlocks::kTuned);
       autotune::Task wt = kiln::graph::conv2d_winograd_task(w, target);
-      const bool prefer = topi::prefer_winograd(w);
+      const bool prefer = topi::prefer_winograd(w, target);
       cands.push_back(prefer ? wt : d);
       if (topi::winograd_candidate(w)) cands.push_back(prefer ? d : wt);
     }
@@ -423,7 +424,7 @@ int main(int argc, char** argv) {
               << std::flush;
   }
   // The peak again: the best of both measurements is the machine's (others' load only lowers it).
-  peak = std::max(peak, bench::measure_peak_gflops(1, true));
+  peak = std::max(peak, bench::measure_peak_gflops(1, avx512));
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& p = pending[i];
     p.cells[5] = bench::fixed(100 * p.gk / peak, 1) + "%";

@@ -736,7 +736,7 @@ class LayoutAlterer {
       }
       if (w.best && d.best) return w.best->result.mean_s < d.best->result.mean_s;
     }
-    return topi::prefer_winograd(wl);
+    return topi::prefer_winograd(wl, target_);
   }
 
   /// The tuned config of `task` when a tuning log has one, else the fallback.

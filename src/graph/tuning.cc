@@ -81,7 +81,7 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
         if (dw) {
           task = depthwise_conv2d_task(wl, target);
           op = "depthwise_conv2d";
-        } else if (topi::prefer_winograd(wl)) {
+        } else if (topi::prefer_winograd(wl, target)) {
           task = conv2d_winograd_task(wl, target);
           op = "conv2d_winograd";
           second = conv2d_task(wl, target);

@@ -177,7 +177,8 @@ bool winograd_applicable(const Conv2DWorkload& wl) {
          wl.out_width() > 0;
 }
 
-bool prefer_winograd(const Conv2DWorkload& wl) {
+bool prefer_winograd(const Conv2DWorkload& wl, const Target& target) {
+  if (target.vector_bits() < 512) return winograd_candidate(wl);
   return winograd_applicable(wl) && wl.in_channel >= 32 && wl.out_channel >= 32 &&
          wl.out_height() >= 14 && wl.out_width() >= 14;
 }

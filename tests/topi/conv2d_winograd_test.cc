@@ -119,6 +119,26 @@ TEST(Conv2DWinograd, WeightTransformMatchesDefinition) {
         }
 }
 
+TEST(Conv2DWinograd, PreferredByVectorWidth) {
+  // With AVX-512 the 7x7 layers and those under 32 channels stay direct; with AVX2 every
+  // candidate (16+ channels, 7x7+ outputs) is computed by Winograd; never a stride-2 layer.
+  const Target avx512("llvm -mcpu=skylake-avx512"), avx2("llvm -mcpu=znver1");
+  const Conv2DWorkload c12 = wl(1, 512, 7, 7, 512, Padding2D::all(1)),
+                       c2 = wl(1, 64, 56, 56, 64, Padding2D::all(1)),
+                       narrow = wl(1, 16, 14, 14, 16, Padding2D::all(1)),
+                       tiny = wl(1, 64, 5, 5, 64, Padding2D::all(1));
+  Conv2DWorkload strided = c2;
+  strided.params.stride_h = strided.params.stride_w = 2;
+  EXPECT_FALSE(prefer_winograd(c12, avx512));
+  EXPECT_TRUE(prefer_winograd(c12, avx2));
+  EXPECT_TRUE(prefer_winograd(c2, avx512));
+  EXPECT_TRUE(prefer_winograd(c2, avx2));
+  EXPECT_FALSE(prefer_winograd(narrow, avx512));
+  EXPECT_TRUE(prefer_winograd(narrow, avx2));
+  EXPECT_FALSE(prefer_winograd(tiny, avx2));
+  EXPECT_FALSE(prefer_winograd(strided, avx2));
+}
+
 TEST(Conv2DWinograd, ShapeErrors) {
   Conv2DParams s2;
   s2.stride_h = s2.stride_w = 2;
