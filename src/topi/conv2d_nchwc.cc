@@ -67,12 +67,14 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // pixels, with V * n + V + 1 <= registers (the accumulators, the V kernel vectors of a
     // reduction step, one broadcast), or one more. One step costs, in cycles: V * n / 2 FMAs (two
     // ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a tile streams through
-    // (V vectors x IC x KH x KW) does not fit L1, 64 * V bytes from L2 at about 24 bytes per
-    // cycle. The fallback maximizes the modelled FMA share of the step; ties go to more
-    // accumulators (FMA latency hiding), then taller tiles. Measured against oneDNN
-    // (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave 0.72-0.78 and
-    // 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) beat 2 x 7 at
-    // 7 wide but lost to 2 x 2 x 7 at 56 wide (0.59 against 0.83).
+    // (V vectors x IC x KH x KW) does not fit L1, V vectors (64 bytes each with AVX-512, 32 with
+    // AVX2) from L2 at about 24 bytes per cycle. The fallback maximizes the modelled FMA share of
+    // the step; ties go to more accumulators (FMA latency hiding), then taller tiles. Measured
+    // against oneDNN (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave
+    // 0.72-0.78 and 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) beat
+    // 2 x 7 at 7 wide but lost to 2 x 2 x 7 at 56 wide (0.59 against 0.83). With AVX2 (16 ymm, AMD
+    // EPYC Zen 1): 2 x 4 (8 accumulators) where the tuner's best direct configs held 8; counting 64
+    // bytes a vector there had chosen a spilling 2 x 7 (C4, C7: 68% of peak).
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     const double l1_bytes = 32 * 1024;
     std::tuple<double, int64_t, int64_t> best{-1, 0, 0};
@@ -91,7 +93,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
           const int64_t over = v * n + v + 1 - registers;
           if (OW % w != 0 || over > 1) continue;
           const double fma = v * n / 2.0, load = (v + n + (over > 0 ? 2 : 0)) / 1.5,
-                       l2 = slice > l1_bytes ? 64.0 * v / 24.0 : 0.0;
+                       l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
           const double eff = std::round(1000 * fma / std::max({fma, load, l2})) / 1000;
           std::tuple<double, int64_t, int64_t> key{eff, v * n, h};
           if (key > best) {
@@ -109,7 +111,8 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // ran 10-12% faster with cold caches (C12, 9.4 MB: 2.55 -> 2.24 ms; C10, 4.7 MB: 1.28 ->
     // 1.17 ms); C7 (1.2 MB, a 25 KB accumulator) ran 3-8% slower, and so did MobileNet-v2's
     // 7x7 1x1 layers with 1.2-1.6 MB kernels (M17p, M18: 0.63 -> 0.85-0.94 of oneDNN warm,
-    // 0.88-0.98 -> 1.00-1.11 cold, without it).
+    // 0.88-0.98 -> 1.00-1.11 cold, without it). Kept with AVX2 (AMD EPYC, Zen 1): C10 ran
+    // 3.96 ms with it, 4.21 ms without (warm, kiln-bench-ops).
     const double kernel_bytes = 4.0 * O * IC * KH * KW,
                  acc_bytes = 4.0 * best_reg * oc_bn * OH * OW;
     cfg.fallback_knob("acc_outer", kernel_bytes >= (2 << 20) && acc_bytes <= 16 * 1024 ? 1 : 0);
