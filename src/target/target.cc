@@ -99,8 +99,8 @@ int Target::vector_bits() const {
 
 int Target::vector_registers() const {
   std::string arch = arch_of(triple());
-  if (arch == "x86_64" || arch == "i386" || arch == "i686")
-    return has_feature("avx512f") && arch == "x86_64" ? 32 : (arch == "x86_64" ? 16 : 8);
+  if (arch == "x86_64") return has_feature("avx512f") ? 32 : 16;
+  if (arch == "i386" || arch == "i686") return 8;
   if (arch == "aarch64" || arch == "arm64") return 32;
   return 16;
 }
