@@ -54,8 +54,8 @@ inline void vectorize_block(te::Stage& st, const te::IterVar& iv, int64_t extent
   }
 }
 
-/// Output-channel chunks that one register tile covers: the largest of `want` and smaller
-/// powers of two dividing `chunks`.
+/// Output-channel chunks that one register tile covers: the largest of `want` and its halvings
+/// (3 -> 1, 4 -> 2 -> 1) dividing `chunks`.
 inline int64_t oc_chunks_per_tile(int64_t want, int64_t chunks) {
   int64_t r = std::max<int64_t>(1, want);
   while (r > 1 && chunks % r != 0) r /= 2;

@@ -56,7 +56,7 @@ std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O
 /// value must fit in them, or LLVM spills.
 void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64_t OW, int64_t KH,
                            int64_t KW, int64_t lanes, int64_t oc_bn, int64_t registers) {
-  cfg.define_knob("oc_reg", {1, 2, 4});
+  cfg.define_knob("oc_reg", {1, 2, 3, 4});
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
   cfg.define_bool("unroll_kw");
@@ -65,21 +65,34 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
   if (cfg.is_fallback()) {
     // The register tile covers V vectors of output channels (oc_reg chunks) by n = h x w output
     // pixels, with V * n + V + 1 <= registers (the accumulators, the V kernel vectors of a
-    // reduction step, one broadcast), or one more. One step costs, in cycles: V * n / 2 FMAs (two
-    // ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a tile streams through
-    // (V vectors x IC x KH x KW) does not fit L1, V vectors (64 bytes each with AVX-512, 32 with
-    // AVX2) from L2 at about 24 bytes per cycle. The fallback maximizes the modelled FMA share of
-    // the step; ties go to more accumulators (FMA latency hiding), then taller tiles. Measured
-    // against oneDNN (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave
+    // reduction step, one broadcast), or one more with 32 registers. One step costs, in cycles:
+    // V * n / 2 FMAs (two ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a
+    // tile streams through (V vectors x IC x KH x KW) does not fit L1, V vectors (64 bytes each
+    // with AVX-512, 32 with AVX2) from L2 at about 24 bytes per cycle. The fallback maximizes the
+    // modelled FMA share of the step; ties go to more accumulators (FMA latency hiding), then to
+    // taller tiles with AVX-512 and to wider ones (contiguous pixels) with AVX2. Measured against
+    // oneDNN (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave
     // 0.72-0.78 and 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) beat
     // 2 x 7 at 7 wide but lost to 2 x 2 x 7 at 56 wide (0.59 against 0.83). With AVX2 (16 ymm, AMD
     // EPYC Zen 1): 2 x 4 (8 accumulators) where the tuner's best direct configs held 8; counting 64
-    // bytes a vector there had chosen a spilling 2 x 7 (C4, C7: 68% of peak).
+    // bytes a vector there had chosen a spilling 2 x 7 (C4, C7: 68% of peak). MobileNet-v2's 1x1
+    // layers on 112- to 28-wide maps with AVX2: 3 x (1 x 4) or 2 x (1 x 4) at 0.94-1.04 of oneDNN
+    // where 4 x 1 (taller) gave 0.60-0.95 (M3p, 144 -> 24 channels: 574 us against 898 us for
+    // the old 1 x (2 x 7)).
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     const double l1_bytes = 32 * 1024;
+    // With 32 registers, one over the budget (a spilled accumulator per step) can pay (C12: 4 x 7
+    // at 0.80-0.91 of oneDNN, 2 x 7 at 0.70-0.81). With 16 it did not: in a network, where a
+    // bias epilogue follows the loop, LLVM's allocator spilled four accumulators of a 2 x 7 tile
+    // and shuffled the rest each step (MobileNet-v2's 960->320 layer on 7x7: 1.28 ms against
+    // 1.05 ms for 1 x 7; 0.91 ms without the bias), so the tile must fit.
+    const int64_t max_over = registers >= 32 ? 1 : 0;
     std::tuple<double, int64_t, int64_t> best{-1, 0, 0};
     int64_t best_reg = 1, best_w = 1, best_h = 1;
-    for (int64_t reg : {1, 2, 4}) {
+    for (int64_t reg : {1, 2, 3, 4}) {
+      // Three chunks (3 x 4 pixels in 16 ymm: 24-channel outputs, where 2 and 4 do not divide)
+      // were measured with AVX2 only; the AVX-512 fallbacks keep their powers of two.
+      if (reg == 3 && registers >= 32) continue;
       if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
       const int64_t v = vecs * reg;
       const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
@@ -88,14 +101,13 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
         for (int64_t w = 1; w <= std::min<int64_t>(32, OW); ++w) {
           const int64_t n = h * w;
           // One register over the budget costs a spilled accumulator per step (a store and a
-          // load), which a wider tile can repay (C12: 4 x 7 at 0.80-0.91 of oneDNN, 2 x 7 at
-          // 0.70-0.81); more than one is not considered.
+          // load); more than one is not considered.
           const int64_t over = v * n + v + 1 - registers;
-          if (OW % w != 0 || over > 1) continue;
+          if (OW % w != 0 || over > max_over) continue;
           const double fma = v * n / 2.0, load = (v + n + (over > 0 ? 2 : 0)) / 1.5,
                        l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
           const double eff = std::round(1000 * fma / std::max({fma, load, l2})) / 1000;
-          std::tuple<double, int64_t, int64_t> key{eff, v * n, h};
+          std::tuple<double, int64_t, int64_t> key{eff, v * n, registers >= 32 ? h : -h};
           if (key > best) {
             best = key;
             best_reg = reg;
@@ -366,8 +378,8 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
                                          const Target& target, ChannelBlocks blocks) {
   // Version 2: the register tile's loop order changed (pixels outside channel chunks), so
   // records measured with version 1 no longer describe the same kernels. Version 3: the knob
-  // acc_outer.
-  return {kOp, "3", [wl, ep, target, blocks](Config& cfg) {
+  // acc_outer. Version 4: oc_reg 3 (the knob's choice indices moved).
+  return {kOp, "4", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             return detail::conv_template_instance(
                 cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape, ep,

@@ -206,7 +206,9 @@ INSTANTIATE_TEST_SUITE_P(
                       NCHWcCase{wl(1, 16, 13, 13, 16, 1, 1, 2, Padding2D{}), 4},
                       NCHWcCase{wl(1, 8, 11, 9, 16, 3, 3, 1, Padding2D::all(2), 2), 4},
                       NCHWcCase{wl(2, 4, 7, 7, 8, 3, 3, 1, Padding2D::all(1)), 3},
-                      NCHWcCase{wl(1, 16, 1, 1, 16, 1, 1, 1, Padding2D{}), 2}));
+                      NCHWcCase{wl(1, 16, 1, 1, 16, 1, 1, 1, Padding2D{}), 2},
+                      // 24 channels: three 8-wide chunks per tile with AVX2 (oc_reg 3).
+                      NCHWcCase{wl(1, 16, 9, 8, 24, 3, 3, 1, Padding2D::all(1)), 4}));
 
 TEST(Conv2DNCHWcEpilogue, BiasReluResidual) {
   check_nchwc(wl(1, 16, 7, 7, 32, 3, 3, 1, Padding2D::all(1)), {true, true, true}, 3, 5);
@@ -222,6 +224,27 @@ TEST(Conv2DNCHWc, PackWeightCompute) {
   NDArray kd = random_array({32, 8, 3, 3}, f32, 9);
   te::Schedule s = te::create_schedule({pk});
   EXPECT_TRUE(all_close(run(s, {k}, {pk}, {kd})[0], pack_kernel_ref(kd, 4, 16)));
+}
+
+TEST(Conv2DNCHWc, FallbackTileFitsTheTargetRegisters) {
+  // Schedules only (no code), so any target will do. The register tile holds V vectors x n
+  // pixels, the V kernel vectors of a step and one broadcast.
+  const Target avx512("llvm -mcpu=skylake-avx512"), avx2("llvm -mcpu=znver1");
+  auto fallback = [](const Conv2DWorkload& w, const Target& t) {
+    Instance inst = autotune::instantiate(conv2d_nchwc_template(w, {}, t), Config::fallback());
+    const Config& c = inst.config;
+    return "oc_reg=" + std::to_string(c.knob("oc_reg")) + " tile " +
+           std::to_string(c.split("tile_oh").size[1]) + "x" +
+           std::to_string(c.split("tile_ow").size[1]);
+  };
+  // MobileNet-v2's 960 -> 320 1x1 layer on a 7x7 map: 4 x 7 with 32 zmm (33 registers, one
+  // spill allowed); with 16 ymm, 2 x 7 (17) does not fit and 1 x 7 (9) is taken.
+  const Conv2DWorkload m17p = wl(1, 960, 7, 7, 320, 1, 1, 1, Padding2D{});
+  EXPECT_EQ(fallback(m17p, avx512), "oc_reg=4 tile 1x7");
+  EXPECT_EQ(fallback(m17p, avx2), "oc_reg=1 tile 1x7");
+  // 24 output channels are three 8-wide chunks with AVX2: 3 vectors x 4 contiguous pixels
+  // (12 + 3 + 1 = 16 registers).
+  EXPECT_EQ(fallback(wl(1, 144, 56, 56, 24, 1, 1, 1, Padding2D{}), avx2), "oc_reg=3 tile 1x4");
 }
 
 TEST(Conv2DNCHWc, ScheduleRejectsMismatchedConfig) {
