@@ -126,10 +126,15 @@ Knob make_split_knob(const std::string& name, int64_t extent, int num_outputs, S
       << "define_split: knob '" << name << "': max_factor must be >= 0 (0 = no bound), got "
       << max_factor;
   std::vector<int64_t> factors;
-  if (policy == SplitPolicy::kFactors) {
-    factors = divisors(extent);
-  } else {
+  if (policy == SplitPolicy::kPowerOfTwo) {
     for (int64_t f = 1; f <= extent; f *= 2) factors.push_back(f);
+  } else {
+    factors = divisors(extent);
+    if (policy == SplitPolicy::kFactorsAndSmall) {
+      for (int64_t f = 2; f <= std::min(extent, kSmallSplitFactors); ++f) factors.push_back(f);
+      std::sort(factors.begin(), factors.end());
+      factors.erase(std::unique(factors.begin(), factors.end()), factors.end());
+    }
   }
   if (max_factor > 0) {
     std::erase_if(factors, [&](int64_t f) { return f > max_factor; });
@@ -138,7 +143,9 @@ Knob make_split_knob(const std::string& name, int64_t extent, int num_outputs, S
   k.name = name;
   k.kind = KnobKind::kSplit;
   k.extent = extent;
-  k.policy = policy == SplitPolicy::kFactors ? "factors" : "power2";
+  k.policy = policy == SplitPolicy::kFactors     ? "factors"
+             : policy == SplitPolicy::kPowerOfTwo ? "power2"
+                                                  : "factors_small";
   if (!no_tail) k.policy += "_tail";
   std::vector<int64_t> stack;
   enumerate_split(factors, extent, num_outputs - 1, no_tail, stack, 1, k.candidates);

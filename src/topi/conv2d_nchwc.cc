@@ -58,7 +58,8 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
                            int64_t KW, int64_t lanes, int64_t oc_bn, int64_t registers) {
   cfg.define_knob("oc_reg", {1, 2, 3, 4});
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
-  cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactors, 32);
+  // Widths up to 8 that leave a tail too: a 7-wide map takes 4 + 3 pixels.
+  cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactorsAndSmall, 32, /*no_tail=*/false);
   cfg.define_bool("unroll_kw");
   cfg.define_bool("unroll_ic");
   cfg.define_bool("acc_outer");
@@ -81,33 +82,49 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // the old 1 x (2 x 7)).
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     const double l1_bytes = 32 * 1024;
-    // With 32 registers, one over the budget (a spilled accumulator per step) can pay (C12: 4 x 7
+    // What was measured per register file (AVX-512 on an Intel host, AVX2 on AMD EPYC Zen 1).
+    // With 32 registers one over the budget (a spilled accumulator per step) can pay (C12: 4 x 7
     // at 0.80-0.91 of oneDNN, 2 x 7 at 0.70-0.81). With 16 it did not: in a network, where a
     // bias epilogue follows the loop, LLVM's allocator spilled four accumulators of a 2 x 7 tile
     // and shuffled the rest each step (MobileNet-v2's 960->320 layer on 7x7: 1.28 ms against
-    // 1.05 ms for 1 x 7; 0.91 ms without the bias), so the tile must fit.
-    const int64_t max_over = registers >= 32 ? 1 : 0;
-    std::tuple<double, int64_t, int64_t> best{-1, 0, 0};
+    // 1.05 ms for 1 x 7; 0.91 ms without the bias), so the tile must fit; three chunks (3 x 4
+    // pixels: 24-channel outputs, where 2 and 4 do not divide), wider ties and tiles with a tail
+    // (the same layer: 2 x (4 + 3) 0.80 ms, 4 x (2 + 2 + 2 + 1) 0.84, 2 x (5 + 2) 0.85) were
+    // measured with AVX2 only, so the AVX-512 fallbacks keep their powers of two and divisors.
+    struct Rules {
+      int64_t max_over;
+      bool three_chunks, wider_ties, tails;
+    };
+    const Rules rules = registers >= 32 ? Rules{1, false, false, false} : Rules{0, true, true, true};
+    std::tuple<double, bool, int64_t, int64_t> best{-1, false, 0, 0};
     int64_t best_reg = 1, best_w = 1, best_h = 1;
     for (int64_t reg : {1, 2, 3, 4}) {
-      // Three chunks (3 x 4 pixels in 16 ymm: 24-channel outputs, where 2 and 4 do not divide)
-      // were measured with AVX2 only; the AVX-512 fallbacks keep their powers of two.
-      if (reg == 3 && registers >= 32) continue;
+      if (reg == 3 && !rules.three_chunks) continue;
       if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
       const int64_t v = vecs * reg;
       const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
+      // Cycles of one reduction step of a tile of n pixels.
+      auto step = [&](int64_t n) {
+        const int64_t over = std::max<int64_t>(0, v * n + v + 1 - registers);
+        const double fma = v * n / 2.0, load = (v + n + 2 * over) / 1.5,
+                     l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
+        return std::max({fma, load, l2});
+      };
       for (int64_t h = 1; h <= std::min<int64_t>(4, OH); ++h) {
         if (OH % h != 0) continue;
         for (int64_t w = 1; w <= std::min<int64_t>(32, OW); ++w) {
-          const int64_t n = h * w;
+          const int64_t n = h * w, tail = OW % w;
+          if (tail != 0 && (!rules.tails || w > autotune::kSmallSplitFactors)) continue;
           // One register over the budget costs a spilled accumulator per step (a store and a
           // load); more than one is not considered.
-          const int64_t over = v * n + v + 1 - registers;
-          if (OW % w != 0 || over > max_over) continue;
-          const double fma = v * n / 2.0, load = (v + n + (over > 0 ? 2 : 0)) / 1.5,
-                       l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
-          const double eff = std::round(1000 * fma / std::max({fma, load, l2})) / 1000;
-          std::tuple<double, int64_t, int64_t> key{eff, v * n, registers >= 32 ? h : -h};
+          if (v * n + v + 1 - registers > rules.max_over) continue;
+          // A row of tiles: OW / w full ones and the tail, against the FMAs of the row.
+          const double row = (OW / w) * step(n) + (tail ? step(h * tail) : 0.0);
+          const double eff = std::round(1000 * (v * h * OW / 2.0) / row) / 1000;
+          // Ties: a tile without a tail first (2 x (1 x 4) ran 0.94-1.00 of oneDNN on 56- and
+          // 28-wide 3x3 layers where 2 x (1 x 6 + tail) ran 0.92-0.94), then more accumulators.
+          std::tuple<double, bool, int64_t, int64_t> key{eff, tail == 0, v * n,
+                                                         rules.wider_ties ? -h : h};
           if (key > best) {
             best = key;
             best_reg = reg;
@@ -378,7 +395,7 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
                                          const Target& target, ChannelBlocks blocks) {
   // Version 2: the register tile's loop order changed (pixels outside channel chunks), so
   // records measured with version 1 no longer describe the same kernels. Version 3: the knob
-  // acc_outer. Version 4: oc_reg 3 (the knob's choice indices moved).
+  // acc_outer. Version 4: oc_reg 3 and tile_ow widths with a tail (the knobs' choices moved).
   return {kOp, "4", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             return detail::conv_template_instance(

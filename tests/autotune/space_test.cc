@@ -44,6 +44,11 @@ TEST(ConfigSpace, SplitSizes) {
   EXPECT_EQ(split_size(64, 2, SplitPolicy::kFactors, 16), 5u);
   // A prime extent: 1 and 13.
   EXPECT_EQ(split_size(13, 2, SplitPolicy::kFactors), 2u);
+  // Divisors and every factor up to 8 with a tail: 14 -> 1..8 and 14; 7 -> 1..7. Without
+  // tails only the divisors remain (1, 2, 7, 14).
+  EXPECT_EQ(split_size(14, 2, SplitPolicy::kFactorsAndSmall, 32, false), 9u);
+  EXPECT_EQ(split_size(7, 2, SplitPolicy::kFactorsAndSmall, 32, false), 7u);
+  EXPECT_EQ(split_size(14, 2, SplitPolicy::kFactorsAndSmall, 32, true), 4u);
 }
 
 TEST(ConfigSpace, SplitCandidates) {
@@ -53,6 +58,10 @@ TEST(ConfigSpace, SplitCandidates) {
   std::vector<std::vector<int64_t>> want = {{100, 1}, {50, 2}, {25, 4}, {13, 8},
                                             {7, 16},  {4, 32}, {2, 64}};
   EXPECT_EQ(k.candidates, want);
+  Config t = Config::define();
+  t.define_split("w", 7, 2, SplitPolicy::kFactorsAndSmall, 32, false);
+  EXPECT_EQ(t.space().knob("w").policy, "factors_small_tail");
+  EXPECT_EQ(t.space().knob("w").candidates[3], (std::vector<int64_t>{2, 4}));  // 7 = 4 + 3
   Config d = Config::define();
   d.define_split("s", 12, 3);
   EXPECT_EQ(d.space().knob("s").candidates.size(), 18u);  // (2^2 3): C(4,2) * C(3,2)

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "conv_ref.h"
 #include "topi_test_util.h"
 
@@ -169,9 +171,9 @@ struct NCHWcCase {
 
 class Conv2DNCHWc : public ::testing::TestWithParam<NCHWcCase> {};
 
-/// Runs every sampled config of the NCHWc template (with the given epilogue) against the
-/// reference.
-void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, uint64_t seed) {
+/// Runs `configs` of the NCHWc template (with the given epilogue) against the reference.
+void check_nchwc_configs(const Conv2DWorkload& w, const EpilogueFlags& ep,
+                         const autotune::Template& t, const std::vector<Config>& configs) {
   SCOPED_TRACE(w.str());
   NDArray data = random_array(w.data_shape(), f32, 11);
   NDArray kernel = random_array(w.kernel_shape(), f32, 12);
@@ -179,8 +181,7 @@ void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, 
   NDArray residual = random_array(w.out_shape(), f32, 14);
   NDArray want = ref_conv2d_nchw(data, kernel, w.params);
   apply_ref_epilogue(want, bias, residual, ep);
-  autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
-  for (const Config& c : sample_configs(t, samples, seed)) {
+  for (const Config& c : configs) {
     Instance inst = autotune::instantiate(t, c);
     SCOPED_TRACE(inst.config.str());
     Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(inst.config, w, host_target());
@@ -191,6 +192,12 @@ void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, 
     EXPECT_EQ(got.shape(), l.out_shape);
     EXPECT_TRUE(all_close(from_nchwc(got), want, {1e-4, 1e-4}));
   }
+}
+
+/// Runs the fallback and `samples` sampled configs of the NCHWc template against the reference.
+void check_nchwc(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, uint64_t seed) {
+  autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+  check_nchwc_configs(w, ep, t, sample_configs(t, samples, seed));
 }
 
 TEST_P(Conv2DNCHWc, FallbackAndSampledConfigs) {
@@ -218,6 +225,30 @@ TEST(Conv2DNCHWcEpilogue, BiasOnly1x1) {
   check_nchwc(wl(1, 16, 7, 7, 16, 1, 1, 1, Padding2D{}), {true, false, false}, 1, 6);
 }
 
+TEST(Conv2DNCHWc, TilesWithATailMatchTheReference) {
+  // Register tiles whose width does not divide the map's (7 = 4 + 3, 5 + 2, 3 + 3 + 1): the tail
+  // tile is a partitioned copy of the loop nest with fewer pixels. Both accumulator layouts
+  // (one register tile, the task's whole output) and a bias + residual + relu epilogue.
+  for (const Conv2DWorkload& w : {wl(1, 16, 7, 7, 32, 1, 1, 1, Padding2D{}),
+                                  wl(1, 8, 9, 7, 24, 3, 3, 1, Padding2D::all(1))}) {
+    const EpilogueFlags ep{true, true, true};
+    autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+    autotune::ConfigSpace space = autotune::define_space(t);
+    nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
+    j.erase("index");
+    std::vector<Config> configs;
+    for (int64_t width : {4, 5, 3}) {
+      for (int64_t acc_outer : {0, 1}) {
+        j["knobs"]["tile_ow"] = {-1, width};
+        j["knobs"]["acc_outer"] = acc_outer;
+        j["knobs"]["oc_reg"] = width == 3 ? 3 : 2;
+        configs.push_back(Config::from_json(j, space));
+      }
+    }
+    check_nchwc_configs(w, ep, t, configs);
+  }
+}
+
 TEST(Conv2DNCHWc, PackWeightCompute) {
   te::Tensor k = input({32, 8, 3, 3}, f32, "k");
   te::Tensor pk = pack_conv2d_weight(k, 4, 16);
@@ -238,10 +269,11 @@ TEST(Conv2DNCHWc, FallbackTileFitsTheTargetRegisters) {
            std::to_string(c.split("tile_ow").size[1]);
   };
   // MobileNet-v2's 960 -> 320 1x1 layer on a 7x7 map: 4 x 7 with 32 zmm (33 registers, one
-  // spill allowed); with 16 ymm, 2 x 7 (17) does not fit and 1 x 7 (9) is taken.
+  // spill allowed); with 16 ymm 2 x 7 (17) does not fit, and 2 x 4 with a 2 x 3 tail is taken
+  // over 1 x 7 (9 registers, bound by its loads).
   const Conv2DWorkload m17p = wl(1, 960, 7, 7, 320, 1, 1, 1, Padding2D{});
   EXPECT_EQ(fallback(m17p, avx512), "oc_reg=4 tile 1x7");
-  EXPECT_EQ(fallback(m17p, avx2), "oc_reg=1 tile 1x7");
+  EXPECT_EQ(fallback(m17p, avx2), "oc_reg=2 tile 1x4");
   // 24 output channels are three 8-wide chunks with AVX2: 3 vectors x 4 contiguous pixels
   // (12 + 3 + 1 = 16 registers).
   EXPECT_EQ(fallback(wl(1, 144, 56, 56, 24, 1, 1, 1, Padding2D{}), avx2), "oc_reg=3 tile 1x4");

@@ -37,8 +37,12 @@ namespace kiln::autotune {
 /// What a knob chooses.
 enum class KnobKind : uint8_t { kSplit, kReorder, kAnnotate, kChoice };
 /// Candidate factors of a split knob. Inner factors (all but the first) are taken from:
-/// kFactors: divisors of the extent; kPowerOfTwo: powers of two (tails allowed unless no_tail).
-enum class SplitPolicy : uint8_t { kFactors, kPowerOfTwo };
+/// kFactors: divisors of the extent; kPowerOfTwo: powers of two (tails allowed unless no_tail);
+/// kFactorsAndSmall: divisors of the extent and every factor up to kSmallSplitFactors (with
+/// no_tail false these leave a tail: register tiles over an extent few factors divide, 7 = 4 + 3).
+enum class SplitPolicy : uint8_t { kFactors, kPowerOfTwo, kFactorsAndSmall };
+/// The small factors kFactorsAndSmall adds: 1 .. 8.
+inline constexpr int64_t kSmallSplitFactors = 8;
 /// kAll: every permutation of the axes (at most 8 axes); kCandidates: an explicit list.
 enum class ReorderPolicy : uint8_t { kAll, kCandidates };
 /// Per-axis annotations tried. kTryUnroll: none/unroll on every axis. kTryVec: none/vectorize on
@@ -58,7 +62,7 @@ struct Knob {
   std::vector<std::vector<int64_t>> candidates;
   /// kSplit: the axis extent; kReorder / kAnnotate: the number of axes; kChoice: 0.
   int64_t extent = 0;
-  /// The policy, printed ("factors", "power2", "all", "candidates", "try_unroll", ...).
+  /// The policy, printed ("factors", "power2", "factors_small", "all", "candidates", ...).
   std::string policy;
   /// Index of `value` in candidates, or -1.
   int64_t find(const std::vector<int64_t>& value) const;
