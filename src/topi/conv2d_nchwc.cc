@@ -8,9 +8,10 @@
 // oc_block; oh, ow and oc_chunk are unrolled and oc_block vectorized (split by the vector lanes
 // when y is wider), so after unrolling the accumulator has constant indices and lives in zmm
 // registers, and each reduction step is tile_oh * tile_ow broadcasts and FMAs with one kernel
-// vector per lane group. The tile loop (n, oc_chunk, oh_outer fused) is parallel; the padding is a
-// root stage, parallel and vectorized over the channel block; epilogue stages are inlined into the
-// output.
+// vector per lane group. A tile width that does not divide the row leaves a narrower tail tile
+// (the split's guard, partitioned into its own copy of the nest). The tile loop (n, oc_chunk,
+// oh_outer fused) is parallel; the padding is a root stage, parallel and vectorized over the
+// channel block; epilogue stages are inlined into the output.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
