@@ -143,7 +143,7 @@ Knob make_split_knob(const std::string& name, int64_t extent, int num_outputs, S
   k.name = name;
   k.kind = KnobKind::kSplit;
   k.extent = extent;
-  k.policy = policy == SplitPolicy::kFactors     ? "factors"
+  k.policy = policy == SplitPolicy::kFactors      ? "factors"
              : policy == SplitPolicy::kPowerOfTwo ? "power2"
                                                   : "factors_small";
   if (!no_tail) k.policy += "_tail";

@@ -96,7 +96,8 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
       int64_t max_over;
       bool three_chunks, wider_ties, tails;
     };
-    const Rules rules = registers >= 32 ? Rules{1, false, false, false} : Rules{0, true, true, true};
+    const Rules rules =
+        registers >= 32 ? Rules{1, false, false, false} : Rules{0, true, true, true};
     std::tuple<double, bool, int64_t, int64_t> best{-1, false, 0, 0};
     int64_t best_reg = 1, best_w = 1, best_h = 1;
     for (int64_t reg : {1, 2, 3, 4}) {
