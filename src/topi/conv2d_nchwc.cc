@@ -71,8 +71,9 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // V * n / 2 FMAs (two ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a
     // tile streams through (V vectors x IC x KH x KW) does not fit L1, V vectors (64 bytes each
     // with AVX-512, 32 with AVX2) from L2 at about 24 bytes per cycle. The fallback maximizes the
-    // modelled FMA share of the step; ties go to more accumulators (FMA latency hiding), then to
-    // taller tiles with AVX-512 and to wider ones (contiguous pixels) with AVX2. Measured against
+    // modelled FMA share of a row of tiles (with a tail where allowed); ties go to tiles without
+    // a tail, then to more accumulators (FMA latency hiding), then to taller tiles with AVX-512
+    // and to wider ones (contiguous pixels) with AVX2. Measured against
     // oneDNN (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave
     // 0.72-0.78 and 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) beat
     // 2 x 7 at 7 wide but lost to 2 x 2 x 7 at 56 wide (0.59 against 0.83). With AVX2 (16 ymm, AMD
