@@ -1,11 +1,14 @@
 // kiln-bench-tuners: the TVM paper's Figure 12. For conv2d workloads of ResNet-18 (the paper's
 // Table 2; C2, C6, C9 and C12 by default), the model-based tuner (xgb: gradient-boosted trees
 // ranking candidates, simulated annealing), random search and a genetic algorithm each tune the
-// conv2d_nchwc template with the same trial budget, one after the other in the same run, each
-// through autotune::tune() with its own fresh log (a temp file, removed afterwards), so no tuner
-// sees another's measurements. The best GFLOP/s found after every trial gives each tuner's curve.
-// As in the paper, the curves are the search's own trials: the default config (Kiln's
-// cost-model fallback, measured first as the reference output) is not one of them unless
+// conv2d_nchwc template with the same trial budget, in the same run and in lock-step: round
+// after round, each tuner (in a shuffled order) proposes a batch of 8, which is measured and fed
+// back to it, so that the slow and fast periods of a shared machine (whose clock drifts by 10-15%
+// over minutes) fall on every tuner alike instead of on whichever ran during them. The default
+// config is measured once per workload (the reference output) and given to every tuner. No
+// tuner sees another's measurements. The best GFLOP/s found after every trial gives each
+// tuner's curve. As in the paper, the curves are the search's own trials: the default config
+// (Kiln's cost-model fallback, measured first as the reference output) is not one of them unless
 // --count-default 1, since a default within 5% of the best would make every tuner "need" one
 // trial and say nothing about the search.
 // Every tuner runs once per seed (--seeds, default 0,1,2): one run decides little, since random
@@ -31,6 +34,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -68,7 +72,7 @@ struct Run {
   uint64_t seed = 0;
   std::vector<double> best;  ///< best GFLOP/s after search trial t+1 (--count-default: the
                              ///< default config is trial 1)
-  double seconds = 0;        ///< wall time of the tuning run
+  double seconds = 0;        ///< time in this tuner's batches (planning and measuring them)
   double model_seconds = 0;  ///< xgb: time spent planning (features, training, annealing)
   int errors = 0;
   double default_gflops = 0;
@@ -133,51 +137,69 @@ ReplayTable load_replay(const std::string& path, const autotune::Task& task) {
   return table;
 }
 
-/// tune()'s loop against a table instead of the machine: the default first (the reference),
-/// then batches of tune()'s default size from the tuner, each config's result looked up. Throws
-/// when the tuner asks for a config the table lacks (a replay needs an exhaustive log: a grid tune
-/// of the space).
-autotune::TuneResult replay(const autotune::Task& task, autotune::Tuner& tuner,
-                            const ReplayTable& table, int n_trials,
-                            const std::function<void(const autotune::TuneProgress&)>& progress) {
-  const double t0 = bench::now_ms();
-  autotune::TuneResult res;
-  autotune::TuneProgress prog;
-  prog.task = &task;
-  prog.n_trials = n_trials;
-  auto lookup = [&](const autotune::Config& c) {
-    auto it = table.find(c.index());
-    if (it == table.end())
-      throw std::runtime_error("--replay: config " + std::to_string(c.index()) +
-                               " is not in the log; a replay needs every config of the space "
-                               "(kiln-bench-tuners --tuners grid --keep-logs DIR)");
-    return it->second;
-  };
-  auto report = [&](const autotune::Config& c, const autotune::MeasureResult& r) {
-    ++res.trials;
-    if (!r.ok()) ++res.errors;
-    prog.trials = res.trials;
-    prog.elapsed_s = (bench::now_ms() - t0) / 1e3;
-    prog.last_config = &c;
-    prog.last_result = &r;
-    progress(prog);
-  };
+/// One tuner racing the others on a (workload, seed).
+struct Contender {
+  std::unique_ptr<autotune::Tuner> tuner;
+  Run* run = nullptr;
+  std::unique_ptr<autotune::RecordWriter> log;  ///< --keep-logs
+  int trials = 0;                               ///< measured so far (the default included)
+  bool done = false;
+};
+
+/// Measures a batch of configs: on the machine (a Measurer) or by looking them up (--replay).
+using MeasureFn =
+    std::function<std::vector<autotune::MeasureResult>(const std::vector<autotune::Config>&)>;
+
+/// tune()'s loop for several tuners in lock-step, so that a shared machine's slow and fast
+/// periods fall on every tuner alike: the default first (the reference, measured once and given
+/// to every tuner as its trial 1), then rounds; in each round every tuner, in a shuffled order,
+/// proposes a batch of tune()'s default size, which is measured, logged and fed back before the
+/// next tuner's batch. A tuner stops at `n_trials` (the default included) or when its space is
+/// exhausted. `on_trial` sees every trial of every tuner, the default's first.
+void race(const autotune::Task& task, std::vector<Contender>& contenders,
+          const autotune::MeasureResult& default_result, const MeasureFn& measure, int n_trials,
+          uint64_t seed,
+          const std::function<void(Contender&, const autotune::Config&,
+                                   const autotune::MeasureResult&)>& on_trial) {
   const int batch_size = autotune::TuneOptions{}.batch_size;
   autotune::Config d = task.default_config();
-  res.default_result = lookup(d);
-  tuner.update({d}, {res.default_result});
-  report(d, res.default_result);
-  while (res.trials < n_trials) {
-    std::vector<autotune::Config> batch =
-        tuner.next_batch(std::min(batch_size, n_trials - res.trials));
-    if (batch.empty()) break;
-    std::vector<autotune::MeasureResult> results;
-    for (const autotune::Config& c : batch) results.push_back(lookup(c));
-    for (size_t i = 0; i < batch.size(); ++i) report(batch[i], results[i]);
-    tuner.update(batch, results);
+  for (Contender& c : contenders) {
+    const double t0 = bench::now_ms();
+    c.tuner->update({d}, {default_result});
+    c.run->seconds += (bench::now_ms() - t0) / 1e3;
+    if (c.log) c.log->write(autotune::Record::make(task, d, default_result));
+    c.trials = 1;
+    on_trial(c, d, default_result);
   }
-  res.elapsed_s = (bench::now_ms() - t0) / 1e3;
-  return res;
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<size_t> order(contenders.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  for (;;) {
+    std::shuffle(order.begin(), order.end(), rng);
+    bool any = false;
+    for (size_t i : order) {
+      Contender& c = contenders[i];
+      if (c.done || c.trials >= n_trials) continue;
+      const double t0 = bench::now_ms();
+      std::vector<autotune::Config> batch =
+          c.tuner->next_batch(std::min(batch_size, n_trials - c.trials));
+      if (batch.empty()) {  // the space is exhausted
+        c.done = true;
+        continue;
+      }
+      any = true;
+      std::vector<autotune::MeasureResult> results = measure(batch);
+      for (size_t k = 0; k < batch.size(); ++k) {
+        if (!results[k].ok()) ++c.run->errors;
+        if (c.log) c.log->write(autotune::Record::make(task, batch[k], results[k]));
+        ++c.trials;
+        on_trial(c, batch[k], results[k]);
+      }
+      c.tuner->update(batch, results);
+      c.run->seconds += (bench::now_ms() - t0) / 1e3;
+    }
+    if (!any) break;
+  }
 }
 
 }  // namespace
@@ -393,77 +415,104 @@ int main(int argc, char** argv) {
       if (use_min && !m.runs.empty()) s = *std::min_element(m.runs.begin(), m.runs.end());
       return s > 0 ? task.flops / s / 1e9 : 0.0;
     };
-    for (uint64_t seed : seeds) {
-      for (const std::string& name : tuners) {
-        std::string stem = l.name + "-" + name + "-seed" + std::to_string(seed) + ".jsonl";
-        std::string log = keep_logs.empty()
-                              ? (std::filesystem::temp_directory_path() /
-                                 ("kiln-bench-tuners-" + std::to_string(::getpid()) + "-" + stem))
-                                    .string()
-                              : (std::filesystem::path(keep_logs) / stem).string();
-        std::filesystem::remove(log);
-        Run run;
-        run.tuner = name;
-        run.seed = seed;
-        std::unique_ptr<autotune::Tuner> tuner =
-            name == "xgb" ? std::make_unique<autotune::ModelTuner>(task, seed, xgb_options)
-                          : autotune::make_tuner(name, task, seed);
-        autotune::TuneOptions opt;
-        // The default is trial 1 of every tune(); without --count-default the budget and the
-        // curve are the search's trials after it.
-        const int skip = count_default ? 0 : 1;
-        opt.n_trials = trials + skip;
-        opt.log_path = log;
-        opt.measure = measure_opt;
-        opt.progress = [&](const autotune::TuneProgress& p) {
-          const int t = p.trials - skip;  // this trial's number on the curve
-          if (t < 1 || p.verifying) return;
-          // The latest trial's speed by the chosen metric (the tuner itself ranks by the mean).
-          double g = p.last_result ? speed(*p.last_result) : 0;
-          double before = run.best.empty() ? 0 : run.best.back();
-          run.best.resize(static_cast<size_t>(t), before);
-          run.pick.resize(static_cast<size_t>(t), run.pick.empty() ? kNoPick : run.pick.back());
-          if (g > before && p.last_config) {
-            run.best[static_cast<size_t>(t - 1)] = g;
-            run.pick[static_cast<size_t>(t - 1)] = p.last_config->index();
-            run.pick_configs.emplace(p.last_config->index(), *p.last_config);
+    std::unique_ptr<autotune::Measurer> measurer;  // one per workload: the default measured once
+    autotune::MeasureResult default_result;
+    MeasureFn measure;
+    try {
+      if (!replay_log.empty()) {
+        replay_table = load_replay(replay_log, task);
+        measure = [&](const std::vector<autotune::Config>& batch) {
+          std::vector<autotune::MeasureResult> results;
+          for (const autotune::Config& c : batch) {
+            auto it = replay_table.find(c.index());
+            if (it == replay_table.end())
+              throw std::runtime_error(
+                  "--replay: config " + std::to_string(c.index()) +
+                  " is not in the log; a replay needs every config of the space "
+                  "(kiln-bench-tuners --tuners grid --keep-logs DIR)");
+            results.push_back(it->second);
           }
-          if (!tty) return;
-          std::fprintf(stderr, "\r  seed %llu %-6s trial %d/%d best %.2f GFLOP/s, %.0f s\033[K",
-                       static_cast<unsigned long long>(seed), name.c_str(), t, trials,
-                       run.best.back(), p.elapsed_s);
+          return results;
         };
-        autotune::TuneResult r;
-        try {
-          if (!replay_log.empty()) {
-            if (replay_table.empty()) replay_table = load_replay(replay_log, task);
-            r = replay(task, *tuner, replay_table, opt.n_trials, opt.progress);
-          } else {
-            r = autotune::tune(task, *tuner, opt);
-          }
-        } catch (const std::exception& e) {
-          std::cerr << "\nkiln-bench-tuners: " << l.name << " " << name << " seed " << seed << ": "
-                    << e.what() << "\n";
-          if (keep_logs.empty()) std::filesystem::remove(log);
-          return 1;
+        default_result = measure({task.default_config()})[0];
+      } else {
+        measurer = std::make_unique<autotune::Measurer>(task, measure_opt);
+        default_result = measurer->default_result();
+        measure = [&](const std::vector<autotune::Config>& batch) {
+          return measurer->measure(batch);
+        };
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "kiln-bench-tuners: " << l.name << ": " << e.what() << "\n";
+      return 1;
+    }
+    // The default is trial 1 of every race; without --count-default the budget and the curve
+    // are the search's trials after it.
+    const int skip = count_default ? 0 : 1;
+    for (uint64_t seed : seeds) {
+      const size_t first = runs.size();
+      runs.resize(first + tuners.size());
+      std::vector<Contender> contenders;
+      for (size_t i = 0; i < tuners.size(); ++i) {
+        Run& run = runs[first + i];
+        run.tuner = tuners[i];
+        run.seed = seed;
+        run.default_gflops = speed(default_result);
+        Contender c;
+        c.run = &run;
+        c.tuner = tuners[i] == "xgb"
+                      ? std::make_unique<autotune::ModelTuner>(task, seed, xgb_options)
+                      : autotune::make_tuner(tuners[i], task, seed);
+        if (!keep_logs.empty()) {
+          std::filesystem::path log =
+              std::filesystem::path(keep_logs) /
+              (l.name + "-" + tuners[i] + "-seed" + std::to_string(seed) + ".jsonl");
+          std::filesystem::remove(log);
+          c.log = std::make_unique<autotune::RecordWriter>(log.string());
         }
-        if (keep_logs.empty()) std::filesystem::remove(log);
-        if (tty) std::fprintf(stderr, "\r\033[K");
-        run.seconds = r.elapsed_s;
-        run.errors = r.errors;
-        run.default_gflops = speed(r.default_result);
-        if (auto* mt = dynamic_cast<autotune::ModelTuner*>(tuner.get()))
+        contenders.push_back(std::move(c));
+      }
+      auto on_trial = [&](Contender& c, const autotune::Config& config,
+                          const autotune::MeasureResult& result) {
+        Run& run = *c.run;
+        const int t = c.trials - skip;  // this trial's number on the curve
+        if (t < 1) return;
+        double g = speed(result);
+        double before = run.best.empty() ? 0 : run.best.back();
+        run.best.resize(static_cast<size_t>(t), before);
+        run.pick.resize(static_cast<size_t>(t), run.pick.empty() ? kNoPick : run.pick.back());
+        if (g > before) {
+          run.best[static_cast<size_t>(t - 1)] = g;
+          run.pick[static_cast<size_t>(t - 1)] = config.index();
+          run.pick_configs.emplace(config.index(), config);
+        }
+        if (!tty) return;
+        std::fprintf(stderr, "\r  seed %llu %-6s trial %d/%d best %.2f GFLOP/s\033[K",
+                     static_cast<unsigned long long>(seed), run.tuner.c_str(), t, trials,
+                     run.best.back());
+      };
+      try {
+        race(task, contenders, default_result, measure, trials + skip, seed, on_trial);
+      } catch (const std::exception& e) {
+        std::cerr << "\nkiln-bench-tuners: " << l.name << " seed " << seed << ": " << e.what()
+                  << "\n";
+        return 1;
+      }
+      if (tty) std::fprintf(stderr, "\r\033[K");
+      for (size_t i = 0; i < tuners.size(); ++i) {
+        Run& run = runs[first + i];
+        if (auto* mt = dynamic_cast<autotune::ModelTuner*>(contenders[i].tuner.get()))
           run.model_seconds = mt->stats().plan_seconds;
-        std::cout << "  seed " << seed << " " << name << ": best "
+        std::cout << "  seed " << seed << " " << run.tuner << ": best "
                   << bench::fixed(run.best.empty() ? 0 : run.best.back(), 2) << " GFLOP/s after "
                   << run.best.size() << " trials (default " << bench::fixed(run.default_gflops, 2)
-                  << "), " << r.errors << " failed, " << bench::fixed(run.seconds, 1) << " s";
+                  << "), " << run.errors << " failed, " << bench::fixed(run.seconds, 1) << " s";
         if (run.model_seconds > 0)
           std::cout << " (" << bench::fixed(run.model_seconds, 1) << " s in the cost model)";
         std::cout << std::endl;
         for (size_t t = 0; t < run.best.size(); ++t)
-          csv << l.name << "," << name << "," << seed << "," << t + 1 << "," << run.best[t] << "\n";
-        runs.push_back(std::move(run));
+          csv << l.name << "," << run.tuner << "," << seed << "," << t + 1 << "," << run.best[t]
+              << "\n";
       }
     }
     // --remeasure: every config that was some run's best so far, measured again in rounds
@@ -473,13 +522,12 @@ int main(int argc, char** argv) {
       for (const Run& r : runs) picks.insert(r.pick_configs.begin(), r.pick_configs.end());
       std::vector<autotune::Config> configs;
       for (auto& [i, c] : picks) configs.push_back(c);
-      autotune::Measurer measurer(task, measure_opt);
       std::map<uint64_t, std::vector<double>> speeds;
       std::mt19937_64 rng(12345);
       const double t0 = bench::now_ms();
       for (int round = 0; round < remeasure; ++round) {
         std::shuffle(configs.begin(), configs.end(), rng);
-        std::vector<autotune::MeasureResult> results = measurer.measure(configs);
+        std::vector<autotune::MeasureResult> results = measurer->measure(configs);
         for (size_t i = 0; i < configs.size(); ++i)
           speeds[configs[i].index()].push_back(speed(results[i]));
       }
