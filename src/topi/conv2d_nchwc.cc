@@ -106,9 +106,12 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
       if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
       const int64_t v = vecs * reg;
       const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
+      // Registers a tile of n pixels needs beyond the target's (accumulators, the step's kernel
+      // vectors, one broadcast).
+      auto over_budget = [&](int64_t n) { return v * n + v + 1 - registers; };
       // Cycles of one reduction step of a tile of n pixels.
       auto step = [&](int64_t n) {
-        const int64_t over = std::max<int64_t>(0, v * n + v + 1 - registers);
+        const int64_t over = std::max<int64_t>(0, over_budget(n));
         const double fma = v * n / 2.0, load = (v + n + 2 * over) / 1.5,
                      l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
         return std::max({fma, load, l2});
@@ -120,7 +123,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
           if (tail != 0 && (!rules.tails || w > autotune::kSmallSplitFactors)) continue;
           // One register over the budget costs a spilled accumulator per step (a store and a
           // load); more than one is not considered.
-          if (v * n + v + 1 - registers > rules.max_over) continue;
+          if (over_budget(n) > rules.max_over) continue;
           // A row of tiles: OW / w full ones and the tail, against the FMAs of the row.
           const double row = (OW / w) * step(n) + (tail ? step(h * tail) : 0.0);
           const double eff = std::round(1000 * (v * h * OW / 2.0) / row) / 1000;
