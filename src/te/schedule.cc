@@ -264,6 +264,23 @@ Stage& Stage::pragma(const IterVar& iv, const std::string& key, Expr value) {
   return *this;
 }
 
+Stage& Stage::prefetch(const Tensor& t, const IterVar& iv, std::vector<Expr> index, int locality) {
+  check_leaf(n_.get(), iv, "prefetch");
+  KILN_USER_CHECK(t.defined() && index.size() == t->shape.size())
+      << "prefetch: tensor '" << (t.defined() ? t.name() : std::string("?")) << "' has "
+      << (t.defined() ? t->shape.size() : 0) << " dimensions, got " << index.size()
+      << " indices (stage '" << n_->name() << "', axis '" << iv_name(iv) << "')";
+  KILN_USER_CHECK(locality >= 0 && locality <= 3)
+      << "prefetch: locality " << locality << " is not 0..3 (stage '" << n_->name() << "', axis '"
+      << iv_name(iv) << "')";
+  for (Expr& e : index) e = cast(DataType::Int(32), e);
+  Expr addr = Call::make(DataType::Handle(), builtin::kAddressOf,
+                         {ProducerLoad::make(Producer(t.get()), index)}, CallKind::kPureIntrinsic);
+  n_->iter_var_attrs[iv.get()].prefetches.push_back(Evaluate::make(Call::make(
+      DataType::Int(32), builtin::kPrefetch, {addr, Expr(locality)}, CallKind::kIntrinsic)));
+  return *this;
+}
+
 Stage& Stage::bind(const IterVar& iv, const IterVar& thread) {
   check_leaf(n_.get(), iv, "bind");
   KILN_USER_CHECK(thread.defined() && thread->iter_type == IterVarType::kThreadIndex)

@@ -352,6 +352,11 @@ class NestBuilder {
     if (it != st->iter_var_attrs.end()) {
       kind = it->second.for_kind;
       if (it->second.bind_thread.defined()) tag = it->second.bind_thread->thread_tag;
+      if (!it->second.prefetches.empty()) {
+        std::vector<Stmt> seq = it->second.prefetches;
+        seq.push_back(body);
+        body = SeqStmt::make(seq);
+      }
       for (auto p = it->second.pragmas.rbegin(); p != it->second.pragmas.rend(); ++p)
         body = AttrStmt::make(iv, attr::kPragmaPrefix + p->first, p->second, body);
     }

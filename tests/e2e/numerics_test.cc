@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "e2e/e2e_util.h"
+#include "kiln/target/codegen.h"
 
 namespace kiln::e2e {
 namespace {
@@ -588,6 +589,36 @@ TEST(E2EAnnotate, VectorizeInnerParallelOuter) {
   expect_output(s, {A, B, C}, {a, b}, reference({n, m}, f32, [&](const std::vector<int64_t>& ix) {
                   return at(a, ix) * at(b, {ix[1]}) + 0.5;
                 }));
+}
+
+TEST(E2EAnnotate, PrefetchAheadAndPastTheEnd) {
+  // A row sum whose row loop prefetches the row 3 ahead (past A's end on the last rows, where
+  // it must do nothing) at each locality; the result is the plain sum, and the assembly has
+  // the x86 prefetch the locality names.
+  const int n = 37, m = 45;
+  auto A = placeholder({n, m}, f32, "A");
+  auto k = reduce_axis({0, m}, "k");
+  auto C = compute(
+      {n}, [&](Var i) { return sum(A(i, k) * 2.0f, {k}); }, "C");
+  NDArray a = random_array({n, m}, f32, 35);
+  NDArray want = reference({n}, f32, [&](const std::vector<int64_t>& ix) {
+    double acc = 0;
+    for (int64_t j = 0; j < m; ++j) acc += at(a, {ix[0], j}) * 2.0;
+    return acc;
+  });
+  const char* insn[] = {"prefetchnta", "prefetcht2", "prefetcht1", "prefetcht0"};
+  for (int locality = 0; locality <= 3; ++locality) {
+    SCOPED_TRACE(locality);
+    auto s = create_schedule({C});
+    s[C].prefetch(A, C->axis[0], {C->axis[0]->var + 3, 0}, locality);
+    expect_output(s, {A, C}, {a}, want);
+    std::string text = lowered_text(s, {A, C});
+    EXPECT_NE(text.find("prefetch(address_of(A[i*45 + 135]), " + std::to_string(locality) + ")"),
+              std::string::npos)
+        << text;
+    std::string asm_text = codegen::get_source(build_host(s, {A, C}), "asm");
+    EXPECT_NE(asm_text.find(insn[locality]), std::string::npos) << asm_text;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -73,6 +73,19 @@ TEST(LowerGolden, NonDivisibleSplitInlineUnroll) {
   EXPECT_GOLDEN("nondivisible_unrolled", tir::to_string(lower(s, {A, E}, "f")));
 }
 
+TEST(LowerGolden, PrefetchTheNextBlockOfAStream) {
+  // Latency hiding: each iteration of ko first hints the cache line of A's next 8-row block
+  // (the index runs past A's last block on the last iteration: a prefetch never faults).
+  MatMul mm;
+  auto s = create_schedule({mm.C});
+  auto [yo, xo, yi, xi] = s[mm.C].tile(mm.C->axis[0], mm.C->axis[1], 8, 8);
+  auto [ko, ki] = s[mm.C].split(mm.k, 8);
+  s[mm.C].reorder({yo, xo, ko, yi, xi, ki});
+  s[mm.C].prefetch(mm.A, ko, {(ko->var + 1) * 8, yo->var * 8}, 2);
+  EXPECT_GOLDEN("prefetch_nests", nests(s, {mm.A, mm.B, mm.C}));
+  EXPECT_GOLDEN("prefetch", tir::to_string(lower(s, {mm.A, mm.B, mm.C}, "matmul")));
+}
+
 TEST(LowerGolden, FuseAndTupleReduction) {
   auto A = placeholder({4, 6}, DataType::Float(32), "A");
   auto k = reduce_axis({0, 6}, "k");

@@ -110,6 +110,18 @@ TEST(ScheduleErrors, CacheReadOfNonReader) {
   EXPECT_ERROR(s.cache_read(f.P, "local", {f.Q}), "cache_read: stage 'Q' does not read tensor P");
 }
 
+TEST(ScheduleErrors, PrefetchIndexAndLocality) {
+  Fixture f;
+  auto i = f.R->axis[0];
+  EXPECT_ERROR(f.s[f.R].prefetch(f.A, i, {i->var}),
+               "prefetch: tensor 'A' has 2 dimensions, got 1 indices (stage 'R', axis 'i')");
+  EXPECT_ERROR(f.s[f.R].prefetch(f.A, i, {i->var, 0}, 4),
+               "prefetch: locality 4 is not 0..3 (stage 'R', axis 'i')");
+  auto [o, in] = f.s[f.R].split(i, 4);
+  EXPECT_ERROR(f.s[f.R].prefetch(f.A, i, {i->var, 0}),
+               "prefetch: axis 'i' is not a loop of stage 'R'");
+}
+
 TEST(ScheduleErrors, BadScopeAndAlign) {
   Fixture f;
   EXPECT_ERROR(f.s[f.P].set_scope("texture"), "set_scope: unknown storage scope 'texture'");

@@ -122,6 +122,11 @@ constexpr const char* kArgCheck = "kiln.arg_check";
 /// vpdpbusd for 16 lanes on targets with avx512vnni and fuses `x + dpbusd(0, a, b)` into
 /// dpbusd(x, a, b). Used by topi/quantized.h.
 constexpr const char* kDpbusd = "dpbusd";
+/// prefetch(address_of(Load), locality) as an Evaluate statement: a hint to bring the cache line
+/// holding that element closer (locality 3: all levels, prefetcht0; 2: L2, prefetcht1; 1: L3;
+/// 0: non-temporal). It never faults, so the element may lie past the buffer's end: nothing is
+/// loaded. Emitted by Stage::prefetch.
+constexpr const char* kPrefetch = "prefetch";
 }  // namespace builtin
 
 /// Replaces variables by expressions (by identity).

@@ -37,6 +37,8 @@ struct IterVarAttr {
   ForKind for_kind = ForKind::kSerial;
   IterVar bind_thread;  ///< set by bind()
   std::vector<std::pair<std::string, Expr>> pragmas;
+  /// Set by prefetch(): statements put first in the loop's body.
+  std::vector<Stmt> prefetches;
 };
 
 enum class AttachType : uint8_t { kGroupRoot, kInline, kScope };
@@ -84,6 +86,13 @@ class Stage {
   Stage& vectorize(const IterVar& iv);
   Stage& unroll(const IterVar& iv);
   Stage& pragma(const IterVar& iv, const std::string& key, Expr value = Expr(1));
+  /// Latency hiding (TVM's prefetch, with an explicit address): at the start of each iteration
+  /// of leaf loop `iv`, hints the hardware to fetch the cache line of `t[index]` into the cache
+  /// level `locality` names (builtin::kPrefetch). `index` may use this stage's loop variables
+  /// and those of the loops around its attach point, and may lie outside `t`'s shape (its
+  /// row-major offset is taken as is): e.g. the next block of a stream of weights, spread over
+  /// the iterations of the current one.
+  Stage& prefetch(const Tensor& t, const IterVar& iv, std::vector<Expr> index, int locality = 2);
   /// Binds a loop to a thread axis, e.g. thread_axis("threadIdx.x").
   Stage& bind(const IterVar& iv, const IterVar& thread);
   /// Pads the stride of dimension `axis` so that stride % factor == offset.

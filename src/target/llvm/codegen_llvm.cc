@@ -873,6 +873,23 @@ llvm::Value* CodeGenLLVM::emit_builtin(const Call* op) {
     if (!l || !l->dtype.is_scalar()) fail("address_of needs one scalar Load argument");
     return element_ptr(l->buffer_var, l->dtype, l->index);
   }
+  if (op->name == builtin::kPrefetch) {
+    // prefetch(address_of(Load), locality): llvm.prefetch (read, data cache). The address is a
+    // plain GEP, not inbounds: a prefetch may point past its buffer (the next block of a
+    // stream), where it does nothing.
+    const Call* a = op->args.size() == 2 ? op->args[0].as<Call>() : nullptr;
+    const Load* l = a && a->name == builtin::kAddressOf && a->args.size() == 1
+                        ? a->args[0].as<Load>()
+                        : nullptr;
+    if (!l || !l->dtype.is_scalar()) fail("prefetch needs address_of(scalar Load) and a locality");
+    const int64_t locality = const_arg(1);
+    if (locality < 0 || locality > 3) fail("prefetch: locality must be 0..3");
+    llvm::Value* p = b_->CreateGEP(ty(l->dtype), emit_expr(l->buffer_var), emit_index64(l->index));
+    b_->CreateIntrinsic(
+        llvm::Intrinsic::prefetch, {ptr},
+        {p, b_->getInt32(0), b_->getInt32(static_cast<uint32_t>(locality)), b_->getInt32(1)});
+    return b_->getInt32(0);
+  }
   if (op->name == builtin::kArgValue) {
     llvm::Value* args = emit_expr(op->args[0]);
     llvm::Value* p = b_->CreateInBoundsGEP(b_->getInt64Ty(), args, b_->getInt64(const_arg(1)));
