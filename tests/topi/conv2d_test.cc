@@ -6,9 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "conv_ref.h"
+#include "kiln/arith/analyzer.h"
+#include "kiln/ir/functor.h"
+#include "kiln/ir/printer.h"
 #include "topi_test_util.h"
 
 namespace kiln::topi {
@@ -246,6 +252,86 @@ TEST(Conv2DNCHWc, TilesWithATailMatchTheReference) {
       }
     }
     check_nchwc_configs(w, ep, t, configs);
+  }
+}
+
+/// The cache lines (64 bytes) of `buffer` that prefetches in the lowered `body` hint, over every
+/// iteration of the loops around them, with the loops named in `fixed` held at their minimum.
+class PrefetchedLines : public ir::IRVisitor {
+ public:
+  PrefetchedLines(std::string buffer, std::vector<std::string> fixed)
+      : buffer_(std::move(buffer)), fixed_(std::move(fixed)) {}
+  std::set<int64_t> lines;
+  int64_t statements = 0;
+
+ protected:
+  using ir::IRVisitor::visit;
+  void visit(const ir::For* op) override {
+    loops_.push_back(op);
+    ir::IRVisitor::visit(op);
+    loops_.pop_back();
+  }
+  void visit(const ir::Evaluate* op) override {
+    const ir::Call* c = op->value.as<ir::Call>();
+    if (!c || c->name != ir::builtin::kPrefetch) return;
+    const ir::Load* l = c->args[0].as<ir::Call>()->args[0].as<ir::Load>();
+    ASSERT_NE(l, nullptr);
+    if (l->buffer_var.name() != buffer_) return;
+    ++statements;
+    enumerate(0, {}, l->index);
+  }
+
+ private:
+  void enumerate(size_t k, ir::VarMap<ir::Expr> values, const ir::Expr& index) {
+    if (k == loops_.size()) {
+      arith::Analyzer ana;
+      auto v = as_const_int(ana.simplify(ir::substitute(index, values)));
+      ASSERT_TRUE(v.has_value()) << ir::to_string(index);
+      lines.insert(*v * 4 / 64);
+      return;
+    }
+    const ir::For* f = loops_[k];
+    const int64_t lo = *as_const_int(f->min), n = *as_const_int(f->extent);
+    const bool fix = f->for_kind == ir::ForKind::kParallel ||
+                     std::find(fixed_.begin(), fixed_.end(), f->loop_var.name()) != fixed_.end();
+    for (int64_t i = lo; i < (fix ? lo + 1 : lo + n); ++i) {
+      values[f->loop_var] = ir::Expr(static_cast<int32_t>(i));
+      enumerate(k + 1, values, index);
+    }
+  }
+  std::string buffer_;
+  std::vector<std::string> fixed_;
+  std::vector<const ir::For*> loops_;
+};
+
+TEST(Conv2DNCHWc, AccOuterPrefetchesEveryLineOfTheNextKernelBlock) {
+  // With acc_outer the task's register tiles go through the kernel one ic_outer block at a
+  // time (oc_reg streams of KH x KW x ic_bn x oc_bn floats); over the iterations of block 0 the
+  // prefetches must name every cache line of block 1 of the task's streams. Schedules only.
+  const Target avx512("llvm -mcpu=skylake-avx512");
+  for (int64_t oc_reg : {4, 2}) {
+    SCOPED_TRACE(oc_reg);
+    const Conv2DWorkload w = wl(1, 64, 7, 7, 128, 3, 3, 1, Padding2D::all(1));
+    autotune::Template t = conv2d_nchwc_template(w, {}, avx512);
+    autotune::ConfigSpace space = autotune::define_space(t);
+    nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
+    j.erase("index");
+    j["knobs"]["acc_outer"] = 1;
+    j["knobs"]["oc_reg"] = oc_reg;
+    j["knobs"]["tile_oh"] = {-1, 1};
+    j["knobs"]["tile_ow"] = {-1, 7};
+    Instance inst = autotune::instantiate(t, Config::from_json(j, space));
+    tir::PrimFunc f = tir::lower(inst.sch, inst.args, "f");
+    PrefetchedLines v("packed_kernel", {"ic_outer"});
+    v.visit_stmt(f->body);
+    EXPECT_GT(v.statements, 0) << tir::to_string(f);
+    // Kernel [8, 4, 3, 3, 16, 16]: stream s of task 0 is output block s; block 1 of it starts
+    // at (s * 4 + 1) * 2304 floats, 144 lines long.
+    int64_t missing = 0;
+    for (int64_t st = 0; st < oc_reg; ++st)
+      for (int64_t line = 0; line < 144; ++line)
+        missing += v.lines.count(((st * 4 + 1) * 2304) / 16 + line) == 0;
+    EXPECT_EQ(missing, 0) << tir::to_string(f);
   }
 }
 
