@@ -33,13 +33,18 @@ TEST(LowerGolden, Figure5Plain) {
   EXPECT_GOLDEN("figure5_plain", tir::to_string(lower(s, {mm.A, mm.B, mm.C}, "matmul")));
 }
 
-TEST(LowerGolden, Figure5Tiled) {
-  // yo, xo, ko, yi, xi, ki = s[C].tile(y, x, k, 8, 8, 8)
-  MatMul mm;
-  auto s = create_schedule({mm.C});
+/// The paper's tiling: yo, xo, ko, yi, xi, ki = s[C].tile(y, x, k, 8, 8, 8); returns (yo, ko).
+std::pair<IterVar, IterVar> tile_figure5(Schedule& s, const MatMul& mm) {
   auto [yo, xo, yi, xi] = s[mm.C].tile(mm.C->axis[0], mm.C->axis[1], 8, 8);
   auto [ko, ki] = s[mm.C].split(mm.k, 8);
   s[mm.C].reorder({yo, xo, ko, yi, xi, ki});
+  return {yo, ko};
+}
+
+TEST(LowerGolden, Figure5Tiled) {
+  MatMul mm;
+  auto s = create_schedule({mm.C});
+  tile_figure5(s, mm);
   EXPECT_GOLDEN("figure5_tiled_nests", nests(s, {mm.A, mm.B, mm.C}));
   EXPECT_GOLDEN("figure5_tiled", tir::to_string(lower(s, {mm.A, mm.B, mm.C}, "matmul")));
 }
@@ -78,9 +83,7 @@ TEST(LowerGolden, PrefetchTheNextBlockOfAStream) {
   // (the index runs past A's last block on the last iteration: a prefetch never faults).
   MatMul mm;
   auto s = create_schedule({mm.C});
-  auto [yo, xo, yi, xi] = s[mm.C].tile(mm.C->axis[0], mm.C->axis[1], 8, 8);
-  auto [ko, ki] = s[mm.C].split(mm.k, 8);
-  s[mm.C].reorder({yo, xo, ko, yi, xi, ki});
+  auto [yo, ko] = tile_figure5(s, mm);
   s[mm.C].prefetch(mm.A, ko, {(ko->var + 1) * 8, yo->var * 8}, 2);
   EXPECT_GOLDEN("prefetch_nests", nests(s, {mm.A, mm.B, mm.C}));
   EXPECT_GOLDEN("prefetch", tir::to_string(lower(s, {mm.A, mm.B, mm.C}, "matmul")));
