@@ -216,7 +216,10 @@ int main(int argc, char** argv) {
         "seeds and ranges (0,1,2 or 0-19); every tuner runs once per seed (default 0-2)"},
        {"--repeat", "timed repeats per measurement (default 5)"},
        {"--rotate-mb", "argument copies rotated per measurement, MB (default 64, as kiln tune)"},
-       {"--metric", "a config's speed in the curves: min (of the repeats, default) or mean"},
+       {"--metric",
+        "a config's speed in the curves: relative (default; its time against the default "
+        "config's, timed after each repeat in the same process, times the default's fastest "
+        "repeat), min (of the repeats; the default with --replay) or mean"},
        {"--count-default",
         "1: the default config (measured first, as the reference) counts as every tuner's "
         "first trial; 0 (default): the curves are the search's own trials, as in the paper"},
@@ -257,9 +260,11 @@ int main(int argc, char** argv) {
   if (seeds.empty()) cl.fail("--seeds: no seed given");
   const int repeat = static_cast<int>(cl.get_int("--repeat", 5));
   const int64_t rotate_mb = cl.get_int("--rotate-mb", 64);
-  const std::string metric = cl.get_string("--metric", "min");
-  if (metric != "min" && metric != "mean") cl.fail("--metric: 'min' or 'mean'");
-  const bool use_min = metric == "min";
+  const std::string replay_log = cl.get_string("--replay", "");
+  const std::string metric = cl.get_string("--metric", replay_log.empty() ? "relative" : "min");
+  if (metric != "min" && metric != "mean" && metric != "relative")
+    cl.fail("--metric: 'relative', 'min' or 'mean'");
+  const bool use_min = metric == "min", use_relative = metric == "relative";
   const bool count_default = cl.get_int("--count-default", 0) != 0;
   if (repeat < 1) cl.fail("--repeat must be >= 1");
   if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
   measure_opt.build_threads = build_threads;
   measure_opt.repeat = repeat;
   measure_opt.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
+  measure_opt.reference = use_relative;
   std::vector<std::string> tuners = split_list(cl.get_string("--tuners", "xgb,random,ga"));
   for (const std::string& t : tuners)
     if (t != "xgb" && t != "random" && t != "ga" && t != "grid")
@@ -284,7 +290,6 @@ int main(int argc, char** argv) {
     chosen.push_back(*it);
   }
   if (chosen.empty()) cl.fail("--workloads: no workload given");
-  const std::string replay_log = cl.get_string("--replay", "");
   const int remeasure = static_cast<int>(cl.get_int("--remeasure", 3));
   autotune::ModelTunerOptions xgb_options;
   {
@@ -408,11 +413,15 @@ int main(int argc, char** argv) {
               << " MFLOP, " << task.space.size() << " configs\n";
     std::vector<Run> runs;
     ReplayTable replay_table;
+    /// --metric relative: the default's fastest repeat (of itself and of its reference runs),
+    /// which turns relative times into seconds.
+    double unit_s = 0;
     /// GFLOP/s of a measurement by the chosen metric; 0 for a failed one.
     auto speed = [&](const autotune::MeasureResult& m) {
       if (!m.ok()) return 0.0;
       double s = m.mean_s;
       if (use_min && !m.runs.empty()) s = *std::min_element(m.runs.begin(), m.runs.end());
+      if (use_relative) s = m.relative() * unit_s;
       return s > 0 ? task.flops / s / 1e9 : 0.0;
     };
     std::unique_ptr<autotune::Measurer> measurer;  // one per workload: the default measured once
@@ -445,6 +454,17 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::cerr << "kiln-bench-tuners: " << l.name << ": " << e.what() << "\n";
       return 1;
+    }
+    if (use_relative) {
+      if (default_result.relative() <= 0) {
+        std::cerr << "kiln-bench-tuners: " << l.name
+                  << ": --metric relative needs measurements timed against the default (a "
+                     "replayed log without them: use --metric min)\n";
+        return 1;
+      }
+      for (const std::vector<double>* v : {&default_result.runs, &default_result.ref_runs})
+        for (double x : *v)
+          if (x > 0 && (unit_s == 0 || x < unit_s)) unit_s = x;
     }
     // The default is trial 1 of every race; without --count-default the budget and the curve
     // are the search's trials after it.

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -275,6 +276,11 @@ struct Measurer::State {
   /// Argument sets of candidates whose arguments have other shapes than the default's (another
   /// layout of the same tensors), one per shape list: random inputs, no reference.
   std::map<std::vector<std::vector<int64_t>>, std::unique_ptr<State>> layouts;
+  /// MeasureOptions::reference: the default config compiled in the measuring process (children
+  /// inherit it), and the argument copies it runs on beside a candidate's.
+  runtime::Module ref_module;
+  runtime::PackedFunc ref_fn;
+  std::unique_ptr<State> ref_args;
   /// The layouts' keys, oldest first: at most kMaxLayouts are kept (each holds rotate_bytes of
   /// arguments; a random search over channel blocks visited dozens and grew to 3 GB).
   std::deque<std::vector<std::vector<int64_t>>> layout_order;
@@ -351,18 +357,59 @@ RotationPlan plan_rotation(const MeasureOptions& opt, size_t set_bytes) {
   return p;
 }
 
-/// The child's side: check run, warm-up, timed repeats; report as JSON (plus output bytes).
+/// A kernel and the rotated argument copies it runs on, called in turn.
+struct Rotor {
+  const runtime::PackedFunc* fn;
+  Measurer::State* st;
+  size_t next = 0;
+  void call(const ArgSet& s) const {
+    fn->call_packed(s.values.data(), s.codes.data(), static_cast<int32_t>(s.values.size()));
+  }
+  void step() {
+    call(st->sets[next]);
+    next = (next + 1) % st->sets.size();
+  }
+  /// Writes every rotated output once: the sets were made in the parent, and the first write to
+  /// each of their pages in a forked child is a copy-on-write fault (an 800 KB output: ~200
+  /// faults, which had doubled the measured time of a 1.5 ms conv2d).
+  void touch_outputs(size_t from) {
+    for (size_t c = from; c < st->sets.size(); ++c)
+      for (size_t i = 0; i < st->sets[c].arrays.size(); ++i)
+        if (st->is_output[i]) poison(st->sets[c].arrays[i]);
+  }
+  /// The untimed calls before timing, then the calls per repeat: enough for min_repeat_ms,
+  /// judged from one timed call.
+  int warm_up(const MeasureOptions& opt) {
+    const int warm = plan_rotation(opt, st->set_bytes).warmup_calls;
+    for (int i = 0; i < warm; ++i) step();
+    auto t0 = Clock::now();
+    step();
+    double one = std::max(1e-9, seconds_since(t0));
+    return static_cast<int>(
+        std::clamp(std::ceil(opt.min_repeat_ms * 1e-3 / one), 1.0, double(opt.max_number)));
+  }
+  /// One timed repeat of `number` calls: seconds per call. With `rewarm`, an untimed call first
+  /// (on a single copy, the other kernel's repeat in between has evicted its data).
+  double repeat(int number, bool rewarm) {
+    if (rewarm) step();
+    auto t = Clock::now();
+    for (int k = 0; k < number; ++k) step();
+    return seconds_since(t) / number;
+  }
+};
+
+/// The child's side: check run, warm-up, timed repeats (each followed by one of the reference,
+/// when given); report as JSON (plus output bytes).
 static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State& st,
-                          const MeasureOptions& opt, bool send_outputs) {
-  auto call = [&](const ArgSet& s) {
-    fn.call_packed(s.values.data(), s.codes.data(), static_cast<int32_t>(s.values.size()));
-  };
+                          const MeasureOptions& opt, bool send_outputs,
+                          const runtime::PackedFunc* ref_fn, Measurer::State* ref_st) {
   json rep;
   try {
+    Rotor cand{&fn, &st};
     const ArgSet& s0 = st.sets[0];
     for (size_t i = 0; i < s0.arrays.size(); ++i)
       if (st.is_output[i]) poison(s0.arrays[i]);
-    call(s0);
+    cand.call(s0);
     if (opt.check && !send_outputs) {
       for (size_t i = 0; i < s0.arrays.size(); ++i) {
         if (!st.is_output[i]) continue;
@@ -375,32 +422,22 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
         }
       }
     }
-    // Write every rotated output once before timing: the sets were made in the parent, and the
-    // first write to each of their pages in this forked child is a copy-on-write fault (an
-    // 800 KB output: ~200 faults, which had doubled the measured time of a 1.5 ms conv2d).
-    for (size_t c = 1; c < st.sets.size(); ++c)
-      for (size_t i = 0; i < st.sets[c].arrays.size(); ++i)
-        if (st.is_output[i]) poison(st.sets[c].arrays[i]);
-    size_t next = 1 % st.sets.size();
-    auto step = [&] {
-      call(st.sets[next]);
-      next = (next + 1) % st.sets.size();
-    };
-    const int warm = plan_rotation(opt, st.set_bytes).warmup_calls;
-    for (int i = 0; i < warm; ++i) step();
-    // Calls per repeat: enough for min_repeat_ms, judged from one timed call.
-    auto t0 = Clock::now();
-    step();
-    double one = std::max(1e-9, seconds_since(t0));
-    int number = static_cast<int>(
-        std::clamp(std::ceil(opt.min_repeat_ms * 1e-3 / one), 1.0, double(opt.max_number)));
-    std::vector<double> runs;
+    cand.touch_outputs(1);
+    cand.next = 1 % st.sets.size();
+    std::optional<Rotor> ref;
+    if (ref_fn) {
+      ref.emplace(Rotor{ref_fn, ref_st});
+      ref->touch_outputs(0);
+    }
+    const int number = cand.warm_up(opt);
+    const int ref_number = ref ? ref->warm_up(opt) : 0;
+    std::vector<double> runs, ref_runs;
     for (int r = 0; r < opt.repeat; ++r) {
-      auto t = Clock::now();
-      for (int k = 0; k < number; ++k) step();
-      runs.push_back(seconds_since(t) / number);
+      runs.push_back(cand.repeat(number, ref && st.sets.size() == 1));
+      if (ref) ref_runs.push_back(ref->repeat(ref_number, ref_st->sets.size() == 1));
     }
     rep = {{"runs", runs}, {"number", number}};
+    if (ref) rep["ref_runs"] = ref_runs;
   } catch (const std::exception& e) {
     rep = {{"error", "runtime"}, {"message", e.what()}};
   }
@@ -492,6 +529,8 @@ MeasureResult interpret(const ChildOutcome& oc, const MeasureOptions& opt, std::
     return r;
   }
   for (const json& x : rep["runs"]) r.runs.push_back(x.is_number() ? x.get<double>() : 0.0);
+  if (rep.contains("ref_runs") && rep["ref_runs"].is_array())
+    for (const json& x : rep["ref_runs"]) r.ref_runs.push_back(x.is_number() ? x.get<double>() : 0.0);
   double sum = 0, sq = 0;
   for (double x : r.runs) sum += x;
   r.mean_s = sum / r.runs.size();
@@ -509,6 +548,12 @@ struct Job {
   Measurer::State* st;
   MeasureOptions opt;
   bool send_outputs = false;
+  /// The reference timed after each repeat (MeasureOptions::reference): the parent's compiled
+  /// default (`ref_fn`), or with `ref_self` the candidate itself (the default's measurement);
+  /// on arguments of its own (`ref_st`). None when ref_st is null.
+  const runtime::PackedFunc* ref_fn = nullptr;
+  bool ref_self = false;
+  Measurer::State* ref_st = nullptr;
 };
 
 /// The child process of one candidate. It compiles, writes one line to its pipe
@@ -585,7 +630,10 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
     }
     if (n != 1) ::_exit(0);  // the parent gave up on it
     int code =
-        run_body([&](int fd) { child_measure(fd, fn, *job.st, job.opt, job.send_outputs); }, up[1]);
+        run_body([&](int fd) {
+          const runtime::PackedFunc* ref = job.ref_st ? (job.ref_self ? &fn : job.ref_fn) : nullptr;
+          child_measure(fd, fn, *job.st, job.opt, job.send_outputs, ref, job.ref_st);
+        }, up[1]);
     ::close(up[1]);
     ::_exit(code);
   }
@@ -741,10 +789,24 @@ const MeasureResult& Measurer::default_result() {
     st.shapes.push_back(shape);
   }
   make_arg_sets(st, opt_);
+  if (opt_.reference) {
+    st.ref_args = std::make_unique<State>();
+    State& ra = *st.ref_args;
+    ra.names = st.names;
+    ra.is_output = st.is_output;
+    ra.dtypes = st.dtypes;
+    ra.shapes = st.shapes;
+    make_arg_sets(ra, opt_);
+  }
   Prepared p = prepare(task_, Config::fallback(), st.shapes, st.dtypes);
   MeasureResult r = p.failure;
   std::string outputs;
-  if (r.ok()) r = run_jobs({Job{&p, &st, opt_, true}}, task_, opt_, &outputs)[0];
+  if (r.ok()) {
+    Job job{&p, &st, opt_, true};
+    job.ref_self = true;  // paired with itself, so that its relative() is ~1 like the others'
+    job.ref_st = st.ref_args.get();
+    r = run_jobs({job}, task_, opt_, &outputs)[0];
+  }
   KILN_USER_CHECK(r.ok()) << "measure " << task_.key() << ": the default config failed ("
                           << error_kind_name(r.error) << "): " << r.error_msg
                           << "; its output is the reference candidates are checked against";
@@ -756,6 +818,11 @@ const MeasureResult& Measurer::default_result() {
     KILN_ICHECK(off + n <= outputs.size()) << "measure: the default's output report is short";
     st.reference[i] = outputs.substr(off, n);
     off += n;
+  }
+  if (opt_.reference) {
+    // Compiled here once (it just compiled and ran in a child); every child inherits the code.
+    st.ref_module = kiln::build(p.inst.sch, p.inst.args, task_.build_target, "kiln_reference");
+    st.ref_fn = st.ref_module.get_function("kiln_reference");
   }
   st.default_result = r;
   st.prepared = true;
@@ -800,6 +867,10 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
           st.layout_order.push_back(p.own_shapes);
         }
         jobs.push_back({&p, alt.get(), unchecked});
+      }
+      if (opt_.reference) {
+        jobs.back().ref_fn = &st.ref_fn;
+        jobs.back().ref_st = st.ref_args.get();
       }
       job_of.push_back(i);
     }

@@ -51,6 +51,18 @@ ErrorKind parse_error_kind(const std::string& s) {
   return ErrorKind::kOther;
 }
 
+double MeasureResult::relative() const {
+  if (ref_runs.empty() || ref_runs.size() != runs.size()) return 0;
+  std::vector<double> ratio;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!(runs[i] > 0 && ref_runs[i] > 0)) return 0;
+    ratio.push_back(runs[i] / ref_runs[i]);
+  }
+  std::sort(ratio.begin(), ratio.end());
+  const size_t n = ratio.size();
+  return n % 2 ? ratio[n / 2] : 0.5 * (ratio[n / 2 - 1] + ratio[n / 2]);
+}
+
 Record Record::make(const Task& task, const Config& cfg, const MeasureResult& r) {
   Record rec;
   rec.task = task.key();
@@ -79,6 +91,7 @@ json Record::to_json() const {
   if (!protocol.empty()) j["protocol"] = protocol;
   if (result.ok()) {
     j["costs"] = {{"mean", result.mean_s}, {"std", result.std_s}, {"runs", result.runs}};
+    if (!result.ref_runs.empty()) j["costs"]["ref_runs"] = result.ref_runs;
     j["error"] = nullptr;
   } else {
     j["costs"] = nullptr;
@@ -129,6 +142,16 @@ Record Record::from_json(const json& j) {
       for (const json& x : c["runs"]) {
         KILN_USER_CHECK(x.is_number()) << "field 'costs.runs' must hold numbers";
         r.result.runs.push_back(x);
+      }
+    }
+    if (c.contains("ref_runs")) {
+      const json& rr = c["ref_runs"];
+      KILN_USER_CHECK(rr.is_array() && rr.size() == r.result.runs.size())
+          << "field 'costs.ref_runs' must be an array as long as 'costs.runs'";
+      for (const json& x : rr) {
+        KILN_USER_CHECK(x.is_number() && x.get<double>() > 0)
+            << "field 'costs.ref_runs' must hold positive numbers";
+        r.result.ref_runs.push_back(x);
       }
     }
   }
@@ -258,17 +281,21 @@ std::map<std::string, PerConfig> group_records(const std::vector<Record>& record
 /// slower one), fastest first; a config with a failed record is left out.
 std::vector<std::pair<PerConfig*, const Record*>> ranked(
     std::map<std::string, PerConfig>& by_config, bool network) {
+  // Relative times (MeasureResult::relative) when every record has one, else seconds.
+  bool rel = true;
+  for (auto& [key, c] : by_config)
+    for (const Record* x : network ? c.network : c.isolated) rel = rel && x->result.relative() > 0;
+  auto cost = [rel](const Record* x) { return comparable_cost(x->result, rel); };
   std::vector<std::pair<PerConfig*, const Record*>> r;
   for (auto& [key, c] : by_config) {
     std::vector<const Record*>& recs = network ? c.network : c.isolated;
     if (c.failed || recs.empty()) continue;  // a crash or wrong result disqualifies
     std::sort(recs.begin(), recs.end(),
-              [](const Record* x, const Record* y) { return x->result.mean_s < y->result.mean_s; });
+              [&](const Record* x, const Record* y) { return cost(x) < cost(y); });
     r.emplace_back(&c, recs[recs.size() / 2]);
   }
-  std::stable_sort(r.begin(), r.end(), [](const auto& x, const auto& y) {
-    return x.second->result.mean_s < y.second->result.mean_s;
-  });
+  std::stable_sort(r.begin(), r.end(),
+                   [&](const auto& x, const auto& y) { return cost(x.second) < cost(y.second); });
   return r;
 }
 

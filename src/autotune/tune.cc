@@ -68,6 +68,11 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   // failed a measurement (a crash, time-out or wrong result) are never chosen.
   std::vector<std::pair<Config, MeasureResult>> seen;
   std::set<uint64_t> failed_configs;
+  // Measurements compare by their relative times (MeasureResult::relative: against the default
+  // timed alongside) when every one has one; a log of records without (an older Kiln, or
+  // MeasureOptions::reference off) makes them compare by seconds.
+  bool use_rel = opt.measure.reference;
+  auto cost = [&](const MeasureResult& r) { return comparable_cost(r, use_rel); };
   auto consider = [&](const Config& c, const MeasureResult& r) {
     if (!r.ok()) {
       ++res.errors;
@@ -75,7 +80,7 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
       return;
     }
     seen.emplace_back(c, r);
-    if (!res.best || r.mean_s < res.best_result.mean_s) {
+    if (!res.best || cost(r) < cost(res.best_result)) {
       res.best = c;
       res.best_result = r;
     }
@@ -99,6 +104,10 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
     std::vector<Config> cfgs;
     std::vector<MeasureResult> results;
     const std::string key = task.key();
+    for (const Record& r : records)
+      if (r.task == key && r.target == task.target && r.version == task.version &&
+          !r.in_network() && r.result.ok() && r.result.relative() <= 0)
+        use_rel = false;
     for (const Record& r : records) {
       if (r.task != key || r.target != task.target || r.version != task.version || r.in_network())
         continue;  // in-network times (graph::check_in_network) are not trials
@@ -173,9 +182,9 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
     std::vector<MeasureResult> results = measurer.measure(batch);
     for (size_t i = 0; i < batch.size(); ++i) {
       log(batch[i], results[i]);
-      double before = res.best ? res.best_result.mean_s : 0;
+      double before = res.best ? cost(res.best_result) : 0;
       consider(batch[i], results[i]);
-      bool improved = res.best && res.best_result.mean_s != before;
+      bool improved = res.best && cost(res.best_result) != before;
       since_best = improved ? 0 : since_best + 1;
       ++res.trials;
       ++measured_now;
@@ -190,9 +199,8 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   if (opt.verify_top > 0 && res.best && res.trials > 0) {
     std::vector<size_t> order(seen.size());
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return seen[a].second.mean_s < seen[b].second.mean_s;
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return cost(seen[a].second) < cost(seen[b].second); });
     std::vector<Config> top{d};
     std::set<uint64_t> chosen{d.index()};
     for (size_t i : order) {
@@ -221,15 +229,15 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
     for (size_t i = 0; i < seen.size(); ++i)
       if (!failed_configs.count(seen[i].first.index()))
         by_config[seen[i].first.index()].push_back(i);
-    double best_s = 0;
+    double best_cost = 0;
     for (auto& [index, ids] : by_config) {
       std::sort(ids.begin(), ids.end(),
-                [&](size_t a, size_t b) { return seen[a].second.mean_s < seen[b].second.mean_s; });
+                [&](size_t a, size_t b) { return cost(seen[a].second) < cost(seen[b].second); });
       size_t m = ids[ids.size() / 2];
       // The default judged alike, so the reported speedup compares medians.
       if (index == d.index()) res.default_result = seen[m].second;
-      if (best_s == 0 || seen[m].second.mean_s < best_s) {
-        best_s = seen[m].second.mean_s;
+      if (best_cost == 0 || cost(seen[m].second) < best_cost) {
+        best_cost = cost(seen[m].second);
         res.best = seen[m].first;
         res.best_result = seen[m].second;
       }

@@ -95,15 +95,19 @@ void GATuner::update(const std::vector<Config>& configs,
                      const std::vector<MeasureResult>& results) {
   Tuner::update(configs, results);
   for (size_t i = 0; i < configs.size(); ++i) {
-    double fit = results[i].ok() ? 1.0 / results[i].mean_s : 0.0;
-    scored_.emplace_back(fit, configs[i].index());
+    const MeasureResult& r = results[i];
+    if (r.ok() && r.relative() <= 0) all_relative_ = false;
+    scored_.emplace_back(r.ok() ? 1.0 / r.mean_s : 0.0, configs[i].index());
+    rel_scored_.emplace_back(r.ok() && r.relative() > 0 ? 1.0 / r.relative() : 0.0,
+                             configs[i].index());
   }
   measured_in_generation_ += configs.size();
 }
 
 void GATuner::next_generation() {
   const ConfigSpace& space = task_.space;
-  std::vector<std::pair<double, uint64_t>> pop = scored_;
+  // Relative times rank measurements made minutes apart on one scale (MeasureResult::relative).
+  std::vector<std::pair<double, uint64_t>> pop = all_relative_ ? rel_scored_ : scored_;
   std::sort(pop.begin(), pop.end(), std::greater<>());
   if (pop.size() > static_cast<size_t>(opt_.population)) pop.resize(opt_.population);
   std::unordered_set<uint64_t> chosen;
@@ -194,19 +198,30 @@ void ModelTuner::update(const std::vector<Config>& configs,
   Tuner::update(configs, results);
   for (size_t i = 0; i < configs.size(); ++i) {
     measured_.push_back(configs[i].index());
-    costs_.push_back(cost_of(results[i]));
+    results_.push_back(results[i]);
   }
 }
 
-double ModelTuner::cost_of(const MeasureResult& r) const {
-  if (!r.ok()) return std::numeric_limits<double>::infinity();
-  if (opt_.train_on_min && !r.runs.empty()) return *std::min_element(r.runs.begin(), r.runs.end());
-  return r.mean_s;
+std::vector<double> ModelTuner::costs_of(const std::vector<MeasureResult>& results) const {
+  bool rel = true;
+  for (const MeasureResult& r : results) rel = rel && (!r.ok() || r.relative() > 0);
+  std::vector<double> costs;
+  for (const MeasureResult& r : results) {
+    if (!r.ok())
+      costs.push_back(std::numeric_limits<double>::infinity());
+    else if (rel)
+      costs.push_back(r.relative());
+    else if (opt_.train_on_min && !r.runs.empty())
+      costs.push_back(*std::min_element(r.runs.begin(), r.runs.end()));
+    else
+      costs.push_back(r.mean_s);
+  }
+  return costs;
 }
 
 size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& records) {
   std::vector<std::vector<float>> rows;
-  std::vector<double> costs;
+  std::vector<MeasureResult> results;
   const std::string key = other.key();
   for (const Record& r : records) {
     if (r.task != key || r.target != other.target || r.version != other.version || r.in_network())
@@ -214,12 +229,12 @@ size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& re
     try {
       Config c = Config::from_json(r.config, other.space);
       rows.push_back(extract_features(other.instantiate(c)));
-      costs.push_back(cost_of(r.result));
+      results.push_back(r.result);
     } catch (const std::exception&) {
       continue;  // a config that no longer fits or lowers teaches nothing
     }
   }
-  transfer_.add_group(rows, costs);
+  transfer_.add_group(rows, costs_of(results));
   if (!rows.empty()) transfer_changed_ = true;
   return rows.size();
 }
@@ -229,7 +244,7 @@ void ModelTuner::retrain() {
   std::vector<std::vector<float>> rows;
   for (uint64_t i : measured_) rows.push_back(features(i));
   if (ts.num_features == 0) ts.num_features = kFeatureLength;
-  ts.add_group(rows, costs_);
+  ts.add_group(rows, costs_of(results_));
   model_.fit(ts);
   trained_on_ = measured_.size();
   transfer_changed_ = false;

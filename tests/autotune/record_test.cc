@@ -69,7 +69,15 @@ TEST(Record, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(b.result.mean_s, 1.5e-4);
   EXPECT_DOUBLE_EQ(b.result.std_s, 1.5e-6);
   EXPECT_EQ(b.result.runs, a.result.runs);
+  EXPECT_TRUE(b.result.ref_runs.empty());
+  EXPECT_FALSE(a.to_json()["costs"].contains("ref_runs"));
   EXPECT_GT(b.timestamp, 1.6e9);
+  // Timed against the default: ref_runs round-trip.
+  Record p = a;
+  p.result.ref_runs = {2e-4, 3e-4};
+  ASSERT_EQ(p.result.runs.size(), 2u);
+  EXPECT_EQ(Record::from_json(nlohmann::json::parse(p.to_json().dump())).result.ref_runs,
+            p.result.ref_runs);
 
   Record e = Record::make(t, c, failed(ErrorKind::kCrash, "killed by signal 6"));
   Record f = Record::from_json(e.to_json());
@@ -104,6 +112,54 @@ TEST(Record, BadFieldsAreNamed) {
               Record::from_json(bad_cost);
             }).find("field 'costs' needs a positive number 'mean'"),
             std::string::npos);
+  nlohmann::json short_ref = j;
+  short_ref["costs"]["ref_runs"] = {1e-3};
+  EXPECT_EQ(kiln::testing::error_of([&] { Record::from_json(short_ref); }),
+            "field 'costs.ref_runs' must be an array as long as 'costs.runs'");
+  nlohmann::json bad_ref = j;
+  bad_ref["costs"]["ref_runs"] = nlohmann::json::array();
+  for (size_t i = 0; i < j["costs"]["runs"].size(); ++i) bad_ref["costs"]["ref_runs"].push_back(0);
+  EXPECT_EQ(kiln::testing::error_of([&] { Record::from_json(bad_ref); }),
+            "field 'costs.ref_runs' must hold positive numbers");
+}
+
+TEST(MeasureResult, RelativeIsTheMedianRatioToTheReference) {
+  MeasureResult r;
+  r.runs = {2e-3, 3e-3, 9e-3};
+  r.mean_s = 4.5e-3;
+  EXPECT_EQ(r.relative(), 0);  // not timed against the default
+  r.ref_runs = {1e-3, 2e-3, 3e-3};  // ratios 2, 1.5, 3
+  EXPECT_DOUBLE_EQ(r.relative(), 2.0);
+  r.runs.push_back(4e-3);
+  EXPECT_EQ(r.relative(), 0);  // unpaired
+  r.ref_runs.push_back(1e-3);  // ratios 2, 1.5, 3, 4: the mean of the middle two
+  EXPECT_DOUBLE_EQ(r.relative(), 2.5);
+  // Compared by relative time, a measurement in a slow period (every time 1.5x) ranks as it is.
+  MeasureResult slow = r;
+  for (double* v : {&slow.runs[0], &slow.runs[1], &slow.runs[2], &slow.runs[3],
+                    &slow.ref_runs[0], &slow.ref_runs[1], &slow.ref_runs[2], &slow.ref_runs[3],
+                    &slow.mean_s})
+    *v *= 1.5;
+  EXPECT_DOUBLE_EQ(comparable_cost(slow, true), comparable_cost(r, true));
+  EXPECT_GT(comparable_cost(slow, false), comparable_cost(r, false));
+}
+
+TEST(RecordLog, BestRecordComparesRelativeTimesWhenEveryRecordHasOne) {
+  // Config 1 measured in a slow period (3 ms, the default beside it 3 ms too), config 2 in a
+  // fast one (2 ms against the default's 1 ms): by seconds 2 wins, by relative time 1.
+  Task t = Task::make(test_templates::matmul_template(8));
+  auto paired = [](double s, double ref) {
+    MeasureResult r = ok_result(s);
+    r.ref_runs.assign(r.runs.size(), ref);
+    return r;
+  };
+  std::vector<Record> recs = {Record::make(t, t.space.get(1), paired(3e-3, 3e-3)),
+                              Record::make(t, t.space.get(2), paired(2e-3, 1e-3))};
+  EXPECT_EQ(best_record(recs, t).config, t.space.get(1));
+  EXPECT_EQ(rank_configs(recs, t).front().config, t.space.get(1));
+  // One record without the reference (an older log): all compare by seconds.
+  recs.push_back(Record::make(t, t.space.get(3), ok_result(4e-3)));
+  EXPECT_EQ(best_record(recs, t).config, t.space.get(2));
 }
 
 TEST(RecordLog, CorruptLastLineIsSkippedWithAWarning) {

@@ -14,7 +14,8 @@
 ///     compared with the reference (|x - ref| <= atol * max(1, max|ref|) + rtol * |ref|;
 ///     integers exactly), then untimed calls (`warmup`, and at least one over every copy), then
 ///     `repeat` timed repeats of `number` calls each, with `number` chosen so that a repeat lasts
-///     at least min_repeat_ms. Calls rotate over several copies of the inputs and outputs
+///     at least min_repeat_ms, each followed by a repeat of the default config (`reference`).
+///     Calls rotate over several copies of the inputs and outputs
 ///     (together at least rotate_bytes) so the cache does not flatter small kernels
 ///     (plan_rotation). The child reports through a pipe and exits with _exit.
 ///  4. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
@@ -55,6 +56,12 @@ struct MeasureOptions {
   size_t rotate_bytes = 64u << 20;
   int max_copies = 64;  ///< at most this many argument copies
   bool check = true;    ///< compare outputs with the default config's
+  /// Time the default config alongside: after each timed repeat of a candidate, a repeat of the
+  /// default on arguments of its own, in the same process (MeasureResult::ref_runs and
+  /// relative()). The default is compiled once, in the measuring process, and inherited by the
+  /// children. On a shared machine the relative time ranks configs measured minutes apart; the
+  /// seconds alone are moved by the machine's slow periods. Costs one more repeat per repeat.
+  bool reference = true;
   double rtol = 1e-3, atol = 1e-4;
   uint32_t seed = 1;  ///< seed of the random inputs
 };

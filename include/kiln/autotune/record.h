@@ -4,7 +4,7 @@
 ///
 /// A line (keys sorted by the JSON writer):
 ///   {"config": {"index": 17, "knobs": {...}}, "costs": {"mean": 1.2e-4, "std": 3e-6,
-///    "runs": [...]}, "error": null, "kiln_record": 1, "task": "matmul(A:float32[...],...)",
+///    "runs": [...], "ref_runs": [...]}, "error": null, "kiln_record": 1, "task": "matmul(A:float32[...],...)",
 ///    "target": "llvm -mcpu=native; cpu=...; features=...", "template": "matmul",
 ///    "timestamp": 1700000000.5, "version": "1", "workload": "A:float32[...],..."}
 /// A failed measurement has "costs": null and "error": {"kind": "crash", "message": "..."}.
@@ -50,9 +50,24 @@ struct MeasureResult {
   double mean_s = 0;         ///< mean seconds per call over the repeats
   double std_s = 0;          ///< standard deviation of the repeats
   std::vector<double> runs;  ///< seconds per call of each repeat
-  double compile_s = 0;      ///< time to instantiate, lower and compile
+  /// Seconds per call of the task's default config, timed in the same process right after each
+  /// repeat (MeasureOptions::reference): ref_runs[i] goes with runs[i]. Empty when not timed.
+  std::vector<double> ref_runs;
+  double compile_s = 0;  ///< time to instantiate, lower and compile
   bool ok() const { return error == ErrorKind::kNone; }
+  /// The median over the repeats of runs[i] / ref_runs[i]: the time relative to the default
+  /// config at the same moment. A shared machine has slow periods (another tenant's work slowed
+  /// every conv2d here by 1.4-1.6x for up to a second, while the repeats within one measurement
+  /// agreed to 3%), which move a measurement's seconds but not this ratio. 0 when there are no
+  /// ref_runs (or they do not pair with runs).
+  double relative() const;
 };
+
+/// How measurements of one task compare: by relative() when `relative` (every measurement
+/// compared has it), else by mean seconds.
+inline double comparable_cost(const MeasureResult& r, bool relative) {
+  return relative ? r.relative() : r.mean_s;
+}
 
 /// One line of a log.
 struct Record {
@@ -139,7 +154,8 @@ enum class Protocol : uint8_t {
 };
 
 /// Picks the fastest config of `task` among `records` (by the upper median of its successful
-/// records); records of other tasks are not counted, those of this task for another target or
+/// records: of their relative times when every record compared has one, else of their
+/// seconds); records of other tasks are not counted, those of this task for another target or
 /// template version are counted and ignored. With kPreferNetwork, when some config of the task
 /// was timed inside a model (Record::in_network), the choice is among those configs by their
 /// in-network times: a kernel alone, with its arguments rotated through the cache, can rank
@@ -150,7 +166,7 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task,
 /// A config and the upper median of its records' times.
 struct RankedConfig {
   Config config;
-  double median_s = 0;
+  double median_s = 0;  ///< mean seconds of the median record (best_record's rule picks it)
   size_t records = 0;
 };
 /// Every config of `task` with successful records of `protocol` (never one with a failed

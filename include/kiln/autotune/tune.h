@@ -95,9 +95,13 @@ struct TuneResult {
   std::vector<std::string> log_warnings;  ///< damaged log lines that were skipped
   double elapsed_s = 0;
   bool budget_spent = false;  ///< the search stopped at TuneOptions::time_budget_s
-  /// default_result.mean_s / best_result.mean_s (0 without a best).
+  /// The default's time over the best's (0 without a best): of their relative() times when
+  /// both have one, else of their mean seconds.
   double speedup() const {
-    return best && best_result.mean_s > 0 ? default_result.mean_s / best_result.mean_s : 0;
+    if (!best) return 0;
+    const bool rel = default_result.relative() > 0 && best_result.relative() > 0;
+    const double b = comparable_cost(best_result, rel);
+    return b > 0 ? comparable_cost(default_result, rel) / b : 0;
   }
 };
 

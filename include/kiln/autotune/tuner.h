@@ -95,7 +95,9 @@ class GATuner : public Tuner {
   void next_generation();
   GAOptions opt_;
   std::vector<uint64_t> pending_;  ///< the current generation's points not yet proposed
-  std::vector<std::pair<double, uint64_t>> scored_;  ///< (fitness, index) of every measurement
+  /// (fitness, index) of every measurement: 1 / seconds, or 1 / relative() in rel_scored_.
+  std::vector<std::pair<double, uint64_t>> scored_, rel_scored_;
+  bool all_relative_ = true;  ///< every successful measurement has a relative() time
   size_t measured_in_generation_ = 0;
 };
 
@@ -114,9 +116,10 @@ struct ModelTunerOptions {
   /// exhaustive log of C12 over 40 seeds (kiln-bench-tuners --replay; README).
   double diversity_penalty = 1.0;
   int diversity_pool = 3;
-  /// The model learns each measurement's fastest repeat instead of the mean of its repeats, so
-  /// that a repeat slowed by another process does not misrank the config (replaying the C12 log:
-  /// 24.2 -> 18.9 trials to 95% of the best; the C11 log: 22.0 either way).
+  /// Without relative times (MeasureResult::relative), the model learns each measurement's
+  /// fastest repeat instead of the mean of its repeats, so that a repeat slowed by another
+  /// process does not misrank the config (replaying the C12 log: 24.2 -> 18.9 trials to 95% of
+  /// the best; the C11 log: 22.0 either way).
   bool train_on_min = true;
   XGBOptions xgb;
 };
@@ -150,7 +153,11 @@ class ModelTuner : public Tuner {
  private:
   void retrain();
   void plan();
-  double cost_of(const MeasureResult& r) const;  ///< what the model learns; +inf for a failure
+  /// What the model learns of each of one task's measurements; +inf for a failure. Their
+  /// relative() times when every successful one has one (the measurer timed the default
+  /// alongside), else their seconds (the fastest repeat with train_on_min): a group is ranked
+  /// on one scale.
+  std::vector<double> costs_of(const std::vector<MeasureResult>& results) const;
   std::vector<float> predict(const std::vector<uint64_t>& points);
 
   ModelTunerOptions opt_;
@@ -160,7 +167,7 @@ class ModelTuner : public Tuner {
   std::unordered_set<uint64_t> invalid_;
   TrainingSet transfer_;
   std::vector<uint64_t> measured_;
-  std::vector<double> costs_;
+  std::vector<MeasureResult> results_;  ///< of measured_
   size_t trained_on_ = 0;  ///< measurements the current model saw
   bool transfer_changed_ = false;
   std::vector<uint64_t> chains_;  ///< annealing state, kept across plans
