@@ -7,10 +7,13 @@
 // over minutes) fall on every tuner alike instead of on whichever ran during them. The default
 // config is measured once per workload (the reference output) and given to every tuner. No
 // tuner sees another's measurements. The best GFLOP/s found after every trial gives each
-// tuner's curve. As in the paper, the curves are the search's own trials: the default config
-// (Kiln's cost-model fallback, measured first as the reference output) is not one of them unless
-// --count-default 1, since a default within 5% of the best would make every tuner "need" one
-// trial and say nothing about the search.
+// tuner's curve. A config's speed (--metric relative) is its time against the default config
+// timed after each repeat in the same process (MeasureResult::relative), scaled by the default's
+// fastest repeat: this machine's slow periods outlast a measurement and had moved one config's
+// measured time 1.0-2.4x within a run. As in the paper, the curves are the search's own
+// trials: the default config (Kiln's cost-model fallback, measured first as the reference
+// output) is not one of them unless --count-default 1, since a default within 5% of the best
+// would make every tuner "need" one trial and say nothing about the search.
 // Every tuner runs once per seed (--seeds, default 0,1,2): one run decides little, since random
 // search's luck and the model's first samples swing the trials needed several-fold between seeds.
 // Printed per workload and seed: the trials each tuner needed to reach 95% of the best value any
