@@ -529,8 +529,10 @@ MeasureResult interpret(const ChildOutcome& oc, const MeasureOptions& opt, std::
     return r;
   }
   for (const json& x : rep["runs"]) r.runs.push_back(x.is_number() ? x.get<double>() : 0.0);
-  if (rep.contains("ref_runs") && rep["ref_runs"].is_array())
-    for (const json& x : rep["ref_runs"]) r.ref_runs.push_back(x.is_number() ? x.get<double>() : 0.0);
+  if (rep.contains("ref_runs") && rep["ref_runs"].is_array()) {
+    for (const json& x : rep["ref_runs"])
+      r.ref_runs.push_back(x.is_number() ? x.get<double>() : 0.0);
+  }
   double sum = 0, sq = 0;
   for (double x : r.runs) sum += x;
   r.mean_s = sum / r.runs.size();

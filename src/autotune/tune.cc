@@ -199,8 +199,9 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   if (opt.verify_top > 0 && res.best && res.trials > 0) {
     std::vector<size_t> order(seen.size());
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return cost(seen[a].second) < cost(seen[b].second); });
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return cost(seen[a].second) < cost(seen[b].second);
+    });
     std::vector<Config> top{d};
     std::set<uint64_t> chosen{d.index()};
     for (size_t i : order) {

@@ -4,7 +4,8 @@
 ///
 /// A line (keys sorted by the JSON writer):
 ///   {"config": {"index": 17, "knobs": {...}}, "costs": {"mean": 1.2e-4, "std": 3e-6,
-///    "runs": [...], "ref_runs": [...]}, "error": null, "kiln_record": 1, "task": "matmul(A:float32[...],...)",
+///    "runs": [...], "ref_runs": [...]}, "error": null, "kiln_record": 1,
+///    "task": "matmul(A:float32[...],...)",
 ///    "target": "llvm -mcpu=native; cpu=...; features=...", "template": "matmul",
 ///    "timestamp": 1700000000.5, "version": "1", "workload": "A:float32[...],..."}
 /// A failed measurement has "costs": null and "error": {"kind": "crash", "message": "..."}.
