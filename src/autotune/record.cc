@@ -53,14 +53,10 @@ ErrorKind parse_error_kind(const std::string& s) {
 
 double MeasureResult::relative() const {
   if (ref_runs.empty() || ref_runs.size() != runs.size()) return 0;
-  std::vector<double> ratio;
-  for (size_t i = 0; i < runs.size(); ++i) {
+  for (size_t i = 0; i < runs.size(); ++i)
     if (!(runs[i] > 0 && ref_runs[i] > 0)) return 0;
-    ratio.push_back(runs[i] / ref_runs[i]);
-  }
-  std::sort(ratio.begin(), ratio.end());
-  const size_t n = ratio.size();
-  return n % 2 ? ratio[n / 2] : 0.5 * (ratio[n / 2 - 1] + ratio[n / 2]);
+  return *std::min_element(runs.begin(), runs.end()) /
+         *std::min_element(ref_runs.begin(), ref_runs.end());
 }
 
 Record Record::make(const Task& task, const Config& cfg, const MeasureResult& r) {

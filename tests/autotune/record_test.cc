@@ -123,17 +123,20 @@ TEST(Record, BadFieldsAreNamed) {
             "field 'costs.ref_runs' must hold positive numbers");
 }
 
-TEST(MeasureResult, RelativeIsTheMedianRatioToTheReference) {
+TEST(MeasureResult, RelativeIsTheFastestRepeatOverTheReferences) {
   MeasureResult r;
-  r.runs = {2e-3, 3e-3, 9e-3};
+  r.runs = {3e-3, 2e-3, 9e-3};
   r.mean_s = 4.5e-3;
   EXPECT_EQ(r.relative(), 0);  // not timed against the default
-  r.ref_runs = {1e-3, 2e-3, 3e-3};  // ratios 2, 1.5, 3
-  EXPECT_DOUBLE_EQ(r.relative(), 2.0);
+  r.ref_runs = {4e-3, 1.6e-3, 3e-3};
+  EXPECT_DOUBLE_EQ(r.relative(), 2e-3 / 1.6e-3);
   r.runs.push_back(4e-3);
   EXPECT_EQ(r.relative(), 0);  // unpaired
-  r.ref_runs.push_back(1e-3);  // ratios 2, 1.5, 3, 4: the mean of the middle two
+  r.ref_runs.push_back(0.8e-3);
   EXPECT_DOUBLE_EQ(r.relative(), 2.5);
+  r.ref_runs.back() = 0;  // a broken reference gives none
+  EXPECT_EQ(r.relative(), 0);
+  r.ref_runs.back() = 0.8e-3;
   // Compared by relative time, a measurement in a slow period (every time 1.5x) ranks as it is.
   MeasureResult slow = r;
   for (double* v : {&slow.runs[0], &slow.runs[1], &slow.runs[2], &slow.runs[3],

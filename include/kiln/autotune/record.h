@@ -56,11 +56,12 @@ struct MeasureResult {
   std::vector<double> ref_runs;
   double compile_s = 0;  ///< time to instantiate, lower and compile
   bool ok() const { return error == ErrorKind::kNone; }
-  /// The median over the repeats of runs[i] / ref_runs[i]: the time relative to the default
+  /// The fastest repeat over the reference's fastest repeat: the time relative to the default
   /// config at the same moment. A shared machine has slow periods (another tenant's work slowed
   /// every conv2d here by 1.4-1.6x for up to a second, while the repeats within one measurement
-  /// agreed to 3%), which move a measurement's seconds but not this ratio. 0 when there are no
-  /// ref_runs (or they do not pair with runs).
+  /// agreed to 3%), which move a measurement's seconds but not this ratio; each minimum, like the
+  /// fastest repeat alone, is proof against a single repeat slowed by another process. 0 when
+  /// there are no ref_runs (or they do not pair with runs).
   double relative() const;
 };
 
