@@ -78,6 +78,8 @@ struct Run {
   double seconds = 0;        ///< time in this tuner's batches (planning and measuring them)
   double model_seconds = 0;  ///< xgb: time spent planning (features, training, annealing)
   int errors = 0;
+  int slow_pairs = 0;  ///< pairs timed again because the reference ran slow (slow_wait_s)
+  int waited = 0;      ///< measurements with such pairs
   double default_gflops = 0;
   /// The config behind best[t] (kNoPick before any success), and those configs by index.
   std::vector<uint64_t> pick;
@@ -194,6 +196,8 @@ void race(const autotune::Task& task, std::vector<Contender>& contenders,
       std::vector<autotune::MeasureResult> results = measure(batch);
       for (size_t k = 0; k < batch.size(); ++k) {
         if (!results[k].ok()) ++c.run->errors;
+        c.run->slow_pairs += results[k].slow_pairs;
+        c.run->waited += results[k].slow_pairs > 0;
         if (c.log) c.log->write(autotune::Record::make(task, batch[k], results[k]));
         ++c.trials;
         on_trial(c, batch[k], results[k]);
@@ -223,6 +227,10 @@ int main(int argc, char** argv) {
         "a config's speed in the curves: relative (default; its time against the default "
         "config's, timed after each repeat in the same process, times the default's fastest "
         "repeat), min (of the repeats; the default with --replay) or mean"},
+       {"--slow-wait",
+        "with --metric relative: seconds a measurement may wait out a slow period of the "
+        "machine, timing again the pairs whose reference ran slow (MeasureOptions::slow_wait_s; "
+        "default 0: off)"},
        {"--count-default",
         "1: the default config (measured first, as the reference) counts as every tuner's "
         "first trial; 0 (default): the curves are the search's own trials, as in the paper"},
@@ -270,6 +278,11 @@ int main(int argc, char** argv) {
   const bool use_min = metric == "min", use_relative = metric == "relative";
   const bool count_default = cl.get_int("--count-default", 0) != 0;
   if (repeat < 1) cl.fail("--repeat must be >= 1");
+  const std::string slow_wait_arg = cl.get_string("--slow-wait", "0");
+  char* slow_end = nullptr;
+  const double slow_wait = std::strtod(slow_wait_arg.c_str(), &slow_end);
+  if (*slow_end != '\0' || !(slow_wait >= 0))
+    cl.fail("--slow-wait: '" + slow_wait_arg + "' is not a number >= 0");
   if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   if (trials < 2) cl.fail("--trials must be at least 2");
   if (threads < 1 || build_threads < 1) cl.fail("--threads and --build-threads must be >= 1");
@@ -279,6 +292,7 @@ int main(int argc, char** argv) {
   measure_opt.repeat = repeat;
   measure_opt.rotate_bytes = static_cast<size_t>(rotate_mb) << 20;
   measure_opt.reference = use_relative;
+  measure_opt.slow_wait_s = slow_wait;
   std::vector<std::string> tuners = split_list(cl.get_string("--tuners", "xgb,random,ga"));
   for (const std::string& t : tuners)
     if (t != "xgb" && t != "random" && t != "ga" && t != "grid")
@@ -325,8 +339,10 @@ int main(int argc, char** argv) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;  // live progress on a terminal only
   std::cout << "kiln-bench-tuners: TVM paper Figure 12, conv2d_nchwc template, batch 1, fp32\n"
             << "target: " << target.str() << "; kernels on " << threads << " thread(s); "
-            << "a config's speed: " << metric << " of " << repeat << " timed repeats; " << trials
-            << " trials per tuner and workload; tuners:";
+            << "a config's speed: " << metric << " of " << repeat << " timed repeats";
+  if (use_relative && slow_wait > 0)
+    std::cout << " (slow periods waited out for up to " << slow_wait << " s)";
+  std::cout << "; " << trials << " trials per tuner and workload; tuners:";
   for (const std::string& t : tuners) std::cout << " " << t;
   std::cout << "; seeds:";
   for (uint64_t seed : seeds) std::cout << " " << seed;
@@ -532,6 +548,9 @@ int main(int argc, char** argv) {
                   << bench::fixed(run.best.empty() ? 0 : run.best.back(), 2) << " GFLOP/s after "
                   << run.best.size() << " trials (default " << bench::fixed(run.default_gflops, 2)
                   << "), " << run.errors << " failed, " << bench::fixed(run.seconds, 1) << " s";
+        if (run.waited > 0)
+          std::cout << ", " << run.waited << " measurements waited out a slow period ("
+                    << run.slow_pairs << " pairs timed again)";
         if (run.model_seconds > 0)
           std::cout << " (" << bench::fixed(run.model_seconds, 1) << " s in the cost model)";
         std::cout << std::endl;

@@ -281,6 +281,9 @@ struct Measurer::State {
   runtime::Module ref_module;
   runtime::PackedFunc ref_fn;
   std::unique_ptr<State> ref_args;
+  /// The reference repeats of the measurements so far (the default's own, then each kept
+  /// pair's): their 10th percentile is the default's time in the machine's fast state.
+  std::vector<double> ref_seen;
   /// The layouts' keys, oldest first: at most kMaxLayouts are kept (each holds rotate_bytes of
   /// arguments; a random search over channel blocks visited dozens and grew to 3 GB).
   std::deque<std::vector<std::vector<int64_t>>> layout_order;
@@ -408,7 +411,8 @@ struct Rotor {
 /// when given); report as JSON (plus output bytes).
 static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State& st,
                           const MeasureOptions& opt, bool send_outputs,
-                          const runtime::PackedFunc* ref_fn, Measurer::State* ref_st) {
+                          const runtime::PackedFunc* ref_fn, Measurer::State* ref_st,
+                          double slow_ref_s) {
   json rep;
   try {
     Rotor cand{&fn, &st};
@@ -439,18 +443,29 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
     const int ref_number = ref ? ref->warm_up(opt) : 0;
     // A repeat (or pair) during which the thread was preempted is timed again, up to `repeat`
     // extra times: on a machine busy with other work a preemption that fell on the reference's
-    // repeats alone had made a candidate look 13x faster than the default.
+    // repeats alone had made a candidate look 13x faster than the default. A pair whose
+    // reference ran slower than slow_ref_s (a slow period of the machine) is timed again until
+    // slow_wait_s has passed (MeasureOptions::slow_wait_s).
     std::vector<double> runs, ref_runs;
+    const auto wait_until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                           std::clamp(opt.slow_wait_s, 0.0, opt.timeout_s / 4)));
+    int slow_pairs = 0;
     for (int redo = 0; static_cast<int>(runs.size()) < opt.repeat;) {
       const long switches = involuntary_switches();
       const double c = cand.repeat(number, ref && st.sets.size() == 1);
       const double rr = ref ? ref->repeat(ref_number, ref_st->sets.size() == 1) : 0;
       if (involuntary_switches() != switches && redo++ < opt.repeat) continue;
+      if (ref && slow_ref_s > 0 && rr > slow_ref_s && Clock::now() < wait_until) {
+        ++slow_pairs;
+        continue;
+      }
       runs.push_back(c);
       if (ref) ref_runs.push_back(rr);
     }
     rep = {{"runs", runs}, {"number", number}};
     if (ref) rep["ref_runs"] = ref_runs;
+    if (slow_pairs) rep["slow_pairs"] = slow_pairs;
   } catch (const std::exception& e) {
     rep = {{"error", "runtime"}, {"message", e.what()}};
   }
@@ -546,6 +561,8 @@ MeasureResult interpret(const ChildOutcome& oc, const MeasureOptions& opt, std::
     for (const json& x : rep["ref_runs"])
       r.ref_runs.push_back(x.is_number() ? x.get<double>() : 0.0);
   }
+  if (rep.contains("slow_pairs") && rep["slow_pairs"].is_number_integer())
+    r.slow_pairs = rep["slow_pairs"].get<int>();
   double sum = 0, sq = 0;
   for (double x : r.runs) sum += x;
   r.mean_s = sum / r.runs.size();
@@ -569,6 +586,9 @@ struct Job {
   const runtime::PackedFunc* ref_fn = nullptr;
   bool ref_self = false;
   Measurer::State* ref_st = nullptr;
+  /// A pair whose reference repeat is slower than this is timed again (0: never); see
+  /// MeasureOptions::slow_wait_s.
+  double slow_ref_s = 0;
 };
 
 /// The child process of one candidate. It compiles, writes one line to its pipe
@@ -647,7 +667,8 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
     int code =
         run_body([&](int fd) {
           const runtime::PackedFunc* ref = job.ref_st ? (job.ref_self ? &fn : job.ref_fn) : nullptr;
-          child_measure(fd, fn, *job.st, job.opt, job.send_outputs, ref, job.ref_st);
+          child_measure(fd, fn, *job.st, job.opt, job.send_outputs, ref, job.ref_st,
+                        job.slow_ref_s);
         }, up[1]);
     ::close(up[1]);
     ::_exit(code);
@@ -786,6 +807,14 @@ std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& ta
 
 }  // namespace
 
+double slow_reference_limit(const std::vector<double>& ref_seen, const MeasureOptions& opt) {
+  if (opt.slow_wait_s <= 0 || opt.slow_factor <= 0 || ref_seen.empty()) return 0;
+  std::vector<double> v = ref_seen;
+  auto p10 = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 10);
+  std::nth_element(v.begin(), p10, v.end());
+  return *p10 * opt.slow_factor;
+}
+
 const MeasureResult& Measurer::default_result() {
   State& st = *st_;
   if (st.prepared) return st.default_result;
@@ -839,6 +868,7 @@ const MeasureResult& Measurer::default_result() {
     st.ref_module = kiln::build(p.inst.sch, p.inst.args, task_.build_target, "kiln_reference");
     st.ref_fn = st.ref_module.get_function("kiln_reference");
   }
+  st.ref_seen = r.ref_runs;
   st.default_result = r;
   st.prepared = true;
   return st.default_result;
@@ -886,11 +916,17 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
       if (opt_.reference) {
         jobs.back().ref_fn = &st.ref_fn;
         jobs.back().ref_st = st.ref_args.get();
+        jobs.back().slow_ref_s = slow_reference_limit(st.ref_seen, opt_);
       }
       job_of.push_back(i);
     }
     std::vector<MeasureResult> measured = run_jobs(jobs, task_, opt_, nullptr);
-    for (size_t j = 0; j < jobs.size(); ++j) results[job_of[j]] = std::move(measured[j]);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const MeasureResult& r = measured[j];
+      if (r.ok() && r.ref_runs.size() == r.runs.size())
+        st.ref_seen.insert(st.ref_seen.end(), r.ref_runs.begin(), r.ref_runs.end());
+      results[job_of[j]] = std::move(measured[j]);
+    }
     // Only now: the chunk's jobs pointed at their copies.
     while (st.layout_order.size() > kMaxLayouts) {
       st.layouts.erase(st.layout_order.front());

@@ -274,7 +274,8 @@ std::map<std::string, PerConfig> group_records(const std::vector<Record>& record
 }
 
 /// Configs ranked by the upper median of their records of one protocol (of two records, the
-/// slower one), fastest first; a config with a failed record is left out.
+/// slower one), or in-network by their fastest (best_record), fastest first; a config with a
+/// failed record is left out.
 std::vector<std::pair<PerConfig*, const Record*>> ranked(
     std::map<std::string, PerConfig>& by_config, bool network) {
   // Relative times (MeasureResult::relative) when every record has one, else seconds.
@@ -288,7 +289,7 @@ std::vector<std::pair<PerConfig*, const Record*>> ranked(
     if (c.failed || recs.empty()) continue;  // a crash or wrong result disqualifies
     std::sort(recs.begin(), recs.end(),
               [&](const Record* x, const Record* y) { return cost(x) < cost(y); });
-    r.emplace_back(&c, recs[recs.size() / 2]);
+    r.emplace_back(&c, recs[network ? 0 : recs.size() / 2]);
   }
   std::stable_sort(r.begin(), r.end(),
                    [&](const auto& x, const auto& y) { return cost(x.second) < cost(y.second); });

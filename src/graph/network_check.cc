@@ -96,11 +96,6 @@ std::map<std::string, size_t>::const_iterator find_node(
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 }  // namespace
 
 NetworkCheckResult check_in_network(const Graph& g, const Target& target,
@@ -207,7 +202,8 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
     size_t best = 0;
     double best_ms = 0;
     for (size_t k = 0; k < s.candidates.size(); ++k) {
-      const double m = median(s.candidates[k].per_round_ms);
+      const std::vector<double>& rounds = s.candidates[k].per_round_ms;
+      const double m = rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end());
       char buf[96];
       std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "", s.candidates[k].label.c_str(),
                     m);

@@ -39,7 +39,7 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
   int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4,
-      network_check = 5;
+      network_check = graph::NetworkCheckOptions{}.rounds;
   double timeout_s = 10, compile_timeout_s = 30, minutes = 0;
   unsigned seed = 0;
   bool no_transfer = false;
@@ -360,7 +360,8 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--network-check", o->network_check,
                   "After tuning, time each workload's best configs, its default and its "
                   "runners-up inside the compiled model, this many rounds, and log those times; "
-                  "compiling prefers them (default 5; 0: off)")
+                  "compiling prefers them, each config by its fastest round (default 12; 0: "
+                  "off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-transfer", o->no_transfer,
                 "xgb: do not warm-start the model with logged records of the model's other tasks");

@@ -40,6 +40,30 @@ extern "C" int32_t kiln_autotune_test_trace(float* out) {
   return 0;
 }
 
+// A machine with a slow period: kiln_autotune_test_sensitive (the default config of
+// period_template) takes 1 ms per call, or 2 ms during the first g_slow_period_s seconds after
+// its first call in a process (g_slow_period_s is set before the measuring child forks);
+// kiln_autotune_test_steady (the other config) takes 1 ms always. Both busy-wait and write 1s.
+static double g_slow_period_s = 0;
+static void busy_wait_ms(double ms, float* out) {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+  while (std::chrono::steady_clock::now() < end) {
+  }
+  for (int i = 0; i < 64; ++i) out[i] = 1.0f;
+}
+extern "C" int32_t kiln_autotune_test_sensitive(float* out) {
+  static const auto first = std::chrono::steady_clock::now();
+  const double since =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
+  busy_wait_ms(since < g_slow_period_s ? 2.0 : 1.0, out);
+  return 0;
+}
+extern "C" int32_t kiln_autotune_test_steady(float* out) {
+  busy_wait_ms(1.0, out);
+  return 0;
+}
+
 namespace kiln::autotune {
 namespace {
 
@@ -214,6 +238,68 @@ TEST(Measure, CompileTimeLimit) {
               Measurer x(task, bad);
             }),
             "measure options: compile_timeout_s must be positive");
+}
+
+TEST(Measure, SlowReferenceLimitIsAFactorOverTheTenthPercentile) {
+  MeasureOptions mo;
+  mo.slow_wait_s = 2;
+  mo.slow_factor = 1.2;
+  std::vector<double> refs;
+  for (int i = 20; i >= 1; --i) refs.push_back(i * 1e-3);        // 1..20 ms, in any order
+  EXPECT_DOUBLE_EQ(slow_reference_limit(refs, mo), 3e-3 * 1.2);  // the 10th percentile: 3 ms
+  EXPECT_EQ(slow_reference_limit({}, mo), 0);                    // nothing seen: no limit
+  mo.slow_wait_s = 0;
+  EXPECT_EQ(slow_reference_limit(refs, mo), 0);  // off
+}
+
+// B = 1s through kiln_autotune_test_sensitive (mode 0, the default) or _steady (mode 1).
+Template period_template() {
+  TemplateFn fn = [](Config& cfg) {
+    const int64_t mode = cfg.define_knob("mode", {0, 1});
+    auto A = te::placeholder({64}, DataType::Float(32), "A");
+    const char* f = mode == 0 ? "kiln_autotune_test_sensitive" : "kiln_autotune_test_steady";
+    te::Tensor out = te::extern_op(
+        {{64}}, {DataType::Float(32)}, {A},
+        [&](const std::vector<ir::Buffer>&, const std::vector<ir::Buffer>& outs) {
+          return te::call_extern(f, {outs[0]->data});
+        },
+        "B")[0];
+    return Instance{te::create_schedule({out}), {A, out}};
+  };
+  return Template{"test_period", "1", fn};
+}
+
+// The default runs 2 ms instead of 1 during a slow period at the start of the candidate's
+// measurement, the candidate 1 ms throughout. Timed as it comes, the candidate looks twice as
+// fast as the default; with the pairs of the slow period timed again, as fast, as it is in the
+// machine's usual state.
+TEST(Measure, PairsInASlowPeriodAreTimedAgain) {
+  Task task = Task::make(period_template());
+  auto measure = [&](double slow_wait_s) {
+    MeasureOptions mo = fast_measure();
+    mo.min_repeat_ms = 0;  // one call per repeat
+    mo.rotate_bytes = 0;
+    mo.slow_wait_s = slow_wait_s;
+    Measurer m(task, mo);
+    g_slow_period_s = 0;  // the default's own measurement: the usual state
+    const MeasureResult& d = m.default_result();
+    EXPECT_TRUE(d.ok()) << d.error_msg;
+    g_slow_period_s = 0.3;
+    MeasureResult r = m.measure({at(task, {1})})[0];
+    g_slow_period_s = 0;
+    EXPECT_TRUE(r.ok()) << r.error_msg;
+    EXPECT_EQ(r.runs.size(), 3u);
+    EXPECT_EQ(r.ref_runs.size(), 3u);
+    return r;
+  };
+  MeasureResult waited = measure(2.0);
+  EXPECT_GT(waited.slow_pairs, 0);
+  for (double x : waited.ref_runs) EXPECT_LT(x, 1.5e-3);
+  EXPECT_GT(waited.relative(), 0.8);
+  EXPECT_LT(waited.relative(), 1.25);
+  MeasureResult as_it_came = measure(0);
+  EXPECT_EQ(as_it_came.slow_pairs, 0);
+  EXPECT_LT(as_it_came.relative(), 0.6);
 }
 
 // A knob that chooses a data layout: B is packed into panels of `nb` columns, Bp [n/nb, n, nb],
@@ -613,6 +699,13 @@ TEST(Tuners, DiversityPenaltySpreadsAPlanOverTheKnobs) {
   EXPECT_THROW(ModelTuner(task, 0, ModelTunerOptions{.diversity_penalty = -1}), Error);
 }
 
+/// The mean of f(seed) over seeds 0 .. n-1.
+double mean_over_seeds(int n, const std::function<double(uint64_t)>& f) {
+  double sum = 0;
+  for (int seed = 0; seed < n; ++seed) sum += f(static_cast<uint64_t>(seed));
+  return sum / n;
+}
+
 TEST(Tuners, LearningTheFastestRepeatIgnoresSlowSpells) {
   // Each measurement's 5 repeats: the synthetic cost, except that a slow spell (another process)
   // stretches one of them 2-6x in half the measurements. The mean of the repeats misranks such
@@ -635,11 +728,8 @@ TEST(Tuners, LearningTheFastestRepeatIgnoresSlowSpells) {
       return r;
     });
   };
-  double on_mean = 0, on_min = 0;
-  for (uint64_t seed = 0; seed < 6; ++seed) {
-    on_mean += run_noisy(false, seed) / 6;
-    on_min += run_noisy(true, seed) / 6;
-  }
+  const double on_mean = mean_over_seeds(6, [&](uint64_t s) { return run_noisy(false, s); });
+  const double on_min = mean_over_seeds(6, [&](uint64_t s) { return run_noisy(true, s); });
   std::printf(
       "[ tuners ] noisy repeats, 40 trials, mean best true cost: %.4f learning the mean, "
       "%.4f learning the fastest repeat\n",
@@ -670,11 +760,8 @@ TEST(Tuners, LearningRelativeTimesIgnoresSlowPeriods) {
       return r;
     });
   };
-  double seconds = 0, relative = 0;
-  for (uint64_t seed = 0; seed < 6; ++seed) {
-    seconds += run_noisy(false, seed) / 6;
-    relative += run_noisy(true, seed) / 6;
-  }
+  const double seconds = mean_over_seeds(6, [&](uint64_t s) { return run_noisy(false, s); });
+  const double relative = mean_over_seeds(6, [&](uint64_t s) { return run_noisy(true, s); });
   std::printf(
       "[ tuners ] slow periods, 40 trials, mean best true cost: %.6f learning the fastest "
       "repeat, %.6f learning the relative time\n",

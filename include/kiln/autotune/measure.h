@@ -14,7 +14,9 @@
 ///     compared with the reference (|x - ref| <= atol * max(1, max|ref|) + rtol * |ref|;
 ///     integers exactly), then untimed calls (`warmup`, and at least one over every copy), then
 ///     `repeat` timed repeats of `number` calls each, with `number` chosen so that a repeat lasts
-///     at least min_repeat_ms, each followed by a repeat of the default config (`reference`).
+///     at least min_repeat_ms, each followed by a repeat of the default config (`reference`);
+///     a pair whose reference ran slow (a slow period of the machine) is timed again for a
+///     while (slow_wait_s).
 ///     Calls rotate over several copies of the inputs and outputs
 ///     (together at least rotate_bytes) so the cache does not flatter small kernels
 ///     (plan_rotation). The child reports through a pipe and exits with _exit.
@@ -62,6 +64,19 @@ struct MeasureOptions {
   /// children. On a shared machine the relative time ranks configs measured minutes apart; the
   /// seconds alone are moved by the machine's slow periods. Costs one more repeat per repeat.
   bool reference = true;
+  /// With `reference`: measure in the machine's fast state (off by default). A shared machine
+  /// has slow periods (in a Figure-12 run here 30-50% of the time, 0.7-1.3 s each on average,
+  /// up to 10 s: another tenant's work slowed every conv2d 1.3-1.6x) and they slow the default
+  /// more than many candidates: a config measured in one looked 6-8% faster against the
+  /// default than in a fast period, as much as the spread of the best configs. With
+  /// slow_wait_s > 0 a pair whose reference repeat takes more than slow_factor x the default's
+  /// usual time (the 10th percentile of the reference repeats this Measurer has kept) is timed
+  /// again, for at most slow_wait_s per candidate (and a quarter of timeout_s); after that the
+  /// pairs are kept as they come (MeasureResult::slow_pairs counts those skipped). Measured
+  /// (C12, 3 seeds of 3 tuners, 2 s): tuning took 2.9x as long, two thirds of the measurements
+  /// waited, and in longer slow periods some were still taken slow, so it is not the default.
+  double slow_wait_s = 0;
+  double slow_factor = 1.2;
   double rtol = 1e-3, atol = 1e-4;
   uint32_t seed = 1;  ///< seed of the random inputs
 };
@@ -86,6 +101,11 @@ struct RotationPlan {
 };
 /// The rotation for arguments of `set_bytes` bytes in all (inputs and outputs of one call).
 RotationPlan plan_rotation(const MeasureOptions& opt, size_t set_bytes);
+
+/// The reference time above which a pair is timed again (MeasureOptions::slow_wait_s):
+/// slow_factor x the 10th percentile of `ref_repeats` (the reference repeats kept so far); 0,
+/// timing every pair once, when there are none or the option is off.
+double slow_reference_limit(const std::vector<double>& ref_repeats, const MeasureOptions& opt);
 
 /// Measures candidates of one task.
 class Measurer {

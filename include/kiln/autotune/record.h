@@ -55,6 +55,9 @@ struct MeasureResult {
   /// repeat (MeasureOptions::reference): ref_runs[i] goes with runs[i]. Empty when not timed.
   std::vector<double> ref_runs;
   double compile_s = 0;  ///< time to instantiate, lower and compile
+  /// Pairs timed and dropped because the reference ran slow (MeasureOptions::slow_wait_s);
+  /// not logged.
+  int slow_pairs = 0;
   bool ok() const { return error == ErrorKind::kNone; }
   /// The fastest repeat over the reference's fastest repeat: the time relative to the default
   /// config at the same moment. A shared machine has slow periods (another tenant's work slowed
@@ -129,10 +132,11 @@ RecordLog load_records(const std::string& path, bool print_warnings = true);
 
 /// The best record of a task and what was used or ignored to find it.
 struct BestRecord {
-  /// The record of the fastest config, if any: configs are compared by the median of their
-  /// successful records' means (a config measured again, e.g. by tune()'s verification, is
-  /// judged by its typical time rather than its luckiest one); `best` is that median record. A
-  /// config with a failed record (crash, time-out, wrong result) is never chosen.
+  /// The record of the fastest config, if any: configs are compared by the upper median of
+  /// their successful records (a config measured again, e.g. by tune()'s verification, is
+  /// judged by its typical time rather than its luckiest one), in-network ones by their
+  /// fastest (see best_record); `best` is that record. A config with a failed record (crash,
+  /// time-out, wrong result) is never chosen.
   std::optional<Record> best;
   Config config = Config::fallback();  ///< best's config parsed against the task's space
   size_t used = 0;                     ///< records of this task, target and version that parsed
@@ -161,14 +165,19 @@ enum class Protocol : uint8_t {
 /// template version are counted and ignored. With kPreferNetwork, when some config of the task
 /// was timed inside a model (Record::in_network), the choice is among those configs by their
 /// in-network times: a kernel alone, with its arguments rotated through the cache, can rank
-/// two configs differently from the model it runs in.
+/// two configs differently from the model it runs in. An in-network config counts its fastest
+/// record (one round of graph::check_in_network each): a round falls in the machine's fast or
+/// slow state (another tenant's work slowed ResNet-18's direct 7x7x512 conv2d 1.45x and its
+/// Winograd 1.15x, so the states rank them differently), a kernel cannot run faster than it
+/// does in the fast state, and the fastest round is the one that state is known from.
 BestRecord best_record(const std::vector<Record>& records, const Task& task,
                        Protocol protocol = Protocol::kPreferNetwork);
 
-/// A config and the upper median of its records' times.
+/// A config and the time of the record best_record's rule takes for it.
 struct RankedConfig {
   Config config;
-  double median_s = 0;  ///< mean seconds of the median record (best_record's rule picks it)
+  /// mean seconds of that record: the upper median (in-network records: the fastest)
+  double median_s = 0;
   size_t records = 0;
 };
 /// Every config of `task` with successful records of `protocol` (never one with a failed

@@ -16,7 +16,12 @@
 ///      spells fall on every variant alike), and attributes each kernel's time to its
 ///      workload's candidate (CompiledModule::kernel_masters).
 ///   4. Each candidate's time per call in each round becomes a record with
-///      Record::kNetworkProtocol; autotune::best_record prefers these when it picks a config.
+///      Record::kNetworkProtocol; autotune::best_record prefers these when it picks a config,
+///      and compares configs by their fastest round: the machine's slow periods (here 0.7-1.3 s
+///      each, up to 10 s, a third to a half of the time) slow some kernels more than others
+///      (ResNet-18's direct 7x7x512 conv2d 1.45x, its Winograd 1.15x: a check made in one
+///      picked Winograd, 9% slower in the fast state), so many short rounds, the fastest of
+///      each candidate counted, rank the candidates in the fast state.
 #pragma once
 
 #include <functional>
@@ -33,8 +38,8 @@ namespace kiln::graph {
 
 struct NetworkCheckOptions {
   int candidates = 4;  ///< configs per workload (and model variants compiled), at least 2
-  int rounds = 5;      ///< profiles of each variant, interleaved
-  int runs = 10;       ///< model runs per profile
+  int rounds = 12;     ///< profiles of each variant, interleaved
+  int runs = 4;        ///< model runs per profile
   int threads = 1;     ///< the thread count the tasks' records were tuned with
   /// Gives the model its inputs (required): random values of the inputs' types and shapes.
   std::function<void(runtime::GraphExecutor&)> set_inputs;
@@ -46,8 +51,8 @@ struct NetworkCheckResult {
   /// One per candidate per round (more for a candidate that several variants share): its time
   /// per call inside the model, Record::kNetworkProtocol. For the caller to append to its log.
   std::vector<autotune::Record> records;
-  /// Per workload with more than one candidate: each candidate's median time in the model and
-  /// which one is fastest there.
+  /// Per workload with more than one candidate: each candidate's fastest round in the model
+  /// and which one is fastest there.
   std::vector<std::string> lines;
   int variants = 0;
   double seconds = 0;
