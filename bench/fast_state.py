@@ -51,7 +51,8 @@ def main():
                 rows.append(None)  # a failed or unpaired measurement: a trial all the same
                 continue
             ref = min(c["ref_runs"])
-            rows.append((r["timestamp"], r["config"]["index"], min(c["runs"]) / ref, ref, c["ref_runs"]))
+            config = json.dumps(r["config"]["knobs"], sort_keys=True)
+            rows.append((r["timestamp"], config, min(c["runs"]) / ref, ref, c["ref_runs"]))
         runs[layer][name] = rows
     if not runs:
         raise SystemExit(f"{a.dir}: no LAYER-TUNER-seedS.jsonl logs with ref_runs")

@@ -15,8 +15,8 @@
 ///     integers exactly), then untimed calls (`warmup`, and at least one over every copy), then
 ///     `repeat` timed repeats of `number` calls each, with `number` chosen so that a repeat lasts
 ///     at least min_repeat_ms, each followed by a repeat of the default config (`reference`);
-///     a pair whose reference ran slow (a slow period of the machine) is timed again for a
-///     while (slow_wait_s).
+///     optionally, a pair whose reference ran slow (a slow period of the machine) is timed
+///     again for a while (slow_wait_s, off by default).
 ///     Calls rotate over several copies of the inputs and outputs
 ///     (together at least rotate_bytes) so the cache does not flatter small kernels
 ///     (plan_rotation). The child reports through a pipe and exits with _exit.
@@ -65,7 +65,7 @@ struct MeasureOptions {
   /// seconds alone are moved by the machine's slow periods. Costs one more repeat per repeat.
   bool reference = true;
   /// With `reference`: measure in the machine's fast state (off by default). A shared machine
-  /// has slow periods (in a Figure-12 run here 30-50% of the time, 0.7-1.3 s each on average,
+  /// has slow periods (in a Figure-12 run here 27-45% of the time, 0.7-1.3 s each on average,
   /// up to 10 s: another tenant's work slowed every conv2d 1.3-1.6x) and they slow the default
   /// more than many candidates: a config measured in one looked 6-8% faster against the
   /// default than in a fast period, as much as the spread of the best configs. With
