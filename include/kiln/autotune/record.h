@@ -168,7 +168,7 @@ enum class Protocol : uint8_t {
 /// two configs differently from the model it runs in. An in-network config counts its fastest
 /// record (one round of graph::check_in_network each): a round falls in the machine's fast or
 /// slow state (another tenant's work slowed ResNet-18's direct 7x7x512 conv2d 1.45x and its
-/// Winograd 1.15x, so the states rank them differently), a kernel cannot run faster than it
+/// Winograd 1.1x, so the states rank them differently), a kernel cannot run faster than it
 /// does in the fast state, and the fastest round is the one that state is known from.
 BestRecord best_record(const std::vector<Record>& records, const Task& task,
                        Protocol protocol = Protocol::kPreferNetwork);

@@ -18,9 +18,9 @@
 ///   4. Each candidate's time per call in each round becomes a record with
 ///      Record::kNetworkProtocol; autotune::best_record prefers these when it picks a config,
 ///      and compares configs by their fastest round: the machine's slow periods (here 0.7-1.3 s
-///      each, up to 10 s, a quarter to a half of the time) slow some kernels more than others
-///      (ResNet-18's direct 7x7x512 conv2d 1.45x, its Winograd 1.15x: a check made in one
-///      picked Winograd, 9% slower in the fast state), so many short rounds, the fastest of
+///      each, up to 10 s, a quarter to two thirds of the time) slow some kernels more than others
+///      (ResNet-18's direct 7x7x512 conv2d 1.45x, its Winograd 1.1x: a check made in one
+///      picked Winograd, 20% slower in the fast state), so many short rounds, the fastest of
 ///      each candidate counted, rank the candidates in the fast state.
 #pragma once
 
