@@ -131,6 +131,16 @@ class CommandLine {
       fail("option '" + flag + "' expects an integer, got '" + it->second + "'");
     return v;
   }
+  /// The number value of `flag`, or `dflt`; a value that is not a number ends the program.
+  double get_double(const std::string& flag, double dflt) const {
+    auto it = values_.find(flag);
+    if (it == values_.end()) return dflt;
+    char* end = nullptr;
+    double v = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0')
+      fail("option '" + flag + "' expects a number, got '" + it->second + "'");
+    return v;
+  }
   /// Prints the message and the usage to stderr and exits with status 2.
   [[noreturn]] void fail(const std::string& msg) const {
     std::cerr << prog_ << ": " << msg << "\n";

@@ -278,11 +278,8 @@ int main(int argc, char** argv) {
   const bool use_min = metric == "min", use_relative = metric == "relative";
   const bool count_default = cl.get_int("--count-default", 0) != 0;
   if (repeat < 1) cl.fail("--repeat must be >= 1");
-  const std::string slow_wait_arg = cl.get_string("--slow-wait", "0");
-  char* slow_end = nullptr;
-  const double slow_wait = std::strtod(slow_wait_arg.c_str(), &slow_end);
-  if (*slow_end != '\0' || !(slow_wait >= 0))
-    cl.fail("--slow-wait: '" + slow_wait_arg + "' is not a number >= 0");
+  const double slow_wait = cl.get_double("--slow-wait", 0);
+  if (!(slow_wait >= 0)) cl.fail("--slow-wait must be >= 0");
   if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   if (trials < 2) cl.fail("--trials must be at least 2");
   if (threads < 1 || build_threads < 1) cl.fail("--threads and --build-threads must be >= 1");
@@ -310,13 +307,8 @@ int main(int argc, char** argv) {
   const int remeasure = static_cast<int>(cl.get_int("--remeasure", 3));
   autotune::ModelTunerOptions xgb_options;
   {
-    const std::string d = cl.get_string("--xgb-diversity", "");
-    if (!d.empty()) {
-      char* end = nullptr;
-      xgb_options.diversity_penalty = std::strtod(d.c_str(), &end);
-      if (*end != '\0' || !(xgb_options.diversity_penalty >= 0))
-        cl.fail("--xgb-diversity: '" + d + "' is not a number >= 0");
-    }
+    xgb_options.diversity_penalty = cl.get_double("--xgb-diversity", xgb_options.diversity_penalty);
+    if (!(xgb_options.diversity_penalty >= 0)) cl.fail("--xgb-diversity must be >= 0");
     xgb_options.retrain_every =
         static_cast<int>(cl.get_int("--xgb-refit", xgb_options.retrain_every));
     if (xgb_options.retrain_every < 1) cl.fail("--xgb-refit must be >= 1");

@@ -281,8 +281,9 @@ struct Measurer::State {
   runtime::Module ref_module;
   runtime::PackedFunc ref_fn;
   std::unique_ptr<State> ref_args;
-  /// The reference repeats of the measurements so far (the default's own, then each kept
-  /// pair's): their 10th percentile is the default's time in the machine's fast state.
+  /// With MeasureOptions::slow_wait_s, the reference repeats of the measurements so far (the
+  /// default's own, then each kept pair's): their 10th percentile is the default's time in the
+  /// machine's fast state.
   std::vector<double> ref_seen;
   /// The layouts' keys, oldest first: at most kMaxLayouts are kept (each holds rotate_bytes of
   /// arguments; a random search over channel blocks visited dozens and grew to 3 GB).
@@ -883,12 +884,14 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
   // A chunk of build_threads candidates at a time (run_jobs compiles that many at once), so
   // that at most kMaxLayouts argument copies of other layouts, plus the chunk's, exist at once.
   const size_t chunk = static_cast<size_t>(std::max(1, opt_.build_threads));
+  const bool gate = opt_.reference && opt_.slow_wait_s > 0;  // MeasureOptions::slow_wait_s
   for (size_t begin = 0; begin < configs.size(); begin += chunk) {
     const size_t end = std::min(configs.size(), begin + chunk);
     std::vector<Prepared> cands;
     cands.reserve(end - begin);
     std::vector<Job> jobs;
     std::vector<size_t> job_of;
+    const double slow_ref_s = gate ? slow_reference_limit(st.ref_seen, opt_) : 0;
     for (size_t i = begin; i < end; ++i) {
       cands.push_back(prepare(task_, configs[i], st.shapes, st.dtypes));
       const Prepared& p = cands.back();
@@ -916,14 +919,14 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
       if (opt_.reference) {
         jobs.back().ref_fn = &st.ref_fn;
         jobs.back().ref_st = st.ref_args.get();
-        jobs.back().slow_ref_s = slow_reference_limit(st.ref_seen, opt_);
+        jobs.back().slow_ref_s = slow_ref_s;
       }
       job_of.push_back(i);
     }
     std::vector<MeasureResult> measured = run_jobs(jobs, task_, opt_, nullptr);
     for (size_t j = 0; j < jobs.size(); ++j) {
       const MeasureResult& r = measured[j];
-      if (r.ok() && r.ref_runs.size() == r.runs.size())
+      if (gate && r.ok() && r.ref_runs.size() == r.runs.size())
         st.ref_seen.insert(st.ref_seen.end(), r.ref_runs.begin(), r.ref_runs.end());
       results[job_of[j]] = std::move(measured[j]);
     }

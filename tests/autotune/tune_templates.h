@@ -49,6 +49,16 @@ inline Template matmul_template(int n, const std::string& version = "1") {
   return Template{"test_matmul", version, fn};
 }
 
+/// B[64], written by the extern C function `fn(float* B)` (a test's stand-in kernel).
+inline te::Tensor extern_output(const char* fn, const te::Tensor& A) {
+  return te::extern_op(
+      {{64}}, {DataType::Float(32)}, {A},
+      [&](const std::vector<ir::Buffer>&, const std::vector<ir::Buffer>& outs) {
+        return te::call_extern(fn, {outs[0]->data});
+      },
+      "B")[0];
+}
+
 /// Failure modes of faulty_template's `mode` knob.
 enum FaultMode : int64_t {
   kFaultNone = 0,
@@ -70,13 +80,8 @@ inline Template faulty_template() {
     if (mode == kFaultTemplateError) KILN_ERROR << "faulty template: mode 4 is refused";
     te::Tensor out;
     if (mode == kFaultCrash || mode == kFaultHang) {
-      const char* f = mode == kFaultCrash ? "kiln_autotune_test_abort" : "kiln_autotune_test_hang";
-      out = te::extern_op(
-          {{n}}, {DataType::Float(32)}, {A},
-          [&](const std::vector<ir::Buffer>&, const std::vector<ir::Buffer>& outs) {
-            return te::call_extern(f, {outs[0]->data});
-          },
-          "B")[0];
+      out = extern_output(
+          mode == kFaultCrash ? "kiln_autotune_test_abort" : "kiln_autotune_test_hang", A);
     } else {
       float add = mode == kFaultWrong ? 1.5f : 1.0f;
       out = te::compute(

@@ -143,12 +143,7 @@ TEST(Measure, WarmUpReadsEveryArgumentCopyBeforeTiming) {
   // The child: an extern kernel logs the output copy of each call.
   TemplateFn fn = [](Config&) {
     auto A = te::placeholder({64}, DataType::Float(32), "A");
-    te::Tensor out = te::extern_op(
-        {{64}}, {DataType::Float(32)}, {A},
-        [&](const std::vector<ir::Buffer>&, const std::vector<ir::Buffer>& outs) {
-          return te::call_extern("kiln_autotune_test_trace", {outs[0]->data});
-        },
-        "B")[0];
+    te::Tensor out = test_templates::extern_output("kiln_autotune_test_trace", A);
     return Instance{te::create_schedule({out}), {A, out}};
   };
   Task task = Task::make(Template{"test_trace", "1", fn});
@@ -257,13 +252,8 @@ Template period_template() {
   TemplateFn fn = [](Config& cfg) {
     const int64_t mode = cfg.define_knob("mode", {0, 1});
     auto A = te::placeholder({64}, DataType::Float(32), "A");
-    const char* f = mode == 0 ? "kiln_autotune_test_sensitive" : "kiln_autotune_test_steady";
-    te::Tensor out = te::extern_op(
-        {{64}}, {DataType::Float(32)}, {A},
-        [&](const std::vector<ir::Buffer>&, const std::vector<ir::Buffer>& outs) {
-          return te::call_extern(f, {outs[0]->data});
-        },
-        "B")[0];
+    te::Tensor out = test_templates::extern_output(
+        mode == 0 ? "kiln_autotune_test_sensitive" : "kiln_autotune_test_steady", A);
     return Instance{te::create_schedule({out}), {A, out}};
   };
   return Template{"test_period", "1", fn};
