@@ -10,7 +10,10 @@
 // tuner's curve. A config's speed (--metric relative) is its time against the default config
 // timed after each repeat in the same process (MeasureResult::relative), scaled by the default's
 // fastest repeat: this machine's slow periods outlast a measurement and had moved one config's
-// measured time 1.0-2.4x within a run. As in the paper, the curves are the search's own
+// measured time 1.0-2.4x within a run. A measurement made in a slow period (its reference ran
+// over 1.2x the reference's usual time: --fast-state, autotune::MachineState) does not count in
+// the curves: candidates look 6-8% faster against the default there, some far more, and such
+// outliers had set the bar no tuner reached again. As in the paper, the curves are the search's own
 // trials: the default config (Kiln's cost-model fallback, measured first as the reference
 // output) is not one of them unless --count-default 1, since a default within 5% of the best
 // would make every tuner "need" one trial and say nothing about the search.
@@ -80,6 +83,7 @@ struct Run {
   int errors = 0;
   int slow_pairs = 0;  ///< pairs timed again because the reference ran slow (slow_wait_s)
   int waited = 0;      ///< measurements with such pairs
+  int slow = 0;  ///< successful measurements made in a slow period (--fast-state), not counted
   double default_gflops = 0;
   /// The config behind best[t] (kNoPick before any success), and those configs by index.
   std::vector<uint64_t> pick;
@@ -231,6 +235,15 @@ int main(int argc, char** argv) {
         "with --metric relative: seconds a measurement may wait out a slow period of the "
         "machine, timing again the pairs whose reference ran slow (MeasureOptions::slow_wait_s; "
         "default 0: off)"},
+       {"--fast-state",
+        "with --metric relative: a measurement whose reference (the default timed beside it) "
+        "ran more than this factor x the 10th percentile of the references so far was made in "
+        "a slow period of the machine, when candidates look faster against the default than "
+        "they are, and does not count in the curves or the re-measured medians "
+        "(autotune::MachineState; default 1.2; 0: every measurement counts)"},
+       {"--xgb-fast-state",
+        "xgb: ModelTunerOptions::slow_factor, the model learns fast-state measurements only "
+        "(default 1.2; 0: all)"},
        {"--count-default",
         "1: the default config (measured first, as the reference) counts as every tuner's "
         "first trial; 0 (default): the curves are the search's own trials, as in the paper"},
@@ -280,6 +293,8 @@ int main(int argc, char** argv) {
   if (repeat < 1) cl.fail("--repeat must be >= 1");
   const double slow_wait = cl.get_double("--slow-wait", 0);
   if (!(slow_wait >= 0)) cl.fail("--slow-wait must be >= 0");
+  const double fast_state = use_relative ? cl.get_double("--fast-state", 1.2) : 0;
+  if (!(fast_state >= 0)) cl.fail("--fast-state must be >= 0");
   if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   if (trials < 2) cl.fail("--trials must be at least 2");
   if (threads < 1 || build_threads < 1) cl.fail("--threads and --build-threads must be >= 1");
@@ -315,6 +330,8 @@ int main(int argc, char** argv) {
     const std::string cost = cl.get_string("--xgb-cost", xgb_options.train_on_min ? "min" : "mean");
     if (cost != "min" && cost != "mean") cl.fail("--xgb-cost: 'min' or 'mean'");
     xgb_options.train_on_min = cost == "min";
+    xgb_options.slow_factor = cl.get_double("--xgb-fast-state", xgb_options.slow_factor);
+    if (!(xgb_options.slow_factor >= 0)) cl.fail("--xgb-fast-state must be >= 0");
   }
   if (remeasure < 0) cl.fail("--remeasure must be >= 0");
   const std::string keep_logs = cl.get_string("--keep-logs", "");
@@ -334,6 +351,9 @@ int main(int argc, char** argv) {
             << "a config's speed: " << metric << " of " << repeat << " timed repeats";
   if (use_relative && slow_wait > 0)
     std::cout << " (slow periods waited out for up to " << slow_wait << " s)";
+  if (fast_state > 0)
+    std::cout << "; measurements whose reference ran over " << fast_state
+              << "x its usual time (slow periods) not counted";
   std::cout << "; " << trials << " trials per tuner and workload; tuners:";
   for (const std::string& t : tuners) std::cout << " " << t;
   std::cout << "; seeds:";
@@ -440,6 +460,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<autotune::Measurer> measurer;  // one per workload: the default measured once
     autotune::MeasureResult default_result;
     MeasureFn measure;
+    // --fast-state: the machine's state at each measurement, from every measurement of the
+    // workload so far (all tuners', in the order made).
+    autotune::MachineState state(fast_state);
     try {
       if (!replay_log.empty()) {
         replay_table = load_replay(replay_log, task);
@@ -461,7 +484,9 @@ int main(int argc, char** argv) {
         measurer = std::make_unique<autotune::Measurer>(task, measure_opt);
         default_result = measurer->default_result();
         measure = [&](const std::vector<autotune::Config>& batch) {
-          return measurer->measure(batch);
+          std::vector<autotune::MeasureResult> results = measurer->measure(batch);
+          for (const autotune::MeasureResult& r : results) state.observe(r);
+          return results;
         };
       }
     } catch (const std::exception& e) {
@@ -475,6 +500,7 @@ int main(int argc, char** argv) {
                      "replayed log without them: use --metric min)\n";
         return 1;
       }
+      state.observe(default_result);
       for (const std::vector<double>* v : {&default_result.runs, &default_result.ref_runs})
         for (double x : *v)
           if (x > 0 && (unit_s == 0 || x < unit_s)) unit_s = x;
@@ -511,6 +537,10 @@ int main(int argc, char** argv) {
         const int t = c.trials - skip;  // this trial's number on the curve
         if (t < 1) return;
         double g = speed(result);
+        if (g > 0 && state.slow(result)) {
+          g = 0;
+          ++run.slow;
+        }
         double before = run.best.empty() ? 0 : run.best.back();
         run.best.resize(static_cast<size_t>(t), before);
         run.pick.resize(static_cast<size_t>(t), run.pick.empty() ? kNoPick : run.pick.back());
@@ -540,6 +570,7 @@ int main(int argc, char** argv) {
                   << bench::fixed(run.best.empty() ? 0 : run.best.back(), 2) << " GFLOP/s after "
                   << run.best.size() << " trials (default " << bench::fixed(run.default_gflops, 2)
                   << "), " << run.errors << " failed, " << bench::fixed(run.seconds, 1) << " s";
+        if (run.slow > 0) std::cout << ", " << run.slow << " in a slow period (not counted)";
         if (run.waited > 0)
           std::cout << ", " << run.waited << " measurements waited out a slow period ("
                     << run.slow_pairs << " pairs timed again)";
@@ -558,17 +589,21 @@ int main(int argc, char** argv) {
       for (const Run& r : runs) picks.insert(r.pick_configs.begin(), r.pick_configs.end());
       std::vector<autotune::Config> configs;
       for (auto& [i, c] : picks) configs.push_back(c);
-      std::map<uint64_t, std::vector<double>> speeds;
+      std::map<uint64_t, std::vector<double>> speeds, fast_speeds;
       std::mt19937_64 rng(12345);
       const double t0 = bench::now_ms();
       for (int round = 0; round < remeasure; ++round) {
         std::shuffle(configs.begin(), configs.end(), rng);
         std::vector<autotune::MeasureResult> results = measurer->measure(configs);
-        for (size_t i = 0; i < configs.size(); ++i)
+        for (size_t i = 0; i < configs.size(); ++i) {
           speeds[configs[i].index()].push_back(speed(results[i]));
+          if (!state.slow(results[i])) fast_speeds[configs[i].index()].push_back(speed(results[i]));
+        }
       }
+      // The median over the rounds in the fast state (--fast-state), or over all when none was.
       std::map<uint64_t, double> value;
-      for (auto& [i, v] : speeds) {
+      for (auto& [i, all] : speeds) {
+        std::vector<double>& v = fast_speeds[i].empty() ? all : fast_speeds[i];
         std::sort(v.begin(), v.end());
         value[i] = v[v.size() / 2];
       }

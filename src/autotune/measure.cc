@@ -809,11 +809,8 @@ std::vector<MeasureResult> run_jobs(const std::vector<Job>& jobs, const Task& ta
 }  // namespace
 
 double slow_reference_limit(const std::vector<double>& ref_seen, const MeasureOptions& opt) {
-  if (opt.slow_wait_s <= 0 || opt.slow_factor <= 0 || ref_seen.empty()) return 0;
-  std::vector<double> v = ref_seen;
-  auto p10 = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 10);
-  std::nth_element(v.begin(), p10, v.end());
-  return *p10 * opt.slow_factor;
+  if (opt.slow_wait_s <= 0 || opt.slow_factor <= 0) return 0;
+  return tenth_percentile(ref_seen) * opt.slow_factor;
 }
 
 const MeasureResult& Measurer::default_result() {

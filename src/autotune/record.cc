@@ -59,6 +59,27 @@ double MeasureResult::relative() const {
          *std::min_element(ref_runs.begin(), ref_runs.end());
 }
 
+double tenth_percentile(std::vector<double> v) {
+  if (v.empty()) return 0;
+  auto p10 = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 10);
+  std::nth_element(v.begin(), p10, v.end());
+  return *p10;
+}
+
+void MachineState::observe(const MeasureResult& r) {
+  if (r.ok()) refs_.insert(refs_.end(), r.ref_runs.begin(), r.ref_runs.end());
+}
+
+double MachineState::limit() const {
+  return factor_ > 0 ? tenth_percentile(refs_) * factor_ : 0;
+}
+
+bool MachineState::slow(const MeasureResult& r) const {
+  if (r.ref_runs.empty()) return false;
+  const double lim = limit();
+  return lim > 0 && *std::min_element(r.ref_runs.begin(), r.ref_runs.end()) > lim;
+}
+
 Record Record::make(const Task& task, const Config& cfg, const MeasureResult& r) {
   Record rec;
   rec.task = task.key();

@@ -219,6 +219,20 @@ std::vector<double> ModelTuner::costs_of(const std::vector<MeasureResult>& resul
   return costs;
 }
 
+std::vector<size_t> ModelTuner::for_training(const std::vector<MeasureResult>& results) const {
+  MachineState state(opt_.slow_factor);
+  for (const MeasureResult& r : results) state.observe(r);
+  std::vector<size_t> keep, all;
+  int fast = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    all.push_back(i);
+    if (results[i].ok() && state.slow(results[i])) continue;
+    keep.push_back(i);
+    fast += results[i].ok();
+  }
+  return fast >= opt_.min_train ? keep : all;
+}
+
 size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& records) {
   std::vector<std::vector<float>> rows;
   std::vector<MeasureResult> results;
@@ -234,17 +248,29 @@ size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& re
       continue;  // a config that no longer fits or lowers teaches nothing
     }
   }
-  transfer_.add_group(rows, costs_of(results));
-  if (!rows.empty()) transfer_changed_ = true;
-  return rows.size();
+  std::vector<std::vector<float>> kept_rows;
+  std::vector<MeasureResult> kept;
+  for (size_t i : for_training(results)) {
+    kept_rows.push_back(std::move(rows[i]));
+    kept.push_back(results[i]);
+  }
+  transfer_.add_group(kept_rows, costs_of(kept));
+  if (!kept_rows.empty()) transfer_changed_ = true;
+  return kept_rows.size();
 }
 
 void ModelTuner::retrain() {
   TrainingSet ts = transfer_;
   std::vector<std::vector<float>> rows;
-  for (uint64_t i : measured_) rows.push_back(features(i));
+  std::vector<MeasureResult> results;
+  const std::vector<size_t> keep = for_training(results_);
+  for (size_t i : keep) {
+    rows.push_back(features(measured_[i]));
+    results.push_back(results_[i]);
+  }
+  stats_.slow_left_out = results_.size() - keep.size();
   if (ts.num_features == 0) ts.num_features = kFeatureLength;
-  ts.add_group(rows, costs_of(results_));
+  ts.add_group(rows, costs_of(results));
   model_.fit(ts);
   trained_on_ = measured_.size();
   transfer_changed_ = false;

@@ -247,6 +247,35 @@ TEST(Measure, SlowReferenceLimitIsAFactorOverTheTenthPercentile) {
   EXPECT_EQ(slow_reference_limit(refs, mo), 0);  // off
 }
 
+TEST(Measure, MachineStateCallsAMeasurementSlowByItsReference) {
+  auto measured = [](std::vector<double> refs) {
+    MeasureResult r;
+    r.runs = r.ref_runs = refs;
+    r.mean_s = refs[0];
+    return r;
+  };
+  MachineState st(1.2);
+  EXPECT_EQ(st.limit(), 0);
+  EXPECT_FALSE(st.slow(measured({5e-3})));  // nothing observed: nothing is slow
+  for (int i = 0; i < 9; ++i) st.observe(measured({1e-3, 1.05e-3}));  // the fast state: 1 ms
+  st.observe(measured({1.5e-3, 1.6e-3}));                             // a slow period
+  EXPECT_EQ(st.observed(), 20u);
+  EXPECT_DOUBLE_EQ(st.limit(), 1e-3 * 1.2);  // the 10th percentile of the 20 reference repeats
+  EXPECT_TRUE(st.slow(measured({1.3e-3, 1.25e-3})));  // its reference's fastest repeat: 1.25 ms
+  EXPECT_FALSE(st.slow(measured({1.5e-3, 1.1e-3})));  // ... 1.1 ms
+  MeasureResult unpaired;  // timed without the reference: no state to tell
+  unpaired.runs = {9e-3};
+  EXPECT_FALSE(st.slow(unpaired));
+  MeasureResult failed = measured({9e-3});
+  failed.error = ErrorKind::kCrash;
+  st.observe(failed);  // a failure's repeats are not the default's usual time
+  EXPECT_EQ(st.observed(), 20u);
+  MachineState off(0);
+  off.observe(measured({1e-3}));
+  EXPECT_EQ(off.limit(), 0);
+  EXPECT_FALSE(off.slow(measured({9e-3})));
+}
+
 // B = 1s through kiln_autotune_test_sensitive (mode 0, the default) or _steady (mode 1).
 Template period_template() {
   TemplateFn fn = [](Config& cfg) {
@@ -513,8 +542,9 @@ TEST(Tune, ResumesFromItsLog) {
   EXPECT_EQ(r3.trials, 0);
 
   // Transfer: another workload's model tuner warm-starts from this task's 16 records.
+  // (slow_factor 0: all of them, whatever the machine's state when they were measured.)
   Task bigger = Task::make(matmul_template(48));
-  ModelTuner mt(bigger, 2);
+  ModelTuner mt(bigger, 2, ModelTunerOptions{.slow_factor = 0});
   TuneOptions t2 = opt;
   t2.n_trials = 2;
   t2.transfer_tasks = {task, bigger};
@@ -757,6 +787,69 @@ TEST(Tuners, LearningRelativeTimesIgnoresSlowPeriods) {
       "repeat, %.6f learning the relative time\n",
       seconds, relative);
   EXPECT_LT(relative, seconds);
+}
+
+TEST(Tuners, TransferLeavesOutTheSlowStatesRecords) {
+  // 16 records of another task: 12 measured beside a default at 1 ms, 4 beside it at 1.5 ms (a
+  // slow period), and one failure. The model warm-starts from the 12 and the failure; with
+  // slow_factor 0, from all 17.
+  Task other = Task::make(matmul_template(32));
+  std::vector<Record> records;
+  for (uint64_t i = 0; i < 17; ++i) {
+    MeasureResult r;
+    const double ref = i % 4 == 3 ? 1.5e-3 : 1e-3;
+    r.runs = {1e-3 * (1 + i % 5), 1e-3 * (1 + i % 5)};
+    r.ref_runs = {ref, ref * 1.01};
+    r.mean_s = r.runs[0];
+    if (i == 16) r = MeasureResult{.error = ErrorKind::kCrash, .error_msg = "signal 11"};
+    records.push_back(Record::make(other, other.space.get(i), r));
+  }
+  Task task = Task::make(matmul_template(48));
+  ModelTuner fast(task, 0);
+  EXPECT_EQ(fast.add_transfer(other, records), 13u);
+  ModelTuner all(task, 0, ModelTunerOptions{.slow_factor = 0});
+  EXPECT_EQ(all.add_transfer(other, records), 17u);
+}
+
+TEST(Tuners, LearningFastStateMeasurementsOnlyIgnoresTheSlowStatesBias) {
+  // In a slow period of the machine (half the measurements here) the default timed beside each
+  // repeat runs 1.45x slower, and candidates are slowed by less the slower they are (here so
+  // much less that the relative times rank configs backwards; on this machine a candidate
+  // looked 6-8% faster against the default than in the fast state, some far more). Over 6
+  // seeds, the model that learns only the fast-state measurements finds better configs (by the
+  // true cost) in 40 trials than the one that learns them all.
+  Task task = Task::make(matmul_template(64));
+  size_t left_out = 0;
+  auto run_states = [&](double slow_factor, uint64_t seed) {
+    ModelTunerOptions o;
+    o.slow_factor = slow_factor;
+    ModelTuner t(task, seed, o);
+    std::mt19937_64 noise(seed + 3000);
+    std::uniform_real_distribution<double> u(0, 1);
+    double best = run_synthetic(t, 40, 8, [&](double cost) {
+      MeasureResult r;
+      const bool slow = u(noise) < 0.5;
+      const double ref = slow ? 1.45e-3 : 1e-3;
+      for (int k = 0; k < 5; ++k) {
+        // Slow: relative = (1 ms / cost)^0.5, highest for the worst configs.
+        r.runs.push_back((slow ? ref * std::sqrt(1e-3 / cost) : cost) * (1 + 0.02 * u(noise)));
+        r.ref_runs.push_back(ref * (1 + 0.03 * u(noise)));
+      }
+      r.mean_s = std::accumulate(r.runs.begin(), r.runs.end(), 0.0) / 5;
+      return r;
+    });
+    left_out += t.stats().slow_left_out;
+    return best;
+  };
+  const double all = mean_over_seeds(6, [&](uint64_t s) { return run_states(0, s); });
+  EXPECT_EQ(left_out, 0u);
+  const double fast = mean_over_seeds(6, [&](uint64_t s) { return run_states(1.2, s); });
+  EXPECT_GT(left_out, 6u);  // measurements of the slow state left out of each final training
+  std::printf(
+      "[ tuners ] slow-state bias, 40 trials, mean best true cost: %.6f learning every "
+      "measurement, %.6f the fast-state ones\n",
+      all, fast);
+  EXPECT_LT(fast, all);
 }
 
 }  // namespace

@@ -74,6 +74,35 @@ inline double comparable_cost(const MeasureResult& r, bool relative) {
   return relative ? r.relative() : r.mean_s;
 }
 
+/// The 10th percentile of `v` (its element at index size/10 in sorted order); 0 when empty.
+double tenth_percentile(std::vector<double> v);
+
+/// Tells the measurements made in the machine's slow state from the others, by the default
+/// config timed beside each (MeasureResult::ref_runs). A shared machine has slow periods
+/// (another tenant's work: every conv2d here 1.35-1.55x slower for 1-2 s on average, up to
+/// 30 s, a quarter to two thirds of the time) and they slow the default more than many
+/// candidates, so a measurement made in one looks 6-8% faster against the default than in the
+/// fast state, and some by far more (one C12 config at 1.68x the default): as much as the gap
+/// between the best configs and the default. A measurement is slow when its reference's
+/// fastest repeat took more than `factor` x the 10th percentile of the reference repeats
+/// observed so far (the default's time in the fast state).
+class MachineState {
+ public:
+  explicit MachineState(double factor = 1.2) : factor_(factor) {}
+  /// Counts the reference repeats of `r` (none for a failure or without a reference).
+  void observe(const MeasureResult& r);
+  /// factor x the 10th percentile of the reference repeats observed; 0 with none, or when
+  /// factor <= 0 (nothing is slow).
+  double limit() const;
+  /// True when `r` has reference repeats, the fastest above limit().
+  bool slow(const MeasureResult& r) const;
+  size_t observed() const { return refs_.size(); }
+
+ private:
+  double factor_;
+  std::vector<double> refs_;
+};
+
 /// One line of a log.
 struct Record {
   std::string task;  ///< Task::key()

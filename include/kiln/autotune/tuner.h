@@ -121,6 +121,10 @@ struct ModelTunerOptions {
   /// process does not misrank the config (replaying the C12 log: 24.2 -> 18.9 trials to 95% of
   /// the best; the C11 log: 22.0 either way).
   bool train_on_min = true;
+  /// The model learns only the measurements made in the machine's fast state (MachineState
+  /// with this factor), when at least min_train of them succeeded: one made in a slow period
+  /// looks faster against the default than it is. 0: every measurement.
+  double slow_factor = 1.2;
   XGBOptions xgb;
 };
 
@@ -130,6 +134,9 @@ struct ModelTunerStats {
   double feature_seconds = 0;  ///< time spent lowering and analysing them
   size_t plans = 0;            ///< annealing runs
   double plan_seconds = 0;     ///< time spent in them (features and predictions included)
+  /// Measurements of this task left out of the latest training as made in a slow period
+  /// (ModelTunerOptions::slow_factor).
+  size_t slow_left_out = 0;
 };
 
 class ModelTuner : public Tuner {
@@ -140,8 +147,9 @@ class ModelTuner : public Tuner {
   void update(const std::vector<Config>& configs,
               const std::vector<MeasureResult>& results) override;
   /// Warm-starts the model with measurements of another task (a group of its own). Records of
-  /// other tasks, targets or template versions than `other`'s are skipped; returns the number
-  /// used. The model is (re)trained at the next plan.
+  /// other tasks, targets or template versions than `other`'s are skipped, and so are those
+  /// made in a slow period (slow_factor, as for the task's own); returns the number used. The
+  /// model is (re)trained at the next plan.
   size_t add_transfer(const Task& other, const std::vector<Record>& records);
 
   /// The cost model (its stats() time predictions).
@@ -158,6 +166,9 @@ class ModelTuner : public Tuner {
   /// alongside), else their seconds (the fastest repeat with train_on_min): a group is ranked
   /// on one scale.
   std::vector<double> costs_of(const std::vector<MeasureResult>& results) const;
+  /// Indices of the measurements the model learns: failures, and the successes made in the
+  /// machine's fast state (all of them when fewer than min_train successes are).
+  std::vector<size_t> for_training(const std::vector<MeasureResult>& results) const;
   std::vector<float> predict(const std::vector<uint64_t>& points);
 
   ModelTunerOptions opt_;
