@@ -32,7 +32,7 @@ bench: build
 	./$(BUILD)/bin/kiln-bench-models
 
 bench-tuners: build
-	./$(BUILD)/bin/kiln-bench-tuners --trials 150 --rotate-mb 8
+	./$(BUILD)/bin/kiln-bench-tuners --trials 400 --rotate-mb 8 --remeasure 5
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
