@@ -67,11 +67,14 @@ double tenth_percentile(std::vector<double> v) {
 }
 
 void MachineState::observe(const MeasureResult& r) {
-  if (r.ok()) refs_.insert(refs_.end(), r.ref_runs.begin(), r.ref_runs.end());
+  if (!r.ok() || r.ref_runs.empty()) return;
+  refs_.insert(refs_.end(), r.ref_runs.begin(), r.ref_runs.end());
+  limit_ = -1;
 }
 
 double MachineState::limit() const {
-  return factor_ > 0 ? tenth_percentile(refs_) * factor_ : 0;
+  if (limit_ < 0) limit_ = factor_ > 0 ? tenth_percentile(refs_) * factor_ : 0;
+  return limit_;
 }
 
 bool MachineState::slow(const MeasureResult& r) const {

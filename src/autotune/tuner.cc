@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "kiln/autotune/feature.h"
 #include "kiln/support/error.h"
@@ -222,15 +223,17 @@ std::vector<double> ModelTuner::costs_of(const std::vector<MeasureResult>& resul
 std::vector<size_t> ModelTuner::for_training(const std::vector<MeasureResult>& results) const {
   MachineState state(opt_.slow_factor);
   for (const MeasureResult& r : results) state.observe(r);
-  std::vector<size_t> keep, all;
+  std::vector<size_t> keep;
   int fast = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    all.push_back(i);
     if (results[i].ok() && state.slow(results[i])) continue;
     keep.push_back(i);
     fast += results[i].ok();
   }
-  return fast >= opt_.min_train ? keep : all;
+  if (fast >= opt_.min_train) return keep;
+  std::vector<size_t> all(results.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  return all;
 }
 
 size_t ModelTuner::add_transfer(const Task& other, const std::vector<Record>& records) {

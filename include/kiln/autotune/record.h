@@ -101,6 +101,7 @@ class MachineState {
  private:
   double factor_;
   std::vector<double> refs_;
+  mutable double limit_ = -1;  ///< limit() since the last observe(); -1: not computed
 };
 
 /// One line of a log.
