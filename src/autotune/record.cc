@@ -237,6 +237,7 @@ std::string BestRecord::summary() const {
   if (failed) os << " (" << failed << " failed)";
   if (network)
     os << ", " << network << " timed inside a model" << (from_network ? ": chosen by those" : "");
+  if (slow) os << ", " << slow << " in a slow period of the machine";
   size_t ignored = other_target + other_threads + other_version + bad_config;
   if (ignored) {
     os << "; ignored " << ignored << ":";
@@ -297,39 +298,61 @@ std::map<std::string, PerConfig> group_records(const std::vector<Record>& record
   return by_config;
 }
 
+/// One ranked config: the record its time is taken from, and whether all its records were made
+/// in a slow period.
+struct Judged {
+  PerConfig* config;
+  const Record* record;
+  bool slow_only;
+};
+
 /// Configs ranked by the upper median of their records of one protocol (of two records, the
 /// slower one), or in-network by their fastest (best_record), fastest first; a config with a
-/// failed record is left out.
-std::vector<std::pair<PerConfig*, const Record*>> ranked(
-    std::map<std::string, PerConfig>& by_config, bool network) {
+/// failed record is left out. Compared by relative times, a config's records made in a slow
+/// period of the machine (MachineState with `slow_factor`) count only when it has no others;
+/// `slow` counts them.
+std::vector<Judged> ranked(std::map<std::string, PerConfig>& by_config, bool network,
+                           double slow_factor, size_t* slow = nullptr) {
   // Relative times (MeasureResult::relative) when every record has one, else seconds.
   bool rel = true;
   for (auto& [key, c] : by_config)
     for (const Record* x : network ? c.network : c.isolated) rel = rel && x->result.relative() > 0;
   auto cost = [rel](const Record* x) { return comparable_cost(x->result, rel); };
-  std::vector<std::pair<PerConfig*, const Record*>> r;
+  // The machine's state by the references timed beside the tuner's records (the in-network
+  // protocol has none and takes each config's fastest round instead).
+  MachineState state(rel && !network ? slow_factor : 0);
+  for (auto& [key, c] : by_config)
+    if (!c.failed && !network)
+      for (const Record* x : c.isolated) state.observe(x->result);
+  std::vector<Judged> r;
   for (auto& [key, c] : by_config) {
     std::vector<const Record*>& recs = network ? c.network : c.isolated;
     if (c.failed || recs.empty()) continue;  // a crash or wrong result disqualifies
-    std::sort(recs.begin(), recs.end(),
+    std::vector<const Record*> fast;
+    for (const Record* x : recs)
+      if (!state.slow(x->result)) fast.push_back(x);
+    if (slow) *slow += recs.size() - fast.size();
+    std::vector<const Record*>& judged = fast.empty() ? recs : fast;
+    std::sort(judged.begin(), judged.end(),
               [&](const Record* x, const Record* y) { return cost(x) < cost(y); });
-    r.emplace_back(&c, recs[network ? 0 : recs.size() / 2]);
+    r.push_back(Judged{&c, judged[network ? 0 : judged.size() / 2], fast.empty()});
   }
   std::stable_sort(r.begin(), r.end(),
-                   [&](const auto& x, const auto& y) { return cost(x.second) < cost(y.second); });
+                   [&](const Judged& x, const Judged& y) { return cost(x.record) < cost(y.record); });
   return r;
 }
 
 }  // namespace
 
-BestRecord best_record(const std::vector<Record>& records, const Task& task, Protocol protocol) {
+BestRecord best_record(const std::vector<Record>& records, const Task& task, Protocol protocol,
+                       double slow_factor) {
   BestRecord b;
   std::map<std::string, PerConfig> by_config = group_records(records, task, b);
   auto pick = [&](bool network) {
-    auto r = ranked(by_config, network);
+    std::vector<Judged> r = ranked(by_config, network, slow_factor, network ? nullptr : &b.slow);
     if (r.empty()) return false;
-    b.best = *r.front().second;
-    b.config = r.front().first->config;
+    b.best = *r.front().record;
+    b.config = r.front().config->config;
     b.from_network = network;
     return true;
   };
@@ -339,22 +362,25 @@ BestRecord best_record(const std::vector<Record>& records, const Task& task, Pro
 }
 
 std::vector<RankedConfig> rank_configs(const std::vector<Record>& records, const Task& task,
-                                       Protocol protocol) {
+                                       Protocol protocol, double slow_factor) {
   BestRecord counts;
   std::map<std::string, PerConfig> by_config = group_records(records, task, counts);
   bool network = false;
-  auto r = ranked(by_config, false);
+  std::vector<Judged> r = ranked(by_config, false, slow_factor);
   if (protocol == Protocol::kPreferNetwork) {
-    auto n = ranked(by_config, true);
+    std::vector<Judged> n = ranked(by_config, true, slow_factor);
     if (!n.empty()) {
       r = std::move(n);
       network = true;
     }
   }
   std::vector<RankedConfig> out;
-  for (auto& [c, rec] : r)
-    out.push_back(
-        RankedConfig{c->config, rec->result.mean_s, (network ? c->network : c->isolated).size()});
+  for (const Judged& j : r) {
+    const PerConfig& c = *j.config;
+    out.push_back(RankedConfig{c.config, j.record->result.mean_s,
+                               (network ? c.network : c.isolated).size(), j.record->result,
+                               j.slow_only});
+  }
   return out;
 }
 

@@ -8,10 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <numeric>
-#include <set>
 #include <sstream>
 #include <unordered_set>
 
@@ -64,22 +61,19 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   prog.n_trials = opt.n_trials;
   prog.time_budget_s = opt.time_budget_s;
 
-  // Every successful measurement (logged ones included), for the final choice; configs that
-  // failed a measurement (a crash, time-out or wrong result) are never chosen.
-  std::vector<std::pair<Config, MeasureResult>> seen;
-  std::set<uint64_t> failed_configs;
+  // This task's records, logged ones included, for the verification and the final choice.
+  std::vector<Record> mine;
   // Measurements compare by their relative times (MeasureResult::relative: against the default
   // timed alongside) when every one has one; a log of records without (an older Kiln, or
   // MeasureOptions::reference off) makes them compare by seconds.
   bool use_rel = opt.measure.reference;
   auto cost = [&](const MeasureResult& r) { return comparable_cost(r, use_rel); };
+  // The best so far, for the progress display and early stopping.
   auto consider = [&](const Config& c, const MeasureResult& r) {
     if (!r.ok()) {
       ++res.errors;
-      failed_configs.insert(c.index());
       return;
     }
-    seen.emplace_back(c, r);
     if (!res.best || cost(r) < cost(res.best_result)) {
       res.best = c;
       res.best_result = r;
@@ -117,13 +111,8 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
       } catch (const Error&) {
         continue;
       }
-      if (!logged.insert(c.index()).second) {  // a verification's re-measurement
-        if (r.result.ok())
-          seen.emplace_back(c, r.result);
-        else
-          failed_configs.insert(c.index());
-        continue;
-      }
+      mine.push_back(r);
+      if (!logged.insert(c.index()).second) continue;  // a verification's re-measurement
       cfgs.push_back(c);
       results.push_back(r.result);
       consider(c, r.result);
@@ -136,7 +125,8 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   std::unique_ptr<RecordWriter> writer;
   if (!opt.log_path.empty()) writer = std::make_unique<RecordWriter>(opt.log_path);
   auto log = [&](const Config& c, const MeasureResult& r) {
-    if (writer) writer->write(Record::make(task, c, r));
+    mine.push_back(Record::make(task, c, r));
+    if (writer) writer->write(mine.back());
   };
 
   Measurer measurer(task, opt.measure);
@@ -197,52 +187,36 @@ TuneResult tune(const Task& task, Tuner& tuner, const TuneOptions& opt) {
   // Only after a search that measured something (a resumed run with its budget spent adds
   // nothing).
   if (opt.verify_top > 0 && res.best && res.trials > 0) {
-    std::vector<size_t> order(seen.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return cost(seen[a].second) < cost(seen[b].second);
-    });
     std::vector<Config> top{d};
-    std::set<uint64_t> chosen{d.index()};
-    for (size_t i : order) {
+    for (const RankedConfig& rc : rank_configs(mine, task, Protocol::kIsolated, opt.slow_factor)) {
       if (static_cast<int>(top.size()) > opt.verify_top) break;
-      if (chosen.insert(seen[i].first.index()).second) top.push_back(seen[i].first);
+      if (rc.config.index() != d.index()) top.push_back(rc.config);
     }
     prog.verifying = true;
     for (int round = 0; round < opt.verify_rounds; ++round) {
       std::vector<MeasureResult> results = measurer.measure(top);
       for (size_t i = 0; i < top.size(); ++i) {
         log(top[i], results[i]);
-        if (results[i].ok())
-          seen.emplace_back(top[i], results[i]);
-        else
-          failed_configs.insert(top[i].index());
         ++res.verified;
         report(&top[i], &results[i], 0, 0);
       }
     }
   }
 
-  // The best config: the lowest upper median over each config's measurements (best_record's
-  // rule), so compiling with the log picks the same config.
+  // The best config by best_record's rule (the upper median of each config's records, its
+  // fast-state ones when it has any; never a config that once failed), so compiling with the
+  // log picks the same config.
   {
-    std::map<uint64_t, std::vector<size_t>> by_config;
-    for (size_t i = 0; i < seen.size(); ++i)
-      if (!failed_configs.count(seen[i].first.index()))
-        by_config[seen[i].first.index()].push_back(i);
-    double best_cost = 0;
-    for (auto& [index, ids] : by_config) {
-      std::sort(ids.begin(), ids.end(),
-                [&](size_t a, size_t b) { return cost(seen[a].second) < cost(seen[b].second); });
-      size_t m = ids[ids.size() / 2];
-      // The default judged alike, so the reported speedup compares medians.
-      if (index == d.index()) res.default_result = seen[m].second;
-      if (best_cost == 0 || cost(seen[m].second) < best_cost) {
-        best_cost = cost(seen[m].second);
-        res.best = seen[m].first;
-        res.best_result = seen[m].second;
-      }
+    std::vector<RankedConfig> ranking =
+        rank_configs(mine, task, Protocol::kIsolated, opt.slow_factor);
+    res.best.reset();
+    if (!ranking.empty()) {
+      res.best = ranking.front().config;
+      res.best_result = ranking.front().result;
     }
+    // The default judged alike, so the reported speedup compares like with like.
+    for (const RankedConfig& rc : ranking)
+      if (rc.config.index() == d.index()) res.default_result = rc.result;
   }
   res.elapsed_s = seconds_since(t_start);
   return res;

@@ -165,6 +165,50 @@ TEST(RecordLog, BestRecordComparesRelativeTimesWhenEveryRecordHasOne) {
   EXPECT_EQ(best_record(recs, t).config, t.space.get(2));
 }
 
+// Config 1 was measured twice in a slow period of the machine (its default beside it at 1.5
+// ms, the fast state's 1 ms), looking 0.6x the default, and once in the fast state at 1.05x;
+// config 2 twice in the fast state at 0.97-0.98x; config 3 once, in a slow period, at 1.1x. By
+// the upper median of all records config 1 wins (0.62); by its fast-state record alone it is
+// slower than config 2.
+TEST(RecordLog, AConfigIsJudgedByItsFastStateRecords) {
+  Task t = Task::make(test_templates::matmul_template(8));
+  auto paired = [](double rel, double ref) {
+    MeasureResult r = ok_result(rel * ref);
+    r.runs = {rel * ref, rel * ref * 1.01};
+    r.ref_runs = {ref, ref * 1.02};
+    return r;
+  };
+  std::vector<Record> recs = {
+      Record::make(t, t.space.get(0), paired(1.0, 1e-3)),
+      Record::make(t, t.space.get(1), paired(0.6, 1.5e-3)),
+      Record::make(t, t.space.get(2), paired(0.97, 1e-3)),
+      Record::make(t, t.space.get(1), paired(1.05, 1e-3)),
+      Record::make(t, t.space.get(3), paired(1.1, 1.5e-3)),
+      Record::make(t, t.space.get(2), paired(0.98, 1.01e-3)),
+      Record::make(t, t.space.get(1), paired(0.62, 1.45e-3)),
+  };
+  BestRecord b = best_record(recs, t);
+  EXPECT_EQ(b.config, t.space.get(2));
+  EXPECT_DOUBLE_EQ(b.best->result.relative(), 0.98);
+  EXPECT_EQ(b.slow, 3u);
+  EXPECT_EQ(b.summary(), "used 7 records, 3 in a slow period of the machine");
+  std::vector<RankedConfig> r = rank_configs(recs, t);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].config, t.space.get(2));
+  EXPECT_EQ(r[1].config, t.space.get(0));
+  EXPECT_EQ(r[2].config, t.space.get(1));
+  EXPECT_DOUBLE_EQ(r[2].result.relative(), 1.05);
+  EXPECT_FALSE(r[2].slow_only);
+  EXPECT_EQ(r[3].config, t.space.get(3));  // judged by its slow-period record, all it has
+  EXPECT_TRUE(r[3].slow_only);
+  EXPECT_EQ(r[3].records, 1u);
+  // Every record counts with the state off (factor 0), or without references to tell it by.
+  EXPECT_EQ(best_record(recs, t, Protocol::kPreferNetwork, 0).config, t.space.get(1));
+  EXPECT_EQ(best_record(recs, t, Protocol::kPreferNetwork, 0).slow, 0u);
+  for (Record& x : recs) x.result.ref_runs.clear();
+  EXPECT_EQ(best_record(recs, t).config, t.space.get(1));
+}
+
 TEST(RecordLog, CorruptLastLineIsSkippedWithAWarning) {
   Task t = Task::make(test_templates::matmul_template(8));
   std::string path = temp_log("corrupt");

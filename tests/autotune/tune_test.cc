@@ -499,6 +499,66 @@ TEST(Tune, VerificationMeasuresTheBestAgain) {
   fs::remove(path);
 }
 
+// A search that met a slow period of the machine: there config A looked 8-10x faster than the
+// default (twice), in the fast state 2x slower; config B 0.3x in the fast state. The verification
+// measures B again, not A's lucky record, and B is the run's best. (Synthetic records: their
+// references, 1 ns, set the fast state's level, so this run's real measurements count as slow.)
+TEST(Tune, VerificationJudgesAConfigByItsFastStateRecords) {
+  Task task = Task::make(matmul_template(64));
+  const Config d = task.default_config();
+  std::vector<Config> others;
+  for (uint64_t i = 0; others.size() < 2; ++i)
+    if (task.space.get(i).index() != d.index()) others.push_back(task.space.get(i));
+  const Config& a = others[0];
+  const Config& b = others[1];
+  auto paired = [](double s, double ref) {
+    MeasureResult r;
+    r.mean_s = s;
+    r.runs = {s, s};
+    r.ref_runs = {ref, ref};
+    return r;
+  };
+  auto run = [&](double slow_factor) {
+    std::string path = temp_log("verify_state");
+    {
+      RecordWriter w(path);
+      w.write(Record::make(task, d, paired(1e-9, 1e-9)));
+      w.write(Record::make(task, a, paired(0.15e-9, 1.5e-9)));  // in a slow period: 0.1x
+      w.write(Record::make(task, b, paired(0.3e-9, 1e-9)));
+      w.write(Record::make(task, a, paired(2e-9, 1e-9)));
+      w.write(Record::make(task, a, paired(0.18e-9, 1.5e-9)));
+    }
+    RandomTuner tuner(task, 5);
+    TuneOptions opt;
+    opt.n_trials = 4;  // one new trial after the three logged configs
+    opt.log_path = path;
+    opt.measure = fast_measure();
+    opt.verify_top = 1;
+    opt.verify_rounds = 2;
+    opt.slow_factor = slow_factor;
+    TuneResult r = tune(task, tuner, opt);
+    EXPECT_EQ(r.resumed, 3);
+    EXPECT_EQ(r.trials, 1);
+    EXPECT_EQ(r.verified, 4);  // the default and one config, twice
+    std::map<uint64_t, int> count;
+    for (const Record& rec : load_records(path, false).records)
+      ++count[Config::from_json(rec.config, task.space).index()];
+    fs::remove(path);
+    return std::make_pair(r, count);
+  };
+  auto [r, count] = run(MachineState::kDefaultFactor);
+  EXPECT_EQ(count[b.index()], 3);
+  EXPECT_EQ(count[a.index()], 3);
+  EXPECT_EQ(count[d.index()], 3);
+  ASSERT_TRUE(r.best.has_value());
+  EXPECT_EQ(*r.best, b);
+  EXPECT_DOUBLE_EQ(r.best_result.relative(), 0.3);
+  // Judged by every record (upper median 0.12x), A is verified instead.
+  auto [all, all_count] = run(0);
+  EXPECT_EQ(all_count[a.index()], 5);
+  EXPECT_EQ(all_count[b.index()], 1);
+}
+
 TEST(Tune, ResumesFromItsLog) {
   Task task = Task::make(matmul_template(32));
   std::string path = temp_log("resume");

@@ -88,7 +88,8 @@ double tenth_percentile(std::vector<double> v);
 /// observed so far (the default's time in the fast state).
 class MachineState {
  public:
-  explicit MachineState(double factor = 1.2) : factor_(factor) {}
+  static constexpr double kDefaultFactor = 1.2;
+  explicit MachineState(double factor = kDefaultFactor) : factor_(factor) {}
   /// Counts the reference repeats of `r` (none for a failure or without a reference).
   void observe(const MeasureResult& r);
   /// factor x the 10th percentile of the reference repeats observed; 0 with none, or when
@@ -177,6 +178,9 @@ struct BestRecord {
   size_t other_version = 0;  ///< records of this task made by another template version
   size_t bad_config = 0;     ///< records whose config does not parse against the space
   size_t network = 0;        ///< used records measured inside a model (Record::in_network)
+  /// Records of the ranked configs made in a slow period of the machine (MachineState), which
+  /// do not judge a config with records made in its fast state (see best_record).
+  size_t slow = 0;
   /// True when `best` was chosen among in-network records (see best_record).
   bool from_network = false;
   /// "used 40 records (3 failed); ignored 2 for another target, 1 for template version 0".
@@ -192,7 +196,12 @@ enum class Protocol : uint8_t {
 /// Picks the fastest config of `task` among `records` (by the upper median of its successful
 /// records: of their relative times when every record compared has one, else of their
 /// seconds); records of other tasks are not counted, those of this task for another target or
-/// template version are counted and ignored. With kPreferNetwork, when some config of the task
+/// template version are counted and ignored. Compared by relative times, a config measured
+/// both in the machine's fast state and in a slow period (MachineState with `slow_factor`, by
+/// the references of all the task's records; 0: off) is judged by its fast-state records
+/// alone: in a slow period configs look 6-8% faster against the default, and a few by far more
+/// (one C12 config at 1.68x the default), as much as the gap between the best configs and the
+/// default; a config measured only in slow periods is judged by those. With kPreferNetwork, when some config of the task
 /// was timed inside a model (Record::in_network), the choice is among those configs by their
 /// in-network times: a kernel alone, with its arguments rotated through the cache, can rank
 /// two configs differently from the model it runs in. An in-network config counts its fastest
@@ -201,7 +210,8 @@ enum class Protocol : uint8_t {
 /// Winograd 1.1x, so the states rank them differently), a kernel cannot run faster than it
 /// does in the fast state, and the fastest round is the one that state is known from.
 BestRecord best_record(const std::vector<Record>& records, const Task& task,
-                       Protocol protocol = Protocol::kPreferNetwork);
+                       Protocol protocol = Protocol::kPreferNetwork,
+                       double slow_factor = MachineState::kDefaultFactor);
 
 /// A config and the time of the record best_record's rule takes for it.
 struct RankedConfig {
@@ -209,10 +219,15 @@ struct RankedConfig {
   /// mean seconds of that record: the upper median (in-network records: the fastest)
   double median_s = 0;
   size_t records = 0;
+  MeasureResult result;  ///< that record's measurement
+  /// Every record of the config was made in a slow period of the machine (see best_record), so
+  /// its time is likely flattered.
+  bool slow_only = false;
 };
 /// Every config of `task` with successful records of `protocol` (never one with a failed
 /// record), fastest first by best_record's rule.
 std::vector<RankedConfig> rank_configs(const std::vector<Record>& records, const Task& task,
-                                       Protocol protocol = Protocol::kIsolated);
+                                       Protocol protocol = Protocol::kIsolated,
+                                       double slow_factor = MachineState::kDefaultFactor);
 
 }  // namespace kiln::autotune

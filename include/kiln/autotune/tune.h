@@ -78,6 +78,10 @@ struct TuneOptions {
   /// when a model is compiled: one lucky measurement on a noisy machine does not pick the config.
   int verify_top = 0;
   int verify_rounds = 2;
+  /// The verification and the final choice judge a config measured both in the machine's fast
+  /// state and in its slow periods by its fast-state records (best_record's rule, with this
+  /// MachineState factor; 0: by all).
+  double slow_factor = MachineState::kDefaultFactor;
   std::function<void(const TuneProgress&)> progress;
 };
 
