@@ -6,8 +6,11 @@
 // kernel pre-packed, also outside the timed loop (the graph compiler packs weights at compile
 // time and keeps chains of convolutions blocked). Both are checked against each other before
 // timing; timings alternate call by call (bench::measure_interleaved) so a busy period on this
-// shared machine slows both alike (with --hot 1, each timed call follows an untimed call of the
-// same kernel, so each finds its own data in cache). Besides time and GFLOP/s the table gives the
+// shared machine slows both alike, and each timed call follows an untimed call of the same
+// kernel (--hot 1, the default since the eighteenth session), so each library finds its own data
+// in cache, as benchdnn and TVM's time_evaluator time: the baseline's best case. With --hot 0
+// each timed call follows the other library's, whose data evicted part of its own from the L2
+// (the layers over 2 MB then run from L3 for both). Besides time and GFLOP/s the table gives the
 // fraction of the core's fp32 peak (an FMA loop, measured here) and, for the memory-bound depthwise
 // layers, the bytes each must move (input + weights + output) and the time a plain copy of them
 // takes. With --tuning-log LOG each layer uses its best logged config (the template's full space:
@@ -229,9 +232,10 @@ int main(int argc, char** argv) {
                           "1: evict the caches (read 256 MB) before every timed call, as "
                           "in a network whose weights do not stay cached (default 0)"},
                          {"--hot",
-                          "1: an untimed call of the same kernel before every timed call, "
-                          "so each runs on its own cached data as in benchdnn (default 0: "
-                          "each timed call follows the other library's)"}});
+                          "1 (default, 0 with --cold 1): an untimed call of the same kernel "
+                          "before every timed call, so each runs on its own cached data as in "
+                          "benchdnn and TVM's time_evaluator; 0: each timed call follows the "
+                          "other library's"}});
   const int reps = static_cast<int>(cl.get_int("--reps", 20));
   const int warmup = static_cast<int>(cl.get_int("--warmup", 3));
   const int threads = static_cast<int>(cl.get_int("--threads", 1));
@@ -243,7 +247,7 @@ int main(int argc, char** argv) {
   if (rotate_mb < 0) cl.fail("--rotate-mb must be >= 0");
   const std::string asm_dir = cl.get_string("--asm-dir", "");
   const bool cold = cl.get_int("--cold", 0) != 0;
-  const bool hot = cl.get_int("--hot", 0) != 0;
+  const bool hot = cl.get_int("--hot", cold ? 0 : 1) != 0;
   if (cold && hot) cl.fail("--cold and --hot exclude each other");
   const std::string algo = cl.get_string("--algo", "auto");
   const std::string set = cl.get_string("--set", "paper");
