@@ -337,8 +337,9 @@ std::vector<Judged> ranked(std::map<std::string, PerConfig>& by_config, bool net
               [&](const Record* x, const Record* y) { return cost(x) < cost(y); });
     r.push_back(Judged{&c, judged[network ? 0 : judged.size() / 2], fast.empty()});
   }
-  std::stable_sort(r.begin(), r.end(),
-                   [&](const Judged& x, const Judged& y) { return cost(x.record) < cost(y.record); });
+  std::stable_sort(r.begin(), r.end(), [&](const Judged& x, const Judged& y) {
+    return cost(x.record) < cost(y.record);
+  });
   return r;
 }
 

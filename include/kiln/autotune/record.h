@@ -201,12 +201,12 @@ enum class Protocol : uint8_t {
 /// the references of all the task's records; 0: off) is judged by its fast-state records
 /// alone: in a slow period configs look 6-8% faster against the default, and a few by far more
 /// (one C12 config at 1.68x the default), as much as the gap between the best configs and the
-/// default; a config measured only in slow periods is judged by those. With kPreferNetwork, when some config of the task
-/// was timed inside a model (Record::in_network), the choice is among those configs by their
-/// in-network times: a kernel alone, with its arguments rotated through the cache, can rank
-/// two configs differently from the model it runs in. An in-network config counts its fastest
-/// record (one round of graph::check_in_network each): a round falls in the machine's fast or
-/// slow state (another tenant's work slowed ResNet-18's direct 7x7x512 conv2d 1.45x and its
+/// default; a config measured only in slow periods is judged by those. With kPreferNetwork, when
+/// some config of the task was timed inside a model (Record::in_network), the choice is among those
+/// configs by their in-network times: a kernel alone, with its arguments rotated through the cache,
+/// can rank two configs differently from the model it runs in. An in-network config counts its
+/// fastest record (one round of graph::check_in_network each): a round falls in the machine's fast
+/// or slow state (another tenant's work slowed ResNet-18's direct 7x7x512 conv2d 1.45x and its
 /// Winograd 1.1x, so the states rank them differently), a kernel cannot run faster than it
 /// does in the fast state, and the fastest round is the one that state is known from.
 BestRecord best_record(const std::vector<Record>& records, const Task& task,
