@@ -87,7 +87,8 @@ void Analyzer::Impl::add_constraint(const Expr& cond) {
     break;
     CASE(LT)
     CASE(LE)
-    CASE(GT) CASE(GE) CASE(EQ)
+    CASE(GT)
+    CASE(GE) CASE(EQ)
 #undef CASE
         default : return;
   }

@@ -34,7 +34,8 @@ std::vector<LinearForm> fact_claims(Analyzer::Impl* ana) {
     break;
       CASE(LT)
       CASE(LE)
-      CASE(GT) CASE(GE) CASE(EQ)
+      CASE(GT)
+      CASE(GE) CASE(EQ)
 #undef CASE
           default : continue;
     }
@@ -244,7 +245,8 @@ Expr Rewriter::rw_not(const Expr& a) {
   }
     CASE(LT)
     CASE(LE)
-    CASE(GT) CASE(GE) CASE(EQ) CASE(NE)
+    CASE(GT)
+    CASE(GE) CASE(EQ) CASE(NE)
 #undef CASE
         default : break;
   }

@@ -22,8 +22,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -665,12 +665,13 @@ void spawn(CandidateChild& kid, const Job& job, const Task& task,
     while ((n = ::read(down[0], &go, 1)) < 0 && errno == EINTR) {
     }
     if (n != 1) ::_exit(0);  // the parent gave up on it
-    int code =
-        run_body([&](int fd) {
+    int code = run_body(
+        [&](int fd) {
           const runtime::PackedFunc* ref = job.ref_st ? (job.ref_self ? &fn : job.ref_fn) : nullptr;
           child_measure(fd, fn, *job.st, job.opt, job.send_outputs, ref, job.ref_st,
                         job.slow_ref_s);
-        }, up[1]);
+        },
+        up[1]);
     ::close(up[1]);
     ::_exit(code);
   }

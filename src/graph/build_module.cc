@@ -213,8 +213,7 @@ te::Schedule schedule_for(const Node& master, const te::Tensor& main,
     te::Schedule s = te::create_schedule(outs);
     TensorType h = tensor_type(outs[0]);
     std::optional<autotune::Config> c;
-    if (tuned && !tuned->empty())
-      c = tuned->lookup(lstm_cell_task(h.shape[0], h.shape[1], target));
+    if (tuned && !tuned->empty()) c = tuned->lookup(lstm_cell_task(h.shape[0], h.shape[1], target));
     autotune::Config cfg = c ? *c : autotune::Config::fallback();
     topi::schedule_lstm_cell(cfg, s, outs, target);
     return s;

@@ -80,8 +80,8 @@ const std::vector<IterVar>& Stage::op_reduce_axis() const {
 }
 
 namespace {
-std::pair<IterVar, IterVar> do_split(StageNode* s, const IterVar& parent, Expr factor,
-                                     Expr nparts, const char* prim) {
+std::pair<IterVar, IterVar> do_split(StageNode* s, const IterVar& parent, Expr factor, Expr nparts,
+                                     const char* prim) {
   check_not_placeholder(s, prim);
   check_leaf(s, parent, prim);
   Expr amount = factor.defined() ? factor : nparts;
@@ -298,8 +298,7 @@ Stage& Stage::storage_align(const IterVar& axis, int factor, int offset) {
   for (size_t i = 0; i < ax.size(); ++i)
     if (ax[i].same_as(axis)) dim = static_cast<int>(i);
   KILN_USER_CHECK(dim >= 0) << "storage_align: axis '" << iv_name(axis)
-                            << "' is not a data-parallel root axis of stage '" << n_->name()
-                            << "'";
+                            << "' is not a data-parallel root axis of stage '" << n_->name() << "'";
   KILN_USER_CHECK(factor > 0 && offset >= 0 && offset < factor)
       << "storage_align: need factor > 0 and 0 <= offset < factor, got factor " << factor
       << ", offset " << offset << " (stage '" << n_->name() << "')";
@@ -360,11 +359,10 @@ Tensor Schedule::cache_read(const Tensor& t, const std::string& scope,
   Stage producer = (*this)[t];
   KILN_USER_CHECK(!readers.empty()) << "cache_read: no readers given for tensor " << t.name();
   std::vector<Expr> shape = t->shape;
-  Tensor cache = compute(
-      shape, FCompute([&](const std::vector<Var>& v) {
-        return t(std::vector<Expr>(v.begin(), v.end()));
-      }),
-      t.name() + "." + (scope.empty() ? "global" : scope));
+  Tensor cache = compute(shape, FCompute([&](const std::vector<Var>& v) {
+                           return t(std::vector<Expr>(v.begin(), v.end()));
+                         }),
+                         t.name() + "." + (scope.empty() ? "global" : scope));
   Stage cs = make_stage(cache.op());
   cs.set_scope(scope);
   for (const Tensor& r : readers) {
@@ -441,8 +439,12 @@ std::string Schedule::to_string() const {
       continue;
     }
     switch (st->attach_type) {
-      case AttachType::kGroupRoot: os << " @root"; break;
-      case AttachType::kInline: os << " @inline"; break;
+      case AttachType::kGroupRoot:
+        os << " @root";
+        break;
+      case AttachType::kInline:
+        os << " @inline";
+        break;
       case AttachType::kScope:
         os << " @" << st->attach_stage->name() << "." << st->attach_ivar->var.name();
         break;

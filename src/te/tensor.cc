@@ -141,9 +141,9 @@ std::vector<Tensor> compute_multi(std::vector<Expr> shape, FComputeMulti f, std:
     post_order_visit(b, [&](const IRNode* x) {
       if (x->kind == NodeKind::Reduce && x != r) ++nested;
     });
-    KILN_USER_CHECK(nested == 0)
-        << "compute " << name << ": a reduction must be the whole body (e.g. sum(A(i, k), {k})),"
-        << " not part of a larger expression; compute it as its own stage";
+    KILN_USER_CHECK(nested == 0) << "compute " << name
+                                 << ": a reduction must be the whole body (e.g. sum(A(i, k), {k})),"
+                                 << " not part of a larger expression; compute it as its own stage";
     if (i == 0) {
       first = r;
     } else {

@@ -142,13 +142,12 @@ te::Tensor broadcast_to(const te::Tensor& x, const std::vector<int64_t>& shape,
     ok = sx[d] == want || sx[d] == 1;
   }
   for (int64_t v : shape) ok = ok && v > 0;
-  KILN_USER_CHECK(ok) << "broadcast_to: cannot broadcast shape " << detail::shape_text(sx)
-                      << " to " << detail::shape_text(shape);
+  KILN_USER_CHECK(ok) << "broadcast_to: cannot broadcast shape " << detail::shape_text(sx) << " to "
+                      << detail::shape_text(shape);
   return broadcast_impl(x, shape, "broadcast_to", name);
 }
 
-te::Tensor expand(const te::Tensor& x, const std::vector<int64_t>& shape,
-                  const std::string& name) {
+te::Tensor expand(const te::Tensor& x, const std::vector<int64_t>& shape, const std::string& name) {
   std::vector<int64_t> sx = detail::const_shape(x, "expand");
   for (int64_t v : shape)
     KILN_USER_CHECK(v > 0) << "expand: shape " << detail::shape_text(shape)

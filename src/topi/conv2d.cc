@@ -4,10 +4,11 @@
 // (n * oc [* oh]), each row accumulated in a local buffer computed at the row loop with the
 // reduction outside and the row (ow) inside, split and vectorized. Good enough for grouped
 // convolutions and as a baseline; the fast path is conv2d_nchwc (conv2d_nchwc.cc).
+#include "kiln/topi/conv2d.h"
+
 #include <cmath>
 #include <sstream>
 
-#include "kiln/topi/conv2d.h"
 #include "conv2d_common.h"
 
 namespace kiln::topi {
@@ -53,8 +54,7 @@ std::string Conv2DWorkload::str() const {
 // Shape rule and compute
 
 std::vector<int64_t> conv2d_nchw_shape(const std::vector<int64_t>& data,
-                                       const std::vector<int64_t>& kernel,
-                                       const Conv2DParams& p) {
+                                       const std::vector<int64_t>& kernel, const Conv2DParams& p) {
   const char* op = "conv2d_nchw";
   check_conv_params(p, op);
   KILN_USER_CHECK(data.size() == 4 && kernel.size() == 4)
@@ -63,8 +63,8 @@ std::vector<int64_t> conv2d_nchw_shape(const std::vector<int64_t>& data,
   const int64_t C = data[1], O = kernel[0], g = p.groups;
   KILN_USER_CHECK(C % g == 0 && O % g == 0)
       << op << ": groups " << g << " must divide the " << C << " input channels (data "
-      << shape_str(data) << ") and the " << O << " output channels (kernel "
-      << shape_str(kernel) << ")";
+      << shape_str(data) << ") and the " << O << " output channels (kernel " << shape_str(kernel)
+      << ")";
   KILN_USER_CHECK(kernel[1] == C / g)
       << op << ": kernel " << shape_str(kernel) << " has " << kernel[1]
       << " input channels per group, but data " << shape_str(data) << " with groups " << g
@@ -178,10 +178,10 @@ te::Schedule schedule_conv2d_nchw(const std::vector<te::Tensor>& outs, const Tar
 
 autotune::Template conv2d_nchw_template(const Conv2DWorkload& wl, const Target& target) {
   return {"conv2d_nchw", "1", [wl, target](Config& cfg) {
-            te::Tensor data = te::placeholder(detail::to_exprs(wl.data_shape()),
-                                              DataType::Float(32), "data");
-            te::Tensor kernel = te::placeholder(detail::to_exprs(wl.kernel_shape()),
-                                                DataType::Float(32), "kernel");
+            te::Tensor data =
+                te::placeholder(detail::to_exprs(wl.data_shape()), DataType::Float(32), "data");
+            te::Tensor kernel =
+                te::placeholder(detail::to_exprs(wl.kernel_shape()), DataType::Float(32), "kernel");
             te::Tensor out = conv2d_nchw(data, kernel, wl.params);
             te::Schedule s = te::create_schedule({out});
             schedule_conv2d_nchw(cfg, s, out, target);

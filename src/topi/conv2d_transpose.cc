@@ -23,28 +23,25 @@ constexpr const char* kOp = "conv2d_transpose_nchw";
 
 std::vector<int64_t> conv2d_transpose_nchw_shape(const std::vector<int64_t>& d,
                                                  const std::vector<int64_t>& k,
-                                                 const Conv2DParams& p, int64_t oph,
-                                                 int64_t opw) {
+                                                 const Conv2DParams& p, int64_t oph, int64_t opw) {
   check_conv_params(p, kOp);
   KILN_USER_CHECK(d.size() == 4 && k.size() == 4)
-      << kOp << ": expected data [N, C, H, W] and kernel [C, O, KH, KW], got data "
-      << shape_str(d) << " and kernel " << shape_str(k);
+      << kOp << ": expected data [N, C, H, W] and kernel [C, O, KH, KW], got data " << shape_str(d)
+      << " and kernel " << shape_str(k);
   KILN_USER_CHECK(p.groups == 1) << kOp << ": groups " << p.groups << " is not supported";
   KILN_USER_CHECK(k[0] == d[1]) << kOp << ": kernel " << shape_str(k) << " has " << k[0]
                                 << " input channels, data " << shape_str(d) << " has " << d[1];
-  KILN_USER_CHECK(oph >= 0 && opw >= 0 &&
-                  (oph < p.stride_h || oph < p.dilation_h) &&
+  KILN_USER_CHECK(oph >= 0 && opw >= 0 && (oph < p.stride_h || oph < p.dilation_h) &&
                   (opw < p.stride_w || opw < p.dilation_w))
       << kOp << ": output_padding (" << oph << ", " << opw
-      << ") must be non-negative and smaller than the stride or the dilation (" << p.str()
-      << ")";
+      << ") must be non-negative and smaller than the stride or the dilation (" << p.str() << ")";
   int64_t oh = (d[2] - 1) * p.stride_h - p.padding.top - p.padding.bottom +
                p.dilation_h * (k[2] - 1) + oph + 1;
   int64_t ow = (d[3] - 1) * p.stride_w - p.padding.left - p.padding.right +
                p.dilation_w * (k[3] - 1) + opw + 1;
   KILN_USER_CHECK(oh > 0 && ow > 0)
-      << kOp << ": the output would be empty (" << oh << "x" << ow << ") for data "
-      << shape_str(d) << ", kernel " << shape_str(k) << ", padding " << p.padding.str();
+      << kOp << ": the output would be empty (" << oh << "x" << ow << ") for data " << shape_str(d)
+      << ", kernel " << shape_str(k) << ", padding " << p.padding.str();
   return {d[0], k[1], oh, ow};
 }
 
@@ -63,8 +60,8 @@ te::Tensor conv2d_transpose_nchw(const te::Tensor& data, const te::Tensor& kerne
       detail::to_exprs(dps),
       [&](Var n, Var c, Var yy, Var xx) {
         Expr y = yy - ci(bt), x = xx - ci(bl);
-        Expr cond = y >= ci(0) && x >= ci(0) && y < ci((H - 1) * sh + 1) &&
-                    x < ci((W - 1) * sw + 1);
+        Expr cond =
+            y >= ci(0) && x >= ci(0) && y < ci((H - 1) * sh + 1) && x < ci((W - 1) * sw + 1);
         if (sh > 1) cond = cond && floormod(y, ci(sh)) == ci(0);
         if (sw > 1) cond = cond && floormod(x, ci(sw)) == ci(0);
         Expr iy = sh > 1 ? floordiv(y, ci(sh)) : y, ix = sw > 1 ? floordiv(x, ci(sw)) : x;
@@ -100,19 +97,19 @@ te::Schedule schedule_conv2d_transpose_nchw(const std::vector<te::Tensor>& outs,
 
 autotune::Template conv2d_transpose_nchw_template(const Conv2DTransposeWorkload& wl,
                                                   const Target& target) {
-  return {kOp, "1", [wl, target](Config& cfg) {
-            const Conv2DWorkload& w = wl.conv;
-            const DataType f32 = DataType::Float(32);
-            te::Tensor data = te::placeholder(detail::to_exprs(w.data_shape()), f32, "data");
-            te::Tensor kernel = te::placeholder(
-                detail::to_exprs({w.in_channel, w.out_channel, w.kernel_h, w.kernel_w}), f32,
-                "kernel");
-            te::Tensor out = conv2d_transpose_nchw(data, kernel, w.params, wl.output_padding_h,
-                                                   wl.output_padding_w);
-            te::Schedule s = te::create_schedule({out});
-            schedule_conv2d_transpose_nchw(cfg, s, out, target);
-            return autotune::Instance{s, {data, kernel, out}, cfg};
-          }};
+  return {
+      kOp, "1", [wl, target](Config& cfg) {
+        const Conv2DWorkload& w = wl.conv;
+        const DataType f32 = DataType::Float(32);
+        te::Tensor data = te::placeholder(detail::to_exprs(w.data_shape()), f32, "data");
+        te::Tensor kernel = te::placeholder(
+            detail::to_exprs({w.in_channel, w.out_channel, w.kernel_h, w.kernel_w}), f32, "kernel");
+        te::Tensor out =
+            conv2d_transpose_nchw(data, kernel, w.params, wl.output_padding_h, wl.output_padding_w);
+        te::Schedule s = te::create_schedule({out});
+        schedule_conv2d_transpose_nchw(cfg, s, out, target);
+        return autotune::Instance{s, {data, kernel, out}, cfg};
+      }};
 }
 
 }  // namespace kiln::topi

@@ -30,8 +30,7 @@ std::vector<Expr> without_axis(const std::vector<Var>& i, int axis) {
 te::Tensor softmax_impl(const te::Tensor& x, int axis, bool log_form, const std::string& op,
                         const std::string& name) {
   std::vector<int64_t> shape = detail::const_shape(x, op);
-  KILN_USER_CHECK(x->dtype.is_float())
-      << op << ": needs a floating-point input, got " << x->dtype;
+  KILN_USER_CHECK(x->dtype.is_float()) << op << ": needs a floating-point input, got " << x->dtype;
   KILN_USER_CHECK(!shape.empty()) << op << ": input must have rank >= 1";
   int ax = detail::normalize_axis(axis, shape, op);
   std::vector<int64_t> red_shape = shape;
@@ -76,8 +75,8 @@ te::Tensor batch_norm(const te::Tensor& x, const te::Tensor& gamma, const te::Te
                       const te::Tensor& moving_mean, const te::Tensor& moving_var, double eps,
                       const std::string& name) {
   std::vector<int64_t> shape = detail::const_shape(x, "batch_norm");
-  KILN_USER_CHECK(shape.size() >= 2) << "batch_norm: input must have rank >= 2 (N, C, ...), got "
-                                     << detail::shape_text(shape);
+  KILN_USER_CHECK(shape.size() >= 2)
+      << "batch_norm: input must have rank >= 2 (N, C, ...), got " << detail::shape_text(shape);
   KILN_USER_CHECK(x->dtype.is_float())
       << "batch_norm: needs a floating-point input, got " << x->dtype;
   const std::pair<const char*, const te::Tensor*> params[] = {
@@ -126,8 +125,8 @@ te::Tensor layer_norm(const te::Tensor& x, const te::Tensor& gamma, const te::Te
   auto make_axes = [&]() {
     std::vector<IterVar> ks;
     for (size_t d = 0; d < r; ++d)
-      ks.push_back(te::reduce_axis(Range(detail::ci(0), detail::ci(gs[d])),
-                                   "k" + std::to_string(d)));
+      ks.push_back(
+          te::reduce_axis(Range(detail::ci(0), detail::ci(gs[d])), "k" + std::to_string(d)));
     return ks;
   };
   auto index = [&](const std::vector<Var>& i, const std::vector<IterVar>& ks) {

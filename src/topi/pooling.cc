@@ -124,8 +124,8 @@ AxisWindow adaptive_axis(int64_t in, int64_t out) {
 te::Tensor make_pool(const te::Tensor& x, const Layout& L, PoolType type, const AxisWindow& ah,
                      const AxisWindow& aw, const std::string& name, const std::string& op) {
   KILN_USER_CHECK(ah.out > 0 && aw.out > 0 && ah.taps > 0 && aw.taps > 0)
-      << op << ": empty output for input " << detail::shape_text(L.shape) << " (output "
-      << ah.out << " x " << aw.out << ")";
+      << op << ": empty output for input " << detail::shape_text(L.shape) << " (output " << ah.out
+      << " x " << aw.out << ")";
   std::vector<Expr> oshape{ci(L.N), ci(L.C), ci(ah.out), ci(aw.out)};
   if (L.cblock) oshape.push_back(ci(L.cblock));
   auto rh = te::reduce_axis({0, ci(ah.taps)}, "rh");
@@ -168,7 +168,8 @@ te::Tensor pool2d(const te::Tensor& x, PoolType type, const Pool2DAttrs& a,
         << " must be positive";
   }
   for (int d = 0; d < 4; ++d) {
-    KILN_USER_CHECK(a.padding[d] >= 0 && a.padding[d] <= ((a.kernel[d % 2] - 1) * a.dilation[d % 2] + 1) / 2)
+    KILN_USER_CHECK(a.padding[d] >= 0 &&
+                    a.padding[d] <= ((a.kernel[d % 2] - 1) * a.dilation[d % 2] + 1) / 2)
         << op << ": padding " << detail::shape_text(a.padding)
         << " must be non-negative and at most half the (dilated) kernel "
         << detail::shape_text(a.kernel);

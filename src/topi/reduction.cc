@@ -153,16 +153,16 @@ te::Tensor mean(const te::Tensor& x, const std::vector<int>& axes, bool keepdims
 
 te::Tensor max(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
-  static const te::Reducer r = te::comm_reducer(
-      [](Expr a, Expr b) { return ir::max(a, b); }, lowest, "max");
+  static const te::Reducer r =
+      te::comm_reducer([](Expr a, Expr b) { return ir::max(a, b); }, lowest, "max");
   return reduce(x, axes, keepdims, "max", name,
                 [](Expr v, std::vector<IterVar> k) { return r(v, k); });
 }
 
 te::Tensor min(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
-  static const te::Reducer r = te::comm_reducer(
-      [](Expr a, Expr b) { return ir::min(a, b); }, highest, "min");
+  static const te::Reducer r =
+      te::comm_reducer([](Expr a, Expr b) { return ir::min(a, b); }, highest, "min");
   return reduce(x, axes, keepdims, "min", name,
                 [](Expr v, std::vector<IterVar> k) { return r(v, k); });
 }

@@ -90,8 +90,7 @@ bool reduces_innermost(const te::ComputeOpNode* c) {
       if (n->kind != NodeKind::ProducerLoad) return;
       const auto* pl = static_cast<const ProducerLoad*>(n);
       if (pl->indices.empty()) return;
-      if (uses_var(pl->indices.back(),
-                   [&](const Variable* v) { return rvars.count(Var(v)) > 0; }))
+      if (uses_var(pl->indices.back(), [&](const Variable* v) { return rvars.count(Var(v)) > 0; }))
         found = true;
     });
   }
@@ -243,8 +242,7 @@ te::Schedule schedule_reduce(const std::vector<te::Tensor>& outs, const Target& 
 }
 
 te::Schedule schedule_softmax(const std::vector<te::Tensor>& outs, const Target& target) {
-  KILN_USER_CHECK(outs.size() == 1) << "schedule_softmax: expects one output, got "
-                                    << outs.size();
+  KILN_USER_CHECK(outs.size() == 1) << "schedule_softmax: expects one output, got " << outs.size();
   const te::Tensor& out = outs[0];
   KILN_USER_CHECK(out.op()->tag == tag::kSoftmaxOutput || out.op()->tag == tag::kLogSoftmaxOutput)
       << "schedule_softmax: output '" << out.op()->name << "' has tag '" << out.op()->tag

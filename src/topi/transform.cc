@@ -93,8 +93,8 @@ te::Tensor transpose(const te::Tensor& x, const std::vector<int>& axes, const st
     for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int>(d));
   } else {
     KILN_USER_CHECK(axes.size() == in.size())
-        << "transpose: " << axes.size() << " axes given for input " << shape_text(in)
-        << " of rank " << in.size();
+        << "transpose: " << axes.size() << " axes given for input " << shape_text(in) << " of rank "
+        << in.size();
     std::vector<bool> seen(in.size(), false);
     for (int a : axes) {
       int n = detail::normalize_axis(a, in, "transpose");
@@ -194,8 +194,8 @@ std::vector<te::Tensor> split(const te::Tensor& x, int sections, int axis,
   return split_sizes(x, std::vector<int64_t>(sections, in[ax] / sections), ax, name);
 }
 
-std::vector<te::Tensor> split_at(const te::Tensor& x, const std::vector<int64_t>& indices,
-                                 int axis, const std::string& name) {
+std::vector<te::Tensor> split_at(const te::Tensor& x, const std::vector<int64_t>& indices, int axis,
+                                 const std::string& name) {
   std::vector<int64_t> in = detail::const_shape(x, "split");
   int ax = detail::normalize_axis(axis, in, "split");
   std::vector<int64_t> sizes;
@@ -235,7 +235,7 @@ te::Tensor pad(const te::Tensor& x, const std::vector<int64_t>& pad_before,
             idx.push_back(i[d]);
             continue;
           }
-          Expr c = b[d] == 0 ? i[d] < ci(b[d] + in[d])
+          Expr c = b[d] == 0   ? i[d] < ci(b[d] + in[d])
                    : a[d] == 0 ? i[d] >= ci(b[d])
                                : (i[d] >= ci(b[d]) && i[d] < ci(b[d] + in[d]));
           inside = inside.defined() ? (inside && c) : c;
@@ -252,7 +252,8 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
                          const std::vector<int64_t>& end, const std::vector<int64_t>& strides,
                          const std::vector<int>& axes, const std::string& name) {
   std::vector<int64_t> in = detail::const_shape(x, "strided_slice");
-  KILN_USER_CHECK(begin.size() == end.size() && (strides.empty() || strides.size() == begin.size()) &&
+  KILN_USER_CHECK(begin.size() == end.size() &&
+                  (strides.empty() || strides.size() == begin.size()) &&
                   (axes.empty() || axes.size() == begin.size()) && begin.size() <= in.size())
       << "strided_slice: begin " << shape_text(begin) << ", end " << shape_text(end)
       << " and strides " << shape_text(strides) << " must have one entry per sliced axis (input "
@@ -260,7 +261,8 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
   std::vector<int64_t> start(in.size(), 0), step(in.size(), 1), out = in;
   std::vector<bool> seen(in.size(), false);
   for (size_t j = 0; j < begin.size(); ++j) {
-    int ax = axes.empty() ? static_cast<int>(j) : detail::normalize_axis(axes[j], in, "strided_slice");
+    int ax =
+        axes.empty() ? static_cast<int>(j) : detail::normalize_axis(axes[j], in, "strided_slice");
     KILN_USER_CHECK(!seen[ax]) << "strided_slice: axis " << ax << " is sliced twice";
     seen[ax] = true;
     int64_t n = in[ax], s = strides.empty() ? 1 : strides[j];
@@ -278,9 +280,9 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
       en = std::clamp<int64_t>(en, -1, n - 1);
       len = bg > en ? (bg - en + (-s) - 1) / (-s) : 0;
     }
-    KILN_USER_CHECK(len > 0) << "strided_slice: the slice of axis " << ax << " (begin "
-                             << begin[j] << ", end " << end[j] << ", stride " << s
-                             << ") of shape " << shape_text(in) << " is empty";
+    KILN_USER_CHECK(len > 0) << "strided_slice: the slice of axis " << ax << " (begin " << begin[j]
+                             << ", end " << end[j] << ", stride " << s << ") of shape "
+                             << shape_text(in) << " is empty";
     start[ax] = bg;
     step[ax] = s;
     out[ax] = len;
@@ -298,8 +300,7 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
       name, injective_tag("strided_slice"));
 }
 
-te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis,
-                const std::string& name) {
+te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis, const std::string& name) {
   std::vector<int64_t> in = detail::const_shape(x, "take");
   std::vector<int64_t> is = detail::const_shape(indices, "take");
   KILN_USER_CHECK(indices->dtype.is_int() || indices->dtype.is_uint())
@@ -316,7 +317,7 @@ te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis,
         std::vector<Expr> ii(i.begin() + ax, i.begin() + ax + static_cast<ptrdiff_t>(r));
         Expr v = indices(ii);
         // Clamp to [-n, n-1] in the indices' own type, then wrap in int32.
-        DataType t = v.dtype().is_uint() ? DataType::Int(64)
+        DataType t = v.dtype().is_uint()     ? DataType::Int(64)
                      : v.dtype().bits() < 32 ? DataType::Int(32)
                                              : v.dtype();
         v = ir::cast(DataType::Int(32), clamp(ir::cast(t, v), -n, n - 1));
@@ -377,8 +378,7 @@ te::Tensor insert_ones(const te::Tensor& x, const std::vector<int64_t>& in,
 
 te::Tensor expand_dims(const te::Tensor& x, int axis, int num_newaxis, const std::string& name) {
   std::vector<int64_t> in = detail::const_shape(x, "expand_dims");
-  KILN_USER_CHECK(num_newaxis >= 0) << "expand_dims: num_newaxis " << num_newaxis
-                                    << " is negative";
+  KILN_USER_CHECK(num_newaxis >= 0) << "expand_dims: num_newaxis " << num_newaxis << " is negative";
   int ax = detail::normalize_axis(axis, in, "expand_dims", 1);
   std::vector<bool> is_new(in.size() + num_newaxis, false);
   for (int j = 0; j < num_newaxis; ++j) is_new[ax + j] = true;
@@ -436,8 +436,8 @@ te::Tensor layout_transform(const te::Tensor& x, const std::string& src_layout,
                             << ", got " << shape_text(in);
   int64_t channels = sb == 0 ? in[1] : in[1] * sb;
   KILN_USER_CHECK(db == 0 || channels % db == 0)
-      << "layout_transform: " << channels << " channels are not divisible by the block size "
-      << db << " of " << dst_layout << " (input " << shape_text(in) << ")";
+      << "layout_transform: " << channels << " channels are not divisible by the block size " << db
+      << " of " << dst_layout << " (input " << shape_text(in) << ")";
   std::vector<int64_t> out = {in[0], db == 0 ? channels : channels / db, in[2], in[3]};
   if (db) out.push_back(db);
   return te::compute(

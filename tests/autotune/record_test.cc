@@ -139,9 +139,8 @@ TEST(MeasureResult, RelativeIsTheFastestRepeatOverTheReferences) {
   r.ref_runs.back() = 0.8e-3;
   // Compared by relative time, a measurement in a slow period (every time 1.5x) ranks as it is.
   MeasureResult slow = r;
-  for (double* v : {&slow.runs[0], &slow.runs[1], &slow.runs[2], &slow.runs[3],
-                    &slow.ref_runs[0], &slow.ref_runs[1], &slow.ref_runs[2], &slow.ref_runs[3],
-                    &slow.mean_s})
+  for (double* v : {&slow.runs[0], &slow.runs[1], &slow.runs[2], &slow.runs[3], &slow.ref_runs[0],
+                    &slow.ref_runs[1], &slow.ref_runs[2], &slow.ref_runs[3], &slow.mean_s})
     *v *= 1.5;
   EXPECT_DOUBLE_EQ(comparable_cost(slow, true), comparable_cost(r, true));
   EXPECT_GT(comparable_cost(slow, false), comparable_cost(r, false));

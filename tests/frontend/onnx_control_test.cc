@@ -67,9 +67,6 @@ OnnxValueInfo info(const std::string& name, const Ints& shape, DataType t = Data
   return v;
 }
 
-
-
-
 OnnxModel model(int64_t opset, std::vector<OnnxValueInfo> ins, std::vector<OnnxNode> nodes,
                 std::vector<std::string> outs) {
   OnnxModel m;

@@ -68,9 +68,6 @@ OnnxValueInfo seq_info(const std::string& name, const Ints& shape) {
   return v;
 }
 
-
-
-
 OnnxModel model(std::vector<OnnxValueInfo> ins, std::vector<OnnxNode> nodes,
                 std::vector<std::string> outs) {
   OnnxModel m;

@@ -23,10 +23,10 @@ inline runtime::NDArray ref_conv2d_nchw(const runtime::NDArray& data,
   const auto& ks = kernel.shape();
   const int64_t N = ds[0], C = ds[1], H = ds[2], W = ds[3];
   const int64_t O = ks[0], CG = ks[1], KH = ks[2], KW = ks[3], G = p.groups;
-  const int64_t OH = conv_out_extent(H, KH, p.stride_h, p.dilation_h, p.padding.top,
-                                     p.padding.bottom);
-  const int64_t OW = conv_out_extent(W, KW, p.stride_w, p.dilation_w, p.padding.left,
-                                     p.padding.right);
+  const int64_t OH =
+      conv_out_extent(H, KH, p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
+  const int64_t OW =
+      conv_out_extent(W, KW, p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
   runtime::NDArray out = runtime::NDArray::empty({N, O, OH, OW}, DataType::Float(32));
   const float* d = data.data_as<float>();
   const float* k = kernel.data_as<float>();
@@ -140,11 +140,10 @@ inline runtime::NDArray pack_kernel_ref(const runtime::NDArray& k, int64_t ic_bn
     for (int64_t i = 0; i < I; ++i)
       for (int64_t h = 0; h < KH; ++h)
         for (int64_t w = 0; w < KW; ++w)
-          r.data_as<float>()[(((((o / oc_bn) * (I / ic_bn) + i / ic_bn) * KH + h) * KW + w) *
-                                  ic_bn +
-                              i % ic_bn) *
-                                 oc_bn +
-                             o % oc_bn] = k.data_as<float>()[((o * I + i) * KH + h) * KW + w];
+          r.data_as<float>()
+              [(((((o / oc_bn) * (I / ic_bn) + i / ic_bn) * KH + h) * KW + w) * ic_bn + i % ic_bn) *
+                   oc_bn +
+               o % oc_bn] = k.data_as<float>()[((o * I + i) * KH + h) * KW + w];
   return r;
 }
 

@@ -179,7 +179,7 @@ class ModelTuner : public Tuner {
   TrainingSet transfer_;
   std::vector<uint64_t> measured_;
   std::vector<MeasureResult> results_;  ///< of measured_
-  size_t trained_on_ = 0;  ///< measurements the current model saw
+  size_t trained_on_ = 0;               ///< measurements the current model saw
   bool transfer_changed_ = false;
   std::vector<uint64_t> chains_;  ///< annealing state, kept across plans
   std::vector<uint64_t> plan_;    ///< planned points, best first

@@ -23,11 +23,9 @@ std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::v
 /// pattern: broadcast
 te::Tensor add(const te::Tensor& a, const te::Tensor& b, const std::string& name = "add");
 /// pattern: broadcast
-te::Tensor subtract(const te::Tensor& a, const te::Tensor& b,
-                    const std::string& name = "subtract");
+te::Tensor subtract(const te::Tensor& a, const te::Tensor& b, const std::string& name = "subtract");
 /// pattern: broadcast
-te::Tensor multiply(const te::Tensor& a, const te::Tensor& b,
-                    const std::string& name = "multiply");
+te::Tensor multiply(const te::Tensor& a, const te::Tensor& b, const std::string& name = "multiply");
 /// Float division; for integers FLOOR division (like Python's //). pattern: broadcast
 te::Tensor divide(const te::Tensor& a, const te::Tensor& b, const std::string& name = "divide");
 /// a ** b (floating point only). pattern: broadcast

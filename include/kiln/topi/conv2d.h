@@ -69,8 +69,8 @@ std::vector<int64_t> conv2d_nchw_shape(const std::vector<int64_t>& data,
 /// out[n, o, y, x] = sum_{c, kh, kw} pad(data)[n, g(o) * C/groups + c, y*sh + kh*dh,
 /// x*sw + kw*dw] * kernel[o, c, kh, kw], with g(o) = o / (O / groups). The padding is its
 /// own stage (pad_spatial). Main stage tag "conv2d_nchw". pattern: out_ewise_fusable
-te::Tensor conv2d_nchw(const te::Tensor& data, const te::Tensor& kernel,
-                       const Conv2DParams& params, const std::string& name = "conv2d_nchw");
+te::Tensor conv2d_nchw(const te::Tensor& data, const te::Tensor& kernel, const Conv2DParams& params,
+                       const std::string& name = "conv2d_nchw");
 
 /// Schedules the group whose output is `out` and whose main stage is a conv2d_nchw (found by
 /// tag), with knobs tile_ow (row accumulator width), vectorize and parallel_rows.
@@ -120,8 +120,8 @@ te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& packed_kernel,
 /// The blocking a config chose for a workload: channel blocks and the layouts they imply.
 struct Conv2DNCHWcLayout {
   int64_t ic_bn = 0, oc_bn = 0;
-  std::string data_layout;  ///< "NCHW<ic_bn>c"
-  std::string out_layout;   ///< "NCHW<oc_bn>c"
+  std::string data_layout;                                   ///< "NCHW<ic_bn>c"
+  std::string out_layout;                                    ///< "NCHW<oc_bn>c"
   std::vector<int64_t> data_shape, kernel_shape, out_shape;  ///< blocked shapes
 };
 

@@ -36,8 +36,8 @@ te::Tensor conv2d_transpose_nchw(const te::Tensor& data, const te::Tensor& kerne
 
 /// The NCHW row schedule (knobs tile_ow, vectorize, parallel_rows); the dilated input is a root
 /// stage in parallel.
-void schedule_conv2d_transpose_nchw(autotune::Config& cfg, te::Schedule& s,
-                                    const te::Tensor& out, const Target& target);
+void schedule_conv2d_transpose_nchw(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
+                                    const Target& target);
 te::Schedule schedule_conv2d_transpose_nchw(const std::vector<te::Tensor>& outs,
                                             const Target& target);
 

@@ -27,8 +27,7 @@ constexpr const char* kLayerNormOutput = "layer_norm_output";
 /// schedule_softmax)
 te::Tensor softmax(const te::Tensor& x, int axis = -1, const std::string& name = "softmax");
 /// (x - max) - log(sum(exp(x - max))) along `axis`. pattern: opaque (schedule_softmax)
-te::Tensor log_softmax(const te::Tensor& x, int axis = -1,
-                       const std::string& name = "log_softmax");
+te::Tensor log_softmax(const te::Tensor& x, int axis = -1, const std::string& name = "log_softmax");
 
 /// Inference batch norm over channel axis 1 of an input of rank >= 2:
 /// (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]; the four parameters are 1-D of

@@ -48,8 +48,8 @@ struct Conv2DParams {
 /// The output extent of a convolution along one axis:
 /// (in + pad_before + pad_after - dilation * (k - 1) - 1) / stride + 1 (may be <= 0 when the
 /// dilated kernel does not fit; callers check).
-int64_t conv_out_extent(int64_t in, int64_t k, int64_t stride, int64_t dilation,
-                        int64_t pad_before, int64_t pad_after);
+int64_t conv_out_extent(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_before,
+                        int64_t pad_after);
 
 /// Checks the attributes (strides and dilation positive, padding non-negative, groups
 /// positive); a user error naming `op` otherwise.

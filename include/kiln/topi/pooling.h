@@ -47,7 +47,7 @@ enum class PoolType : uint8_t { kMax, kAvg };
 const char* pool_type_name(PoolType t);
 
 namespace tag {
-constexpr const char* kPool = "pool";          ///< the windowed reduction (max, or avg's sum)
+constexpr const char* kPool = "pool";         ///< the windowed reduction (max, or avg's sum)
 constexpr const char* kPoolAvg = "pool_avg";  ///< avg: the scaling stage after the sum
 }  // namespace tag
 
@@ -94,7 +94,7 @@ struct PoolWorkload {
   PoolType type = PoolType::kMax;
   std::vector<int64_t> shape;  ///< the input shape in `layout`
   std::string layout = "NCHW";
-  Pool2DAttrs attrs;                  ///< kWindow
+  Pool2DAttrs attrs;                 ///< kWindow
   std::vector<int64_t> output_size;  ///< kAdaptive
 };
 

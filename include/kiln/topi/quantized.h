@@ -66,8 +66,7 @@ struct QuantizedDenseWorkload {
 };
 
 /// The template "quantized_dense_cpu": arguments x (uint8 [M, K]), Wp (int32), y (int32).
-autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w,
-                                            const Target& target);
+autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, const Target& target);
 
 /// Attributes of quantized_conv2d_nchwc (square stride and symmetric padding).
 struct QConv2DAttrs {
@@ -84,8 +83,8 @@ te::Tensor pack_quantized_conv2d_weight(const te::Tensor& W,
 /// int32(W[ob·16 + oi, c, kh, kw]) (zero outside x): x uint8 NCHW, Wp from
 /// pack_quantized_conv2d_weight, O output channels; out int32 [N, ceil(O/16), OH, OW, 16]
 /// (NCHW16c; channels past O are 0). pattern: out_ewise_fusable
-te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int64_t O,
-                                  int64_t KH, int64_t KW, const QConv2DAttrs& attrs,
+te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int64_t O, int64_t KH,
+                                  int64_t KW, const QConv2DAttrs& attrs,
                                   const std::string& name = "quantized_conv2d");
 
 struct QuantizedConv2DWorkload {

@@ -53,8 +53,7 @@ te::Tensor pad(const te::Tensor& x, const std::vector<int64_t>& pad_before,
 /// stride and to [-1, n-1] (begin: [0, n-1]) for a negative one; strides default to 1 and
 /// must not be 0. An empty result is an error. pattern: injective
 te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
-                         const std::vector<int64_t>& end,
-                         const std::vector<int64_t>& strides = {},
+                         const std::vector<int64_t>& end, const std::vector<int64_t>& strides = {},
                          const std::vector<int>& axes = {},
                          const std::string& name = "strided_slice");
 /// ONNX Gather / numpy take along `axis`: out shape = x.shape[:axis] + indices.shape +

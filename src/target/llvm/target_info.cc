@@ -34,8 +34,8 @@ std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple,
   codegen::initialize_llvm();
   std::string err;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
-  KILN_USER_CHECK(t != nullptr) << "target triple '" << triple << "' is not supported by LLVM: "
-                                << err;
+  KILN_USER_CHECK(t != nullptr) << "target triple '" << triple
+                                << "' is not supported by LLVM: " << err;
   return std::unique_ptr<llvm::MCSubtargetInfo>(t->createMCSubtargetInfo(triple, cpu, ""));
 }
 }  // namespace
