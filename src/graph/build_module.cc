@@ -4,10 +4,8 @@
 // out-fusable or reduction node, else its last node). Each group becomes one kernel: te
 // placeholders for the entries it reads from outside, the registered computes of its nodes
 // chained on them, the outputs other nodes (or the graph's results) read, a schedule: the
-// master op's x86 template (blocked conv2d, depthwise, dense_packed, pooling, NCHW conv2d and
-// conv2d_transpose; a tuned config from the tuning log when there is one), else by the master's
-// pattern kind (topi's injective / reduce / softmax / norm schedules, or a generic one: the
-// default schedule with the outputs' two outer axes fused and parallel), completed for
+// schedule of the implementation the master's strategy chose (recorded on the node,
+// strategy.h; with the tuned config of its task when the tuning log has one), completed for
 // fused groups by inlining every injective intermediate stage (a conv2d / dense epilogue joins
 // the output stage), and one lowered PrimFunc. Groups with the same structure, attributes and
 // input types share a function (a cache keyed by a string). All functions are compiled by one
@@ -24,20 +22,13 @@
 #include <set>
 
 #include "kiln/graph/op_registry.h"
+#include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
 #include "kiln/graph/tuning.h"
 #include "kiln/runtime/params.h"
 #include "kiln/support/error.h"
 #include "kiln/target/build.h"
 #include "kiln/tir/lower.h"
-#include "kiln/topi/conv2d.h"
-#include "kiln/topi/conv2d_transpose.h"
-#include "kiln/topi/conv2d_winograd.h"
-#include "kiln/topi/conv_nd.h"
-#include "kiln/topi/dense.h"
-#include "kiln/topi/depthwise_conv2d.h"
-#include "kiln/topi/lstm.h"
-#include "kiln/topi/pooling.h"
 #include "kiln/topi/schedule_injective.h"
 #include "op_attrs.h"
 #include "pass_util.h"
@@ -137,112 +128,21 @@ te::Tensor copy_of(const te::Tensor& t, const std::string& name) {
                      name, topi::tag::kElemWise);
 }
 
-/// The default schedule with each compute output's two outer axes fused and, when the output
-/// is large, parallel. Correct for any compute; fast templates come later.
-te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
-  te::Schedule s = te::create_schedule(outs);
-  for (const te::Tensor& t : outs) {
-    if (t.op()->kind != te::OpKind::kCompute) continue;
-    if (tensor_type(t).numel() <= topi::kParallelThreshold) continue;
-    te::Stage st = s[t];
-    std::vector<te::IterVar> axes = st.op_axis();
-    if (axes.empty()) continue;
-    te::IterVar outer = axes.size() >= 2 ? st.fuse(axes[0], axes[1]) : axes[0];
-    st.parallel(outer);
-  }
-  return s;
-}
-
-/// The tuned config of a blocked conv2d / depthwise conv2d / dense_packed stage `main` (its
-/// logical workload read back from its operands' blocked shapes), else the fallback.
-autotune::Config config_of(const Node& master, const te::Tensor& main, const Target& target,
-                           TunedConfigs* tuned) {
-  if (!tuned || tuned->empty()) return autotune::Config::fallback();
-  std::vector<te::Tensor> ins = main.op()->input_tensors();
-  std::optional<autotune::Config> c;
-  if (master.op == "dense_packed") {
-    TensorType x = tensor_type(ins[0]), y = tensor_type(main);
-    int64_t n = master.attrs.get_int("orig_units");
-    c = tuned->lookup(dense_task({x.shape[0], n > 0 ? n : y.shape[1], x.shape[1]}, target));
-  } else {
-    // ins[0] is the padded data when there is padding: the unpadded shape is its input's.
-    te::Tensor data = ins[0];
-    if (data.op()->kind == te::OpKind::kCompute && data.op()->tag.find("pad") != std::string::npos)
-      data = data.op()->input_tensors()[0];
-    if (master.op == "conv2d_winograd_nchwc") {
-      // main is the output transform; its product's first input is the input transform, whose
-      // input is the padding (or the data).
-      std::vector<te::Tensor> prod = ins[0].op()->input_tensors();
-      te::Tensor x = prod[0].op()->input_tensors()[0];
-      if (x.op()->kind == te::OpKind::kCompute && x.op()->tag.find("pad") != std::string::npos)
-        x = x.op()->input_tensors()[0];
-      TensorType d = tensor_type(x), o = tensor_type(main);
-      topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4],          d.shape[2],
-                              d.shape[3], o.shape[1] * o.shape[4],          3,
-                              3,          detail::conv_params(master.attrs)};
-      c = tuned->lookup(conv2d_winograd_task(wl, target));
-      return c ? *c : autotune::Config::fallback();
-    }
-    TensorType d = tensor_type(data), k = tensor_type(ins[1]), o = tensor_type(main);
-    topi::Conv2DWorkload wl{d.shape[0], d.shape[1] * d.shape[4],          d.shape[2],
-                            d.shape[3], o.shape[1] * o.shape[4],          k.shape[2],
-                            k.shape[3], detail::conv_params(master.attrs)};
-    if (master.op == "conv2d_nchwc") {
-      c = tuned->lookup(conv2d_task(wl, target));
-    } else {
-      wl.params.groups = wl.in_channel;
-      c = tuned->lookup(depthwise_conv2d_task(wl, target));
-    }
-  }
-  return c ? *c : autotune::Config::fallback();
-}
-
 /// The schedule of a group whose master node is `master` (its tensor `main`) and whose kernel
-/// outputs are `outs`: the operator library's schedule for the master's op (the x86 templates,
-/// with the tuned config when `tuned` has one, else the default) when the group's first output
-/// has the master's shape (an element-wise epilogue), else by pattern kind.
+/// outputs are `outs`: the schedule of the implementation recorded on the master (strategy.h),
+/// with the tuned config of its task when the tuning log has one.
 te::Schedule schedule_for(const Node& master, const te::Tensor& main,
                           const std::vector<te::Tensor>& outs, const Target& target,
                           TunedConfigs* tuned) {
-  const std::string& op = master.op;
-  if (op == "softmax" || op == "log_softmax") return topi::schedule_softmax(outs, target);
-  if (op == "layer_norm" || op == "batch_norm") return topi::schedule_norm(outs, target);
-  if (op == "lstm_cell_packed") {
-    // topi's LSTM cell template over outputs {h', c'}, with the tuned config of the cell's
-    // workload (B, H) when there is one (alter_op_layout packed R with the same config).
-    te::Schedule s = te::create_schedule(outs);
-    TensorType h = tensor_type(outs[0]);
-    std::optional<autotune::Config> c;
-    if (tuned && !tuned->empty()) c = tuned->lookup(lstm_cell_task(h.shape[0], h.shape[1], target));
-    autotune::Config cfg = c ? *c : autotune::Config::fallback();
-    topi::schedule_lstm_cell(cfg, s, outs, target);
-    return s;
+  KILN_ICHECK(!master.impl.name.empty())
+      << "build_module: no implementation recorded on " << master.op << " '" << master.name
+      << "' (select_implementations did not run)";
+  const Implementation& impl = implementation(master.impl.name);
+  autotune::Config cfg = autotune::Config::fallback();
+  if (tuned && !tuned->empty() && master.impl.task) {
+    if (std::optional<autotune::Config> c = tuned->lookup(master.impl.task())) cfg = *c;
   }
-  const bool epilogue_shape = tensor_type(outs[0]).shape == tensor_type(main).shape;
-  if (epilogue_shape) {
-    if (op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc" || op == "dense_packed" ||
-        op == "conv2d_winograd_nchwc") {
-      te::Schedule s = te::create_schedule(outs);
-      autotune::Config cfg = config_of(master, main, target, tuned);
-      if (op == "conv2d_nchwc") topi::schedule_conv2d_nchwc(cfg, s, outs[0], target);
-      if (op == "conv2d_winograd_nchwc")
-        topi::schedule_conv2d_winograd_nchwc(cfg, s, outs[0], target);
-      if (op == "depthwise_conv2d_nchwc")
-        topi::schedule_depthwise_conv2d_nchwc(cfg, s, outs[0], target);
-      if (op == "dense_packed") topi::schedule_dense_packed(cfg, s, main, outs[0], target);
-      return s;
-    }
-    if (op == "conv2d") return topi::schedule_conv2d_nchw(outs, target);
-    if (op == "conv2d_transpose") return topi::schedule_conv2d_transpose_nchw(outs, target);
-    if (op == "conv3d") return topi::schedule_conv3d_ncdhw(outs, target);
-    if (op == "max_pool2d" || op == "avg_pool2d" || op == "global_max_pool2d" ||
-        op == "global_avg_pool2d")
-      return topi::schedule_pool(outs, target);
-  }
-  topi::OpPattern p = OpRegistry::global().get(op).pattern;
-  if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(outs, target);
-  if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(outs, target);
-  return schedule_generic(outs);
+  return impl.schedule(ScheduleInput{master, main, outs, target, cfg});
 }
 
 class ModuleBuilder {
@@ -265,7 +165,7 @@ class ModuleBuilder {
     std::map<Entry, int> ext_index;
     for (int i : grp.nodes) {
       const Node& n = g_.node(i);
-      key += n.op + "(" + n.attrs.str() + "):";
+      key += n.op + "[" + n.impl.name + "](" + n.attrs.str() + "):";
       for (const Entry& e : n.inputs) {
         if (members.count(e.node)) {
           key +=
@@ -590,7 +490,7 @@ CompiledModule build_module(const Graph& g, const Target& target, const BuildOpt
   KILN_USER_CHECK(opt.tuning_threads >= 1)
       << "build_module: tuning_threads must be at least 1, got " << opt.tuning_threads;
   TunedConfigs tuned(opt.tuning_records, opt.tuning_threads);
-  Graph typed = opt.opt_level >= 1 ? optimize(g, opt.opt_level, target, &tuned) : infer_types(g);
+  Graph typed = optimize(g, opt.opt_level, target, &tuned);
   if (typed.output_names().empty() && typed.outputs().size() == g.outputs().size())
     typed.set_output_names(g.output_names());
   KILN_USER_CHECK(!typed.outputs().empty()) << "build_module: the graph has no outputs";

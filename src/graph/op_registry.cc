@@ -115,6 +115,8 @@ const OpRegistry& OpRegistry::global() {
   return reg;
 }
 
+void OpRegistry::register_op(OpDef def) { const_cast<OpRegistry&>(global()).add(std::move(def)); }
+
 void OpRegistry::add(OpDef def) {
   KILN_ICHECK(!def.name.empty()) << "op registry: an op without a name";
   KILN_ICHECK(!ops_.count(def.name)) << "op registry: op '" << def.name << "' registered twice";

@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 
+#include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
 
 namespace kiln::graph {
@@ -28,7 +29,8 @@ Graph step(const char* name, const std::function<Graph(const Graph&)>& pass, con
 Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned) {
   g.verify("construction");
   g = step("infer_types", infer_types, g);
-  if (opt_level < 1) return g;
+  auto select = [&](const Graph& x) { return select_implementations(x, target); };
+  if (opt_level < 1) return step("select_implementations", select, g);
   g = step("simplify", simplify, g);
   g = step("constant_folding", constant_folding, g);
   g = step("simplify", simplify, g);
@@ -42,7 +44,7 @@ Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned
     g = step("common_subexpression_elimination", common_subexpression_elimination, g);
   }
   g = step("dead_code_elimination", dead_code_elimination, g);
-  return g;
+  return step("select_implementations", select, g);
 }
 
 Graph optimize(Graph g, int opt_level) { return optimize(std::move(g), opt_level, Target::host()); }

@@ -6,11 +6,11 @@
 
 #include <map>
 
+#include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/lstm.h"
-#include "op_attrs.h"
 
 namespace kiln::graph {
 
@@ -48,64 +48,24 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
   std::vector<TuningTask> tasks;
   std::map<std::string, size_t> index;
   for (int i = 0; i < g.num_nodes(); ++i) {
-    const Node& n = g.node(i);
-    if (n.is_op() && n.op == "lstm_cell" && g.node(n.inputs[3].node).is_constant() &&
-        g.type_of(n.inputs[1]).dtype == DataType::Float(32)) {
-      // The recurrent product and gate math of an LSTM step (alter_op_layout packs R for it).
-      const TensorType& ht = g.type_of(n.inputs[1]);
-      autotune::Task task = lstm_cell_task(ht.shape[0], ht.shape[1], target);
-      auto [it, fresh] = index.emplace(task.key(), tasks.size());
-      if (fresh) tasks.push_back(TuningTask{std::move(task), "lstm_cell", {}});
-      tasks[it->second].nodes.push_back(n.name.empty() ? "%" + std::to_string(i) : n.name);
-      continue;
-    }
-    if (!n.is_op() || (n.op != "conv2d" && n.op != "dense")) continue;
-    if (!g.node(n.inputs[1].node).is_constant()) continue;
-    const TensorType& xt = g.type_of(n.inputs[0]);
-    const TensorType& wt = g.type_of(n.inputs[1]);
-    if (xt.dtype != DataType::Float(32)) continue;
-    std::optional<autotune::Task> task, second;
-    std::string op, second_op;
-    try {
-      if (n.op == "dense") {
-        if (xt.shape.size() != 2) continue;
-        task = dense_task(topi::DenseWorkload{xt.shape[0], wt.shape[0], xt.shape[1]}, target);
-        op = "dense";
-      } else {
-        topi::Conv2DWorkload wl{
-            xt.shape[0], xt.shape[1], xt.shape[2], xt.shape[3],
-            wt.shape[0], wt.shape[2], wt.shape[3], detail::conv_params(n.attrs)};
-        const bool dw = wl.params.groups > 1 && wl.params.groups == wl.in_channel &&
-                        wl.out_channel == wl.in_channel;
-        if (wl.params.groups != 1 && !dw) continue;
-        if (dw) {
-          task = depthwise_conv2d_task(wl, target);
-          op = "depthwise_conv2d";
-        } else if (topi::prefer_winograd(wl, target)) {
-          task = conv2d_winograd_task(wl, target);
-          op = "conv2d_winograd";
-          second = conv2d_task(wl, target);
-          second_op = "conv2d";
-        } else {
-          task = conv2d_task(wl, target);
-          op = "conv2d";
-          if (topi::winograd_candidate(wl)) {
-            second = conv2d_winograd_task(wl, target);
-            second_op = "conv2d_winograd";
-          }
-        }
+    if (!g.node(i).is_op()) continue;
+    const OpCall call{g, i, target};
+    const std::string where = g.node(i).name.empty() ? "%" + std::to_string(i) : g.node(i).name;
+    // Every tunable implementation the strategy offers, the one the compiler picks untuned
+    // first.
+    for (const Choice& c : strategy_choices(call)) {
+      const Implementation& impl = implementation(c.impl);
+      if (!impl.task) continue;
+      std::optional<autotune::Task> task;
+      try {
+        task = impl.task(call);
+      } catch (const Error&) {
+        continue;  // a workload the template does not cover
       }
-    } catch (const Error&) {
-      continue;  // a workload the templates do not cover is compiled with its NCHW schedule
-    }
-    std::string where = n.name.empty() ? "%" + std::to_string(i) : n.name;
-    auto add = [&](autotune::Task&& t, const std::string& kind) {
-      auto [it, fresh] = index.emplace(t.key(), tasks.size());
-      if (fresh) tasks.push_back(TuningTask{std::move(t), kind, {}});
+      auto [it, fresh] = index.emplace(task->key(), tasks.size());
+      if (fresh) tasks.push_back(TuningTask{std::move(*task), impl.tuning_label, {}});
       tasks[it->second].nodes.push_back(where);
-    };
-    add(std::move(*task), op);
-    if (second) add(std::move(*second), second_op);
+    }
   }
   return tasks;
 }

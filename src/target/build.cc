@@ -1,5 +1,5 @@
 // build(): the last steps of compilation, packed-API wrapping then the code generator chosen
-// by the target's kind (only LLVM for now).
+// by the target's kind (TargetKind::codegen; only LLVM for now).
 #include "kiln/target/build.h"
 
 #include "kiln/support/error.h"
@@ -12,8 +12,10 @@ runtime::Module build(const std::vector<tir::PrimFunc>& funcs, const Target& tar
   std::vector<tir::PrimFunc> packed;
   packed.reserve(funcs.size());
   for (const tir::PrimFunc& f : funcs) packed.push_back(tir::make_packed_api(f));
-  KILN_USER_CHECK(target.kind == "llvm")
-      << "build: no code generator for target kind '" << target.kind << "'";
+  const TargetKind& kind = target.kind_info();
+  KILN_USER_CHECK(kind.codegen == "llvm")
+      << "build: target '" << target.str() << "': no code generator for target kind '"
+      << target.kind << "' yet";
   return codegen::build_llvm(packed, target);
 }
 

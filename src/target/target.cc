@@ -1,4 +1,7 @@
-// Target strings: a kind followed by -key=value options, split on whitespace. Options are
+// Target kinds and target strings. A kind is data (TargetKind): the options its strings accept,
+// the keys strategies match on and the code generator that serves it; the built-in kinds are
+// registered on first use, tests and new back ends add theirs with register_target_kind.
+// Target strings are a kind followed by -key=value options, split on whitespace. Options are
 // validated when parsed (unknown keys, empty values, malformed features, CPUs LLVM does not
 // know) so a typo fails at the call that wrote it, naming the option. Feature queries ask LLVM
 // through target_info.h: for -mcpu=native the host's feature list (LLVM names this VM's CPU
@@ -6,6 +9,8 @@
 // LLVM associates with the CPU name; explicit -mattr entries override both, the last one wins.
 #include "kiln/target/target.h"
 
+#include <algorithm>
+#include <mutex>
 #include <sstream>
 
 #include "kiln/support/error.h"
@@ -14,36 +19,125 @@
 namespace kiln {
 
 namespace {
+
 std::string arch_of(const std::string& triple) { return triple.substr(0, triple.find('-')); }
+
+bool is_x86(const std::string& arch) {
+  return arch == "x86_64" || arch == "i386" || arch == "i686";
+}
+
+bool is_arm(const std::string& arch) {
+  return arch == "aarch64" || arch == "arm64" || arch.rfind("arm", 0) == 0;
+}
+
+struct KindTable {
+  std::mutex mu;
+  std::map<std::string, TargetKind> kinds;
+};
+
+KindTable& kind_table() {
+  static KindTable* table = [] {
+    auto* t = new KindTable;
+    TargetKind llvm;
+    llvm.name = "llvm";
+    llvm.keys = {"cpu"};
+    llvm.options = {"mcpu", "mtriple", "mattr"};
+    llvm.codegen = "llvm";
+    llvm.derived_keys = [](const Target& target) -> std::vector<std::string> {
+      const std::string arch = arch_of(target.triple());
+      if (is_x86(arch)) return {"x86"};
+      if (is_arm(arch)) return {"arm"};
+      return {};
+    };
+    TargetKind cuda;
+    cuda.name = "cuda";
+    cuda.keys = {"cuda", "gpu"};
+    cuda.options = {"arch", "max_threads_per_block", "max_shared_memory_per_block"};
+    cuda.defaults = {{"arch", "sm_75"},
+                     {"max_threads_per_block", "1024"},
+                     {"max_shared_memory_per_block", "49152"}};
+    TargetKind opencl;
+    opencl.name = "opencl";
+    opencl.keys = {"opencl", "gpu"};
+    opencl.options = {"device", "max_threads_per_block", "max_shared_memory_per_block"};
+    opencl.defaults = {{"max_threads_per_block", "256"}, {"max_shared_memory_per_block", "16384"}};
+    TargetKind vdla;
+    vdla.name = "vdla";
+    vdla.keys = {"vdla", "accel"};
+    for (TargetKind* k : {&llvm, &cuda, &opencl, &vdla}) t->kinds.emplace(k->name, *k);
+    return t;
+  }();
+  return *table;
+}
+
 }  // namespace
+
+void register_target_kind(TargetKind kind) {
+  KILN_ICHECK(!kind.name.empty()) << "register_target_kind: a kind needs a name";
+  KindTable& t = kind_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  KILN_ICHECK(!t.kinds.count(kind.name))
+      << "register_target_kind: kind '" << kind.name << "' is registered already";
+  std::string name = kind.name;
+  t.kinds.emplace(name, std::move(kind));
+}
+
+const TargetKind& target_kind(const std::string& name) {
+  KindTable& t = kind_table();
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    auto it = t.kinds.find(name);
+    if (it != t.kinds.end()) return it->second;  // std::map: references stay valid
+  }
+  std::string known;
+  for (const std::string& k : target_kind_names()) known += (known.empty() ? "" : ", ") + k;
+  KILN_ERROR << "unknown target kind '" << name << "' (known: " << known << ")";
+}
+
+std::vector<std::string> target_kind_names() {
+  KindTable& t = kind_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::vector<std::string> r;
+  for (const auto& [name, kind] : t.kinds) r.push_back(name);
+  return r;
+}
 
 Target Target::parse(const std::string& s) {
   std::istringstream is(s);
   std::string tok;
   Target t;
   t.kind.clear();
-  bool first = true;
+  const TargetKind* kind = nullptr;
   while (is >> tok) {
-    if (first) {
-      first = false;
-      KILN_USER_CHECK(tok == "llvm")
-          << "target '" << s << "': unknown target kind '" << tok << "' (known: llvm)";
+    if (!kind) {
+      try {
+        kind = &target_kind(tok);
+      } catch (const Error& e) {
+        KILN_ERROR << "target '" << s << "': " << e.what();
+      }
       t.kind = tok;
       continue;
     }
     size_t eq = tok.find('=');
     std::string key = tok.substr(0, eq);
     std::string value = eq == std::string::npos ? "" : tok.substr(eq + 1);
-    KILN_USER_CHECK(key == "-mcpu" || key == "-mtriple" || key == "-mattr")
-        << "target '" << s << "': unknown option '" << tok
-        << "' (known: -mcpu=, -mtriple=, -mattr=)";
+    const std::vector<std::string>& opts = kind->options;
+    const bool known = key.size() > 1 && key[0] == '-' &&
+                       std::find(opts.begin(), opts.end(), key.substr(1)) != opts.end();
+    if (!known) {
+      std::string list;
+      for (const std::string& o : opts) list += (list.empty() ? "-" : ", -") + o + "=";
+      KILN_ERROR << "target '" << s << "': unknown option '" << tok << "' ("
+                 << (list.empty() ? "kind '" + t.kind + "' takes no options" : "known: " + list)
+                 << ")";
+    }
     KILN_USER_CHECK(eq != std::string::npos && !value.empty())
         << "target '" << s << "': option '" << tok << "' needs a value (" << key << "=...)";
     if (key == "-mcpu") {
       t.mcpu = value;
     } else if (key == "-mtriple") {
       t.mtriple = value;
-    } else {
+    } else if (key == "-mattr") {
       std::istringstream fs(value);
       std::string f;
       while (std::getline(fs, f, ',')) {
@@ -52,20 +146,75 @@ Target Target::parse(const std::string& s) {
             << "' must be written +name or -name";
         t.mattrs.push_back(f);
       }
+    } else {
+      t.attrs[key.substr(1)] = value;
     }
   }
-  KILN_USER_CHECK(!first) << "target '" << s << "': empty target string (expected e.g. 'llvm')";
-  if (!t.mcpu.empty() && t.mcpu != "native") {
-    KILN_USER_CHECK(target_info::is_known_cpu(t.triple(), t.mcpu))
-        << "target '" << s << "': option '-mcpu=" << t.mcpu << "': unknown CPU for triple "
-        << t.triple();
+  KILN_USER_CHECK(kind) << "target '" << s << "': empty target string (expected e.g. 'llvm')";
+  if (kind->codegen == "llvm") {
+    if (!t.mcpu.empty() && t.mcpu != "native") {
+      KILN_USER_CHECK(target_info::is_known_cpu(t.triple(), t.mcpu))
+          << "target '" << s << "': option '-mcpu=" << t.mcpu << "': unknown CPU for triple "
+          << t.triple();
+    }
+    KILN_USER_CHECK(t.mcpu != "native" || t.is_host_arch())
+        << "target '" << s << "': option '-mcpu=native' needs the host triple, got " << t.triple();
   }
-  KILN_USER_CHECK(t.mcpu != "native" || t.is_host_arch())
-      << "target '" << s << "': option '-mcpu=native' needs the host triple, got " << t.triple();
+  for (const auto& [name, value] : kind->defaults) {
+    auto it = t.attrs.find(name);
+    if (it != t.attrs.end() && it->second == value) t.attrs.erase(it);  // canonical form
+  }
+  for (const auto& [name, value] : t.attrs) {
+    bool numeric = name.rfind("max_", 0) == 0;
+    if (!numeric) continue;
+    char* end = nullptr;
+    long long v = std::strtoll(value.c_str(), &end, 10);
+    KILN_USER_CHECK(end && *end == '\0' && v > 0) << "target '" << s << "': option '-" << name
+                                                  << "=" << value << "' needs a positive integer";
+  }
   return t;
 }
 
 Target Target::host() { return parse("llvm -mcpu=native"); }
+
+std::vector<std::string> Target::keys() const {
+  const TargetKind& k = kind_info();
+  std::vector<std::string> r;
+  if (k.derived_keys) r = k.derived_keys(*this);
+  for (const std::string& key : k.keys)
+    if (std::find(r.begin(), r.end(), key) == r.end()) r.push_back(key);
+  return r;
+}
+
+bool Target::has_key(const std::string& key) const {
+  std::vector<std::string> k = keys();
+  return std::find(k.begin(), k.end(), key) != k.end();
+}
+
+std::string Target::attr(const std::string& name, const std::string& fallback) const {
+  if (auto it = attrs.find(name); it != attrs.end()) return it->second;
+  const TargetKind& k = kind_info();
+  if (auto it = k.defaults.find(name); it != k.defaults.end()) return it->second;
+  return fallback;
+}
+
+int64_t Target::attr_int(const std::string& name, int64_t fallback) const {
+  std::string v = attr(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  long long r = std::strtoll(v.c_str(), &end, 10);
+  KILN_USER_CHECK(end && *end == '\0')
+      << "target '" << str() << "': option '-" << name << "=" << v << "' is not an integer";
+  return r;
+}
+
+Target Target::host_or_default() const { return host_target ? *host_target : host(); }
+
+Target Target::with_host(const Target& h) const {
+  Target t = *this;
+  t.host_target = std::make_shared<const Target>(h);
+  return t;
+}
 
 std::string Target::triple() const {
   return mtriple.empty() ? target_info::host_triple() : mtriple;
@@ -91,7 +240,7 @@ bool Target::has_feature(const std::string& feature) const {
 
 int Target::vector_bits() const {
   std::string arch = arch_of(triple());
-  if (arch != "x86_64" && arch != "i386" && arch != "i686") return 128;
+  if (!is_x86(arch)) return 128;
   if (has_feature("avx512f")) return 512;
   if (has_feature("avx2")) return 256;
   return 128;
@@ -113,6 +262,7 @@ std::string Target::str() const {
     s += " -mattr=";
     for (size_t i = 0; i < mattrs.size(); ++i) s += (i ? "," : "") + mattrs[i];
   }
+  for (const auto& [name, value] : attrs) s += " -" + name + "=" + value;
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -174,7 +175,7 @@ TEST(ArithFuzz, SimplifyAgreesWithInterpreterAndIsIdempotent) {
     if (++failures >= 5) break;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(secs, 10.0) << "fuzzer too slow";
+  std::printf("[ fuzz ] %.2f s\n", secs);  // reported, not asserted: tests never depend on timing
   EXPECT_GT(g_compared, 10000) << "too few samples were comparable";
   EXPECT_GT(g_changed, 1000) << "the simplifier changed too few expressions";
   if (getenv("KILN_FUZZ_SHOW")) {

@@ -123,8 +123,8 @@ TEST(CostModel, BatchPredictionIsTimed) {
   EXPECT_EQ(st.calls, 2u);
   EXPECT_EQ(st.rows, 4000u);
   EXPECT_GT(st.seconds, 0);
-  // The paper reports 0.67 ms per prediction; a batch is far cheaper per candidate.
-  EXPECT_LT(st.seconds_per_row(), 0.67e-3);
+  // The paper reports 0.67 ms per prediction; a batch is far cheaper per candidate (reported,
+  // not asserted: tests never depend on timing).
   std::printf(
       "[ cost model ] %zu features, batch of 2000: %.2f us per candidate; fit on 300 "
       "rows: %.1f ms\n",

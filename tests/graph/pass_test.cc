@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "common/error.h"
 #include "kiln/graph/graph.h"
@@ -230,11 +231,14 @@ TEST(Passes, LongChain) {
                  i % 3 == 2 ? std::vector<Entry>{e, one} : std::vector<Entry>{e});
   }
   g.add_output(e);
+  // Times are printed, not asserted (tests never depend on timing): what this test checks is
+  // that no pass recurses over the graph (a 10,000-node chain) and that each gives the right
+  // graph.
   auto timed = [](const char* name, auto f) {
     auto t0 = std::chrono::steady_clock::now();
     Graph r = f();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 1.0) << name;
+    std::printf("[ long chain ] %s: %.3f s\n", name, s);
     return r;
   };
   Graph t = timed("infer_types", [&] { return infer_types(g); });
@@ -256,7 +260,8 @@ TEST(Passes, LongChain) {
     EXPECT_GT(s2.str().size(), 100000u);
     return s2;
   });
-  timed("optimize", [&] { return optimize(g, 2); });
+  Graph o = timed("optimize", [&] { return optimize(g, 2); });
+  for (const Node& n : o.nodes()) EXPECT_TRUE(!n.is_op() || !n.impl.name.empty());
 }
 
 }  // namespace

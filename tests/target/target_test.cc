@@ -48,8 +48,16 @@ TEST(Target, VectorRegisters) {
 }
 
 TEST(Target, Errors) {
-  EXPECT_EQ(error_of([] { Target("cuda"); }),
-            "target 'cuda': unknown target kind 'cuda' (known: llvm)");
+  EXPECT_EQ(error_of([] { Target("tpu -mcpu=x"); }),
+            "target 'tpu -mcpu=x': unknown target kind 'tpu' (known: cuda, llvm, opencl, vdla)");
+  EXPECT_EQ(error_of([] { Target("cuda -mcpu=native"); }),
+            "target 'cuda -mcpu=native': unknown option '-mcpu=native' (known: -arch=, "
+            "-max_threads_per_block=, -max_shared_memory_per_block=)");
+  EXPECT_EQ(error_of([] { Target("cuda -max_threads_per_block=many"); }),
+            "target 'cuda -max_threads_per_block=many': option '-max_threads_per_block=many' "
+            "needs a positive integer");
+  EXPECT_EQ(error_of([] { Target("vdla -x=1"); }),
+            "target 'vdla -x=1': unknown option '-x=1' (kind 'vdla' takes no options)");
   EXPECT_EQ(error_of([] { Target("llvm -mfoo=1"); }),
             "target 'llvm -mfoo=1': unknown option '-mfoo=1' (known: -mcpu=, -mtriple=, -mattr=)");
   EXPECT_EQ(error_of([] { Target("llvm -mcpu="); }),
@@ -60,6 +68,44 @@ TEST(Target, Errors) {
   EXPECT_NE(error_of([] { Target("llvm -mcpu=notacpu"); }).find("option '-mcpu=notacpu'"),
             std::string::npos);
   EXPECT_NE(error_of([] { Target(""); }).find("empty target string"), std::string::npos);
+}
+
+TEST(Target, KindsKeysAndAttributes) {
+  Target x86("llvm -mtriple=x86_64-linux-gnu");
+  EXPECT_EQ(x86.keys(), (std::vector<std::string>{"x86", "cpu"}));
+  EXPECT_EQ(Target("llvm -mtriple=aarch64-linux-gnu").keys(),
+            (std::vector<std::string>{"arm", "cpu"}));
+  Target gpu("cuda -arch=sm_90 -max_threads_per_block=512");
+  EXPECT_EQ(gpu.keys(), (std::vector<std::string>{"cuda", "gpu"}));
+  EXPECT_TRUE(gpu.has_key("gpu"));
+  EXPECT_FALSE(gpu.has_key("cpu"));
+  EXPECT_EQ(gpu.attr("arch"), "sm_90");
+  EXPECT_EQ(gpu.attr_int("max_threads_per_block", 0), 512);
+  EXPECT_EQ(gpu.attr_int("max_shared_memory_per_block", 0), 49152);  // the kind's default
+  EXPECT_EQ(gpu.str(), "cuda -arch=sm_90 -max_threads_per_block=512");
+  EXPECT_EQ(Target::parse(gpu.str()), gpu);
+  // A default written out is the same target as one left out.
+  EXPECT_EQ(Target("cuda -arch=sm_75"), Target("cuda"));
+  EXPECT_EQ(gpu.host_or_default(), Target::host());
+  Target with = gpu.with_host(Target("llvm -mcpu=skylake-avx512"));
+  EXPECT_EQ(with.host_or_default().str(), "llvm -mcpu=skylake-avx512");
+  EXPECT_EQ(Target("opencl").keys(), (std::vector<std::string>{"opencl", "gpu"}));
+}
+
+TEST(Target, RegisteredKindIsData) {
+  TargetKind k;
+  k.name = "test_kind_target_test";
+  k.keys = {"toy", "cpu"};
+  k.options = {"mcpu", "lanes"};
+  k.codegen = "llvm";
+  register_target_kind(k);
+  Target t("test_kind_target_test -lanes=4");
+  EXPECT_EQ(t.keys(), (std::vector<std::string>{"toy", "cpu"}));
+  EXPECT_EQ(t.attr("lanes"), "4");
+  EXPECT_NE(error_of([] { register_target_kind(target_kind("llvm")); }).find("registered already"),
+            std::string::npos);
+  std::vector<std::string> names = target_kind_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "test_kind_target_test"), names.end());
 }
 
 }  // namespace

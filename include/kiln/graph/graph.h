@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
@@ -34,6 +35,10 @@
 
 #include "kiln/runtime/data_type.h"
 #include "kiln/runtime/ndarray.h"
+
+namespace kiln::autotune {
+struct Task;
+}  // namespace kiln::autotune
 
 namespace kiln::graph {
 
@@ -124,6 +129,16 @@ struct Entry {
 enum class NodeKind : uint8_t { kInput, kConstant, kOp };
 
 /// One node of the graph.
+/// The implementation an op's strategy chose for a node on the compile target (strategy.h):
+/// recorded once, by the layout pass or select_implementations, and read by the build and task
+/// extraction. Not part of the text form.
+struct ImplChoice {
+  std::string name;  ///< the implementation's registered name; empty until chosen
+  /// Its tuning task when the implementation is tunable (the workload key is built there),
+  /// else empty. Called only when a tuning log is looked in.
+  std::function<autotune::Task()> task;
+};
+
 struct Node {
   NodeKind kind = NodeKind::kOp;
   std::string op;                   ///< the operator's name (kOp); "input" / "constant" otherwise
@@ -132,6 +147,7 @@ struct Node {
   Attrs attrs;                      ///< kOp: the attributes
   std::vector<TensorType> outputs;  ///< one type per output (unknown until infer_types)
   runtime::NDArray value;           ///< kConstant: the value
+  ImplChoice impl;                  ///< kOp: the chosen implementation (strategy.h)
 
   bool is_input() const { return kind == NodeKind::kInput; }
   bool is_constant() const { return kind == NodeKind::kConstant; }

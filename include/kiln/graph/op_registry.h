@@ -87,6 +87,10 @@ class OpRegistry {
 
   /// Adds a definition after checking it (internal error on a bad or duplicate definition).
   void add(OpDef def);
+  /// Adds an op defined outside the compiler (a plugin's, a test's) to the global registry,
+  /// checked like the built-in ones; its strategies are registered with register_strategy
+  /// (strategy.h). Call it before compiling anything, from one thread.
+  static void register_op(OpDef def);
 
  private:
   std::map<std::string, OpDef> ops_;

@@ -91,8 +91,9 @@ std::string groups_str(const Graph& g, const std::vector<std::vector<int>>& grou
 /// The recipe: opt_level 0 runs infer_types only; >= 1 runs infer_types, simplify,
 /// constant_folding, simplify, common_subexpression_elimination, fold_batch_norm; >= 2 then
 /// alter_op_layout for `target` (and infer_types to check it); finally
-/// dead_code_elimination. Every step is verified; `KILN_DUMP_AFTER=<pass name>` (or `all`)
-/// prints the graph after that pass to stderr.
+/// dead_code_elimination; at every level, select_implementations (strategy.h) last, so every op
+/// node carries its implementation. Every step is verified; `KILN_DUMP_AFTER=<pass name>` (or
+/// `all`) prints the graph after that pass to stderr.
 Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned = nullptr);
 /// optimize for the host CPU.
 Graph optimize(Graph g, int opt_level = 2);

@@ -10,9 +10,10 @@
 ///   bo.tuning_records = autotune::load_records("model.jsonl").records;
 ///   graph::CompiledModule m = graph::build_module(g, target, bo);  // m.tuning_report
 ///
-/// A task is one of the x86 templates that layout alteration (alter_op_layout) uses: conv2d_nchwc
-/// (groups 1), depthwise_conv2d_nchwc (multiplier 1) and dense_packed_cpu, for the workload of a
-/// conv2d / dense node with constant weights after the graph passes (batch-norm folding
+/// A task is the tuning task of a tunable implementation (strategy.h, Implementation::task) that
+/// a node's strategy offers: today the CPU templates conv2d_nchwc (groups 1), Winograd,
+/// depthwise_conv2d_nchwc (multiplier 1), dense_packed and the packed LSTM cell, for the
+/// workload of a node with constant weights after the graph passes (batch-norm folding
 /// included). Workloads are keyed by their logical NCHW shapes and attributes, so the tuned
 /// config's schedule applies before and after layout alteration. The channel blocks stay the
 /// default ones (see conv2d_task).
@@ -36,22 +37,24 @@ namespace kiln::graph {
 /// A tunable workload of a model.
 struct TuningTask {
   autotune::Task task;
-  std::string op;                  ///< "conv2d", "depthwise_conv2d", "dense" or "lstm_cell"
+  std::string op;  ///< the implementation's tuning label: "conv2d", "conv2d_winograd", "dense", …
   std::vector<std::string> nodes;  ///< the graph nodes with this workload (names or "%i")
 };
 
 /// The unique tunable workloads of `g` (typed or not), in graph order: the graph is optimized
-/// at opt_level 1 first (so folded batch norms and constant weights are what is tuned). A 3x3
-/// stride-1 convolution that Winograd could compute (topi::winograd_candidate) yields two tasks,
-/// the algorithm the compiler would pick first (op "conv2d" or "conv2d_winograd"); compiling with
-/// a log that has records of both uses the faster.
+/// at opt_level 1 first (so folded batch norms and constant weights are what is tuned). Every
+/// tunable implementation a node's strategy offers yields a task, the one the compiler would
+/// pick untuned first: a 3x3 stride-1 convolution that Winograd could compute yields two (op
+/// "conv2d" and "conv2d_winograd"); compiling with a log that has records of both uses the
+/// faster.
 std::vector<TuningTask> extract_tuning_tasks(const Graph& g, const Target& target);
 
-/// The task of one workload (what extract_tuning_tasks and build_module both use, so the keys
-/// agree). In a graph the channel blocks are the default ones (kDefault: tuned layers keep the
-/// layout their untuned neighbours use, so tuning adds no layout transforms); kTuned lets the
-/// config choose them too (a layer tuned alone, as in kiln-bench-tuners). Both spaces share the
-/// key: a record made in the larger space applies when its blocks are the default ones.
+/// The task of one workload: the tunable implementations' task functions (strategy/cpu.cc) and
+/// the layout hooks that record it on the nodes they make call these, so the keys agree. In a graph
+/// the channel blocks are the default ones (kDefault: tuned layers keep the layout their untuned
+/// neighbours use, so tuning adds no layout transforms); kTuned lets the config choose them too (a
+/// layer tuned alone, as in kiln-bench-tuners). Both spaces share the key: a record made in the
+/// larger space applies when its blocks are the default ones.
 autotune::Task conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,
                            topi::ChannelBlocks blocks = topi::ChannelBlocks::kDefault);
 autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Target& target,

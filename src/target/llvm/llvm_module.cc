@@ -228,8 +228,8 @@ unsigned compile_threads() {
 }  // namespace
 
 runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
-  KILN_USER_CHECK(target.kind == "llvm")
-      << "build_llvm: target '" << target.str() << "' is not an llvm target";
+  KILN_USER_CHECK(target.kind_info().codegen == "llvm")
+      << "build_llvm: target '" << target.str() << "' is not served by the llvm code generator";
   // The module's functions; names must be unique across parts.
   std::vector<std::string> names;
   std::set<std::string> seen;

@@ -1,0 +1,34 @@
+// Registration functions of the built-in strategies (strategy.h), one per file of
+// src/graph/strategy/, called once by register_builtin_strategies.
+#pragma once
+
+#include <optional>
+
+#include "kiln/graph/strategy.h"
+#include "kiln/topi/conv2d.h"
+
+namespace kiln::graph {
+
+/// injective.generic, reduce.generic, opaque.generic (strategy.cc).
+void register_pattern_implementations();
+/// The CPU templates and their strategies (cpu.cc).
+void register_cpu_strategies();
+
+/// The logical workload of a conv2d node whose data is a float32 NCHW tensor and whose weights
+/// are a float32 constant, else nothing.
+std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call);
+/// True for a depthwise workload (groups = in = out channels).
+bool is_depthwise(const topi::Conv2DWorkload& wl);
+
+// Layout hooks (cpu_layout.cc): each rewrites the node for its implementation and records the
+// implementation (and tuning task) on the node it emits; false when it does not apply.
+bool alter_conv2d_nchwc(LayoutRewriter& rw);
+bool alter_conv2d_winograd(LayoutRewriter& rw);
+bool alter_depthwise_conv2d(LayoutRewriter& rw);
+bool alter_conv2d_transpose_subpixel(LayoutRewriter& rw);
+bool alter_conv2d_transpose_dilated(LayoutRewriter& rw);
+/// dense(x, W [N, K]) (`transposed_weight` false) or matmul(x, B [K, N]) (true).
+bool alter_dense(LayoutRewriter& rw, bool transposed_weight);
+bool alter_lstm_cell(LayoutRewriter& rw);
+
+}  // namespace kiln::graph

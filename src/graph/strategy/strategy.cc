@@ -1,0 +1,186 @@
+// Op strategies (strategy.h): the implementation table (name → Implementation), the strategy
+// table ((op, target key) → FStrategy), the lookup that turns a node and a target into ordered
+// choices, and select_implementations, which records the first choice that needs no layout
+// hook on every op node without one. Ops with no strategy for any of the target's keys get the
+// implementation of their fusion pattern kind, registered here: topi's injective or reduction
+// schedule, or the generic loop nest (the outputs' two outer axes fused and parallel).
+#include "kiln/graph/strategy.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "builtin.h"
+#include "kiln/graph/op_registry.h"
+#include "kiln/support/error.h"
+#include "kiln/topi/schedule_injective.h"
+
+namespace kiln::graph {
+
+namespace {
+
+struct Tables {
+  std::recursive_mutex mu;
+  std::map<std::string, Implementation> impls;
+  std::map<std::pair<std::string, std::string>, FStrategy> strategies;  // (op, key)
+  bool builtins_done = false;
+};
+
+Tables& raw_tables() {
+  static Tables* t = new Tables;
+  return *t;
+}
+
+/// The tables with the built-in strategies registered (once, on first use).
+Tables& tables() {
+  Tables& t = raw_tables();
+  std::lock_guard<std::recursive_mutex> lock(t.mu);
+  if (!t.builtins_done) {
+    t.builtins_done = true;
+    register_builtin_strategies();
+  }
+  return t;
+}
+
+/// The default schedule with each compute output's two outer axes fused and, when the output
+/// is large, parallel. Correct for any compute.
+te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
+  te::Schedule s = te::create_schedule(outs);
+  for (const te::Tensor& t : outs) {
+    if (t.op()->kind != te::OpKind::kCompute) continue;
+    if (tensor_type(t).numel() <= topi::kParallelThreshold) continue;
+    te::Stage st = s[t];
+    std::vector<te::IterVar> axes = st.op_axis();
+    if (axes.empty()) continue;
+    te::IterVar outer = axes.size() >= 2 ? st.fuse(axes[0], axes[1]) : axes[0];
+    st.parallel(outer);
+  }
+  return s;
+}
+
+/// The implementation of an op's pattern kind.
+const char* pattern_impl(topi::OpPattern p) {
+  if (p <= topi::OpPattern::kInjective) return "injective.generic";
+  if (p == topi::OpPattern::kCommReduce) return "reduce.generic";
+  return "opaque.generic";
+}
+
+}  // namespace
+
+const runtime::NDArray* OpCall::constant(size_t k) const {
+  const Node& p = graph.node(node().inputs.at(k).node);
+  return p.is_constant() ? &p.value : nullptr;
+}
+
+bool OpCall::is_f32_constant(size_t k) const {
+  const runtime::NDArray* c = constant(k);
+  return c && c->dtype() == DataType::Float(32);
+}
+
+bool ScheduleInput::epilogue_shape() const {
+  return tensor_type(outs[0]).shape == tensor_type(main).shape;
+}
+
+te::Schedule schedule_by_pattern(const ScheduleInput& in) {
+  topi::OpPattern p = OpRegistry::global().get(in.master.op).pattern;
+  if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(in.outs, in.target);
+  if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(in.outs, in.target);
+  return schedule_generic(in.outs);
+}
+
+void register_implementation(Implementation impl) {
+  KILN_ICHECK(!impl.name.empty()) << "register_implementation: an implementation needs a name";
+  KILN_ICHECK(static_cast<bool>(impl.schedule))
+      << "register_implementation: '" << impl.name << "' has no schedule";
+  if (impl.tuning_label.empty()) impl.tuning_label = impl.name;
+  Tables& t = raw_tables();
+  std::lock_guard<std::recursive_mutex> lock(t.mu);
+  KILN_ICHECK(!t.impls.count(impl.name))
+      << "register_implementation: '" << impl.name << "' is registered already";
+  std::string name = impl.name;
+  t.impls.emplace(name, std::move(impl));
+}
+
+const Implementation& implementation(const std::string& name) {
+  Tables& t = tables();
+  std::lock_guard<std::recursive_mutex> lock(t.mu);
+  auto it = t.impls.find(name);
+  KILN_ICHECK(it != t.impls.end()) << "no implementation called '" << name << "'";
+  return it->second;
+}
+
+void register_strategy(const std::string& op, const std::string& key, FStrategy strategy) {
+  Tables& t = raw_tables();
+  std::lock_guard<std::recursive_mutex> lock(t.mu);
+  auto [it, fresh] = t.strategies.emplace(std::make_pair(op, key), std::move(strategy));
+  KILN_ICHECK(fresh) << "register_strategy: op '" << op << "' has a strategy for key '" << key
+                     << "' already";
+}
+
+std::vector<Choice> strategy_choices(const OpCall& call) {
+  Tables& t = tables();
+  const Node& n = call.node();
+  std::vector<std::string> keys = call.target.keys();
+  keys.push_back("generic");
+  std::vector<Choice> r;
+  {
+    std::lock_guard<std::recursive_mutex> lock(t.mu);
+    for (const std::string& key : keys) {
+      auto it = t.strategies.find({n.op, key});
+      if (it == t.strategies.end()) continue;
+      r = it->second(call);
+      for (const Choice& c : r)
+        KILN_ICHECK(t.impls.count(c.impl)) << "the strategy of op '" << n.op << "' for key '" << key
+                                           << "' names unknown implementation '" << c.impl << "'";
+      break;
+    }
+  }
+  std::stable_sort(r.begin(), r.end(),
+                   [](const Choice& a, const Choice& b) { return a.priority > b.priority; });
+  // The pattern kind's implementation is the last resort when every choice needs a rewrite
+  // (or there is none).
+  if (std::all_of(r.begin(), r.end(), [](const Choice& c) { return c.rewrite; }))
+    r.push_back(Choice{pattern_impl(OpRegistry::global().get(n.op).pattern), -1000, false});
+  return r;
+}
+
+Graph select_implementations(const Graph& g, const Target& target) {
+  Graph r = g;
+  for (int i = 0; i < r.num_nodes(); ++i) {
+    const Node& n = r.node(i);
+    if (!n.is_op() || !n.impl.name.empty()) continue;
+    OpCall call{r, i, target};
+    for (const Choice& c : strategy_choices(call)) {
+      if (c.rewrite) continue;  // taken by the layout pass only
+      const Implementation& impl = implementation(c.impl);
+      ImplChoice choice{impl.name, {}};
+      if (impl.task) {
+        try {
+          auto task = std::make_shared<autotune::Task>(impl.task(call));
+          choice.task = [task] { return *task; };
+        } catch (const Error&) {
+          continue;  // the template does not cover this node
+        }
+      }
+      r.mutable_node(i).impl = std::move(choice);
+      break;
+    }
+  }
+  return r;
+}
+
+void register_pattern_implementations() {
+  register_implementation(
+      {"injective.generic",
+       [](const ScheduleInput& in) { return topi::schedule_injective(in.outs, in.target); },
+       nullptr, nullptr, ""});
+  register_implementation(
+      {"reduce.generic",
+       [](const ScheduleInput& in) { return topi::schedule_reduce(in.outs, in.target); }, nullptr,
+       nullptr, ""});
+  register_implementation({"opaque.generic",
+                           [](const ScheduleInput& in) { return schedule_generic(in.outs); },
+                           nullptr, nullptr, ""});
+}
+
+}  // namespace kiln::graph

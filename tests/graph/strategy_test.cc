@@ -1,0 +1,277 @@
+// Op strategies (graph/strategy.h) and targets as data: the choices a conv2d gets on a CPU, the
+// implementation recorded on every node by the optimizer (and read back by the build and task
+// extraction), a toy target kind with its own strategy compiling a model with the LLVM code
+// generator, and a new op defined entirely in this file — compute, CPU strategy and tunable
+// template — that compiles, tunes a few trials and runs correctly without touching the compiler.
+#include "kiln/graph/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "common/error.h"
+#include "graph_test_util.h"
+#include "kiln/autotune/record.h"
+#include "kiln/autotune/tune.h"
+#include "kiln/autotune/tuner.h"
+#include "kiln/graph/op_registry.h"
+#include "kiln/graph/transform.h"
+#include "kiln/graph/tuning.h"
+#include "kiln/ir/op.h"
+#include "kiln/topi/schedule_injective.h"
+
+namespace kiln::graph {
+namespace {
+
+using test_util::random_array;
+using Ints = std::vector<int64_t>;
+const DataType f32 = DataType::Float(32);
+
+std::vector<std::string> names(const std::vector<Choice>& cs) {
+  std::vector<std::string> r;
+  for (const Choice& c : cs) r.push_back(c.impl);
+  return r;
+}
+
+/// x [1, C, H, W] → conv 3x3 (C→C, padding 1) → relu.
+Graph conv_relu(int64_t c, int64_t hw, std::mt19937& rng, int64_t groups = 1) {
+  Graph g;
+  Entry x = g.add_input("x", {1, c, hw, hw}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("w", random_array({c, c / groups, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}, {"groups", groups}}, "conv");
+  g.add_output(g.add_op("relu", {a}, {}, "relu"));
+  return g;
+}
+
+TEST(Strategy, Conv2dChoicesOnACpu) {
+  std::mt19937 rng(1);
+  const Target host = Target::host();
+  Graph g = infer_types(conv_relu(32, 14, rng));
+  const int conv = 2;
+  ASSERT_EQ(g.node(conv).op, "conv2d");
+  std::vector<std::string> got = names(strategy_choices(OpCall{g, conv, host}));
+  // Winograd applies (3x3 stride 1); whether it outranks the direct template is
+  // topi::prefer_winograd's call for this target. The NCHW schedule is the last resort.
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got.back(), "conv2d_nchw.cpu");
+  EXPECT_TRUE((got[0] == "conv2d_winograd_nchwc.cpu" && got[1] == "conv2d_nchwc.cpu") ||
+              (got[1] == "conv2d_winograd_nchwc.cpu" && got[0] == "conv2d_nchwc.cpu"));
+  // relu has no strategy: its pattern kind's implementation.
+  EXPECT_EQ(names(strategy_choices(OpCall{g, 3, host})),
+            (std::vector<std::string>{"injective.generic"}));
+  // Depthwise: the blocked depthwise template.
+  Graph dw = infer_types(conv_relu(32, 14, rng, 32));
+  EXPECT_EQ(names(strategy_choices(OpCall{dw, conv, host})),
+            (std::vector<std::string>{"depthwise_conv2d_nchwc.cpu", "conv2d_nchw.cpu"}));
+  // A GPU target has no strategy for conv2d yet: the pattern kind's implementation.
+  EXPECT_EQ(names(strategy_choices(OpCall{g, conv, Target("cuda")})),
+            (std::vector<std::string>{"opaque.generic"}));
+}
+
+TEST(Strategy, EveryNodeCarriesItsImplementation) {
+  std::mt19937 rng(2);
+  Graph g = conv_relu(32, 6, rng);  // 6x6: too small for Winograd
+  // opt_level 1 has no layout pass: the conv runs its NCHW schedule.
+  Graph o1 = optimize(g, 1, Target::host());
+  for (const Node& n : o1.nodes()) {
+    if (!n.is_op()) continue;
+    EXPECT_EQ(n.impl.name, n.op == "conv2d" ? "conv2d_nchw.cpu" : "injective.generic") << n.op;
+  }
+  // opt_level 2: the layout hook made the blocked node and recorded its template and task.
+  Graph o2 = optimize(g, 2, Target::host());
+  int blocked = 0;
+  for (const Node& n : o2.nodes()) {
+    if (!n.is_op()) continue;
+    EXPECT_FALSE(n.impl.name.empty()) << n.op;
+    if (n.op != "conv2d_nchwc") continue;
+    ++blocked;
+    EXPECT_EQ(n.impl.name, "conv2d_nchwc.cpu");
+    ASSERT_TRUE(static_cast<bool>(n.impl.task));
+    topi::Conv2DWorkload wl{1, 32, 6, 6, 32, 3, 3, {}};
+    wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
+    EXPECT_EQ(n.impl.task().key(), conv2d_task(wl, Target::host()).key());
+  }
+  EXPECT_EQ(blocked, 1);
+  // Task extraction reads the same strategies: one direct task, named by the template's label.
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].op, "conv2d");
+  EXPECT_EQ(tasks[0].nodes, (std::vector<std::string>{"conv"}));
+}
+
+TEST(Strategy, RegistryRefusesDuplicates) {
+  EXPECT_NE(
+      kiln::testing::error_of([] {
+        register_implementation({"conv2d_nchwc.cpu", schedule_by_pattern, nullptr, nullptr, ""});
+      }).find("'conv2d_nchwc.cpu' is registered already"),
+      std::string::npos);
+  EXPECT_NE(kiln::testing::error_of([] {
+              register_strategy("conv2d", "cpu",
+                                [](const OpCall&) { return std::vector<Choice>{}; });
+            }).find("op 'conv2d' has a strategy for key 'cpu' already"),
+            std::string::npos);
+}
+
+// ---- a toy target kind: data plus one strategy ------------------------------------------------
+
+std::atomic<int> toy_conv_schedules{0};
+
+TEST(Strategy, ToyTargetKindCompilesAModel) {
+  // A test-only kind served by the LLVM code generator, whose only strategy is its own conv2d
+  // implementation: the NCHW compute with a schedule that parallelizes the output channels.
+  static bool registered = [] {
+    TargetKind toy;
+    toy.name = "toy";
+    toy.keys = {"toy"};
+    toy.options = {"mcpu", "mattr"};
+    toy.codegen = "llvm";
+    register_target_kind(toy);
+    register_implementation({"conv2d.toy",
+                             [](const ScheduleInput& in) {
+                               ++toy_conv_schedules;
+                               te::Schedule s = te::create_schedule(in.outs);
+                               te::Stage st = s[in.outs[0]];
+                               st.parallel(st.op_axis()[1]);
+                               return s;
+                             },
+                             nullptr, nullptr, ""});
+    register_strategy("conv2d", "toy", [](const OpCall&) {
+      return std::vector<Choice>{{"conv2d.toy", 10, false}};
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+  std::mt19937 rng(3);
+  Graph g = conv_relu(16, 8, rng);
+  const Target toy("toy -mcpu=native");
+  EXPECT_EQ(toy.keys(), (std::vector<std::string>{"toy"}));
+  toy_conv_schedules = 0;
+  CompiledModule m = build_module(g, toy, BuildOptions{});
+  EXPECT_EQ(toy_conv_schedules.load(), 1);
+  EXPECT_EQ(m.graph_json.find("conv2d_nchwc"), std::string::npos);  // no CPU layout hook
+  CompiledModule ref = build_module(g, Target::host(), BuildOptions{0});
+  runtime::NDArray x = random_array({1, 16, 8, 8}, rng);
+  auto run = [&](const CompiledModule& cm) {
+    auto e = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params);
+    e.set_input("x", x);
+    e.run();
+    return e.get_output(0);
+  };
+  runtime::NDArray a = run(ref), b = run(m);
+  ASSERT_EQ(a.shape(), b.shape());
+  for (int64_t k = 0; k < a.numel(); ++k)
+    ASSERT_NEAR(a.data_as<float>()[k], b.data_as<float>()[k], 1e-4) << k;
+  // A kind with no code generator is a clear error.
+  EXPECT_NE(kiln::testing::error_of([&] {
+              build_module(g, Target("vdla"), BuildOptions{});
+            }).find("no code generator for target kind 'vdla' yet"),
+            std::string::npos);
+}
+
+// ---- a new op from this file: compute, strategy and a tunable template ----------------------
+
+/// y = x * scale + 1 over a [rows, cols] tensor.
+te::Tensor scale_add(const te::Tensor& x, double scale, const std::string& name) {
+  return te::compute(
+      x->shape,
+      [&](ir::Var i, ir::Var j) {
+        return x(i, j) * ir::make_const(x->dtype, scale) + ir::make_const(x->dtype, 1.0);
+      },
+      name, topi::tag::kElemWise);
+}
+
+/// The template's schedule: rows split by a tuned factor, the inner columns vectorized.
+void schedule_scale_add(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out) {
+  te::Stage st = s[out];
+  const int64_t cols = *ir::as_const_int(out->shape[1]);
+  cfg.define_split("tile_x", cols, 2, autotune::SplitPolicy::kFactors, 16);
+  if (cfg.is_fallback()) cfg.fallback_split("tile_x", {-1, 1});
+  std::vector<te::IterVar> x = cfg.split("tile_x").apply(st, st.op_axis()[1]);
+  st.vectorize(x[1]);
+}
+
+autotune::Task scale_add_task(int64_t rows, int64_t cols, const Target& target) {
+  autotune::Template t{"test_scale_add", "1", [rows, cols](autotune::Config& cfg) {
+                         te::Tensor x = te::placeholder({rows, cols}, DataType::Float(32), "x");
+                         te::Tensor y = scale_add(x, 2.0, "y");
+                         te::Schedule s = te::create_schedule({y});
+                         schedule_scale_add(cfg, s, y);
+                         return autotune::Instance{s, {x, y}};
+                       }};
+  return autotune::Task::make(t, target,
+                              "scale_add " + std::to_string(rows) + "x" + std::to_string(cols));
+}
+
+void register_scale_add_op() {
+  OpDef def;
+  def.name = "test_scale_add";
+  def.attrs = {{"scale", AttrKind::kFloat, 1.0}};
+  def.pattern = topi::OpPattern::kOutEWiseFusable;
+  def.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& name) {
+    return std::vector<te::Tensor>{scale_add(in[0], a.get_float("scale"), name)};
+  };
+  OpRegistry::register_op(def);
+  register_implementation({"test_scale_add.cpu",
+                           [](const ScheduleInput& in) {
+                             te::Schedule s = te::create_schedule(in.outs);
+                             schedule_scale_add(in.config, s, in.outs[0]);
+                             return s;
+                           },
+                           [](const OpCall& c) {
+                             const TensorType& t = c.input_type(0);
+                             return scale_add_task(t.shape[0], t.shape[1], c.target);
+                           },
+                           nullptr, "scale_add"});
+  register_strategy("test_scale_add", "cpu", [](const OpCall&) {
+    return std::vector<Choice>{{"test_scale_add.cpu", 10, false}};
+  });
+}
+
+TEST(Strategy, NewOpFromATestCompilesTunesAndRuns) {
+  static bool registered = (register_scale_add_op(), true);
+  ASSERT_TRUE(registered);
+  Graph g;
+  Entry x = g.add_input("x", {8, 64}, f32);
+  g.add_output(g.add_op("test_scale_add", {x}, {{"scale", 2.0}}, "sa"));
+  const Target host = Target::host();
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, host);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].op, "scale_add");
+  EXPECT_EQ(tasks[0].task.key(), "test_scale_add(scale_add 8x64)");
+  // A few trials of a real tune, logged.
+  const std::string log =
+      (std::filesystem::temp_directory_path() / "kiln_strategy_test_scale_add.jsonl").string();
+  std::filesystem::remove(log);
+  autotune::TuneOptions opt;
+  opt.n_trials = 4;
+  opt.batch_size = 2;
+  opt.log_path = log;
+  opt.measure.repeat = 1;
+  opt.measure.min_repeat_ms = 0.05;
+  opt.measure.rotate_bytes = 0;
+  autotune::RandomTuner tuner(tasks[0].task, /*seed=*/1);
+  autotune::TuneResult res = autotune::tune(tasks[0].task, tuner, opt);
+  EXPECT_GE(res.trials, 1);
+  ASSERT_TRUE(res.best.has_value());
+  BuildOptions bo;
+  bo.tuning_records = autotune::load_records(log).records;
+  CompiledModule m = build_module(g, host, bo);
+  ASSERT_GE(m.tuning_report.size(), 2u);
+  EXPECT_EQ(m.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
+  EXPECT_EQ(m.tuning_report[1].rfind("tuned   test_scale_add(scale_add 8x64)", 0), 0u);
+  std::mt19937 rng4(4);
+  runtime::NDArray xv = random_array({8, 64}, rng4);
+  auto e = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
+  e.set_input("x", xv);
+  runtime::NDArray out = e.get_output(0);
+  std::fill(out.data_as<float>(), out.data_as<float>() + out.numel(), std::nanf(""));
+  e.run();
+  out = e.get_output(0);
+  for (int64_t k = 0; k < xv.numel(); ++k)
+    ASSERT_FLOAT_EQ(out.data_as<float>()[k], xv.data_as<float>()[k] * 2.0f + 1.0f) << k;
+  std::filesystem::remove(log);
+}
+
+}  // namespace
+}  // namespace kiln::graph
