@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test bench bench-tuners format clean
+.PHONY: all deps configure build demo test lint bench bench-tuners format clean
 
 all: build
 
@@ -22,8 +22,13 @@ demo: build
 	./$(BUILD)/bin/kiln demo
 	./$(BUILD)/bin/kiln demo --gemm
 
+# ctest runs lint too (the test `kiln-lint`), so `make test` and CI fail when lint fails.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Formatting (clang-format 14, --dry-run -Werror), layering, op-name comparisons: scripts/lint.sh.
+lint:
+	bash scripts/lint.sh
 
 bench: build
 	bash scripts/setup-bench-env.sh

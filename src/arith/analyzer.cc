@@ -79,19 +79,19 @@ void Analyzer::Impl::add_constraint(const Expr& cond) {
   // Normalize to `d OP 0` with d = lhs - rhs.
   NodeKind k = c->kind;
   Expr lhs, rhs;
+  // CASE lists stay on one line: clang-format 14 splits them differently on each run.
+  // clang-format off
   switch (k) {
 #define CASE(T)         \
   case NodeKind::T:     \
     lhs = c.as<T>()->a; \
     rhs = c.as<T>()->b; \
     break;
-    CASE(LT)
-    CASE(LE)
-    CASE(GT)
-    CASE(GE) CASE(EQ)
+    CASE(LT) CASE(LE) CASE(GT) CASE(GE) CASE(EQ)
 #undef CASE
-        default : return;
+    default: return;
   }
+  // clang-format on
   if (!is_index_type(lhs.dtype())) return;
   LinearForm d = to_linear(Sub::make(lhs, rhs));
   if (!d.ok) return;
