@@ -278,29 +278,29 @@ ZOO = {
 }
 
 
-def build(name):
-    """The model `name` (a zoo name, NAME_small, or a paper model) in eval mode and its input,
-    the same on every call (seeded per model)."""
+def build(name, small=False):
+    """The model `name` (a zoo or paper model; with `small`, the zoo model's CI variant) in eval
+    mode and its input, the same on every call (seeded per model)."""
     if name in PAPER_MODELS:
         return export_models.build(name)
-    small = name.endswith("_small")
-    base = name[:-len("_small")] if small else name
-    seed = 2000 + sorted(ZOO).index(base)
+    seed = 2000 + sorted(ZOO).index(name)
     torch.manual_seed(seed)
     np.random.seed(seed)
-    model, x = ZOO[base][1 if small else 0]()
+    model, x = ZOO[name][1 if small else 0]()
     return model.eval(), x
 
 
-def export(name, outdir, force):
-    paths = [os.path.join(outdir, name + ext) for ext in (".onnx", ".input.npy", ".ref.npy")]
+def export(name, small, outdir, force):
+    """Writes OUTDIR/STEM.{onnx,input.npy,ref.npy}, STEM = name, or name + "_small"."""
+    stem = name + "_small" if small else name
+    paths = [os.path.join(outdir, stem + ext) for ext in (".onnx", ".input.npy", ".ref.npy")]
     newest_script = max(os.path.getmtime(os.path.abspath(__file__)),
                         os.path.getmtime(os.path.abspath(export_models.__file__)))
     if not force and all(os.path.exists(p) for p in paths) and \
             os.path.getmtime(paths[0]) >= newest_script:
-        print(f"{name}: up to date", flush=True)
+        print(f"{stem}: up to date", flush=True)
         return
-    model, x = build(name)
+    model, x = build(name, small)
     with torch.no_grad():  # the reference in float64, so that it holds only Kiln's error
         ref = copy.deepcopy(model).double()(x if x.dtype == torch.int64 else x.double())
     onnx_path, input_path, ref_path = paths
@@ -317,7 +317,7 @@ def export(name, outdir, force):
     np.save(input_path, x.numpy())
     np.save(ref_path, ref.numpy().astype(np.float32))
     os.replace(tmp, onnx_path)  # last: its presence means the three files are complete
-    print(f"{name}: {onnx_path} input {tuple(x.shape)} {x.dtype} -> output {tuple(ref.shape)}",
+    print(f"{stem}: {onnx_path} input {tuple(x.shape)} {x.dtype} -> output {tuple(ref.shape)}",
           flush=True)
 
 
@@ -347,7 +347,7 @@ def main():
     failed = []
     for n in names:
         try:
-            export(n + "_small" if args.small else n, args.outdir, args.force)
+            export(n, args.small, args.outdir, args.force)
         except Exception as e:  # noqa: BLE001 - report every model that fails, then fail
             print(f"{n}: export failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             failed.append(n)
