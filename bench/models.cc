@@ -365,7 +365,14 @@ int main(int argc, char** argv) {
   if (cl.has("--child-run")) return child_run(cl);
   if (cl.has("--child-compile")) return child_compile(cl);
 
-  const fs::path source = cl.get_string("--source", fs::path(__FILE__).parent_path().parent_path());
+    // The source tree: KILN_SOURCE_DIR from CMake where set (ccache's base_dir turns __FILE__
+    // into a path relative to the build directory), else this file's grandparent.
+#ifdef KILN_SOURCE_DIR
+  const fs::path default_source = KILN_SOURCE_DIR;
+#else
+  const fs::path default_source = fs::path(__FILE__).parent_path().parent_path();
+#endif
+  const fs::path source = cl.get_string("--source", default_source);
   const fs::path self = fs::canonical("/proc/self/exe");
   const bool zoo = cl.get_int("--zoo", KILN_BENCH_ZOO_DEFAULT) != 0;
   const std::string tool = zoo ? "kiln-bench-zoo" : "kiln-bench-models";
