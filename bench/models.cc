@@ -615,6 +615,7 @@ int main(int argc, char** argv) {
         }
       }
       for (auto& [k, r] : res) {
+        if (k == "kiln-O0" && no_o0) continue;  // not built (--no-O0)
         std::cout << "  " << nt << " thr " << k << ": ";
         if (r.out.contains("error"))
           std::cout << "error: " << r.out["error"].get<std::string>() << "\n";
