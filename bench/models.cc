@@ -18,14 +18,27 @@
 // a time, so a busy period on a shared machine slows whichever runs then: --rounds N measures
 // every runtime N times, alternating which side goes first, and reports the median of the
 // rounds' medians and each round's ratio.
+//
+// The zoo (--zoo 1, the default of kiln-bench-zoo, the same source built with
+// KILN_BENCH_ZOO_DEFAULT=1; issue 27): the models of bench/zoo/export_zoo.py instead, i.e. sixteen
+// models chosen for their operator families (torchvision CNNs and vision transformers, a
+// BERT-base encoder, a GPT-2 decoder stack) plus the five above, against ONNX Runtime only by
+// default, without the opt-level-0 build. It ends with a summary table: per model Kiln's and the
+// baseline's medians, their ratio, the compile time and whether the model failed (export,
+// import/compile, run, or a result off PyTorch's by more than 1e-4), and the geometric mean of the
+// ratios per thread count. Every compile runs in a child process of its own (this binary with
+// --child-compile) and every child under --timeout, so a model that crashes or hangs the compiler
+// is reported with its error and counted, and the others still run.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -55,7 +68,15 @@ namespace bench = kiln::bench;
 using kiln::runtime::NDArray;
 using json = nlohmann::json;
 
-const std::vector<std::string> kAllModels = {"resnet18", "mobilenet_v2", "dqn", "dcgan", "lstm_lm"};
+#ifndef KILN_BENCH_ZOO_DEFAULT
+#define KILN_BENCH_ZOO_DEFAULT 0
+#endif
+
+const std::vector<std::string> kPaperModels = {"resnet18", "mobilenet_v2", "dqn", "dcgan",
+                                               "lstm_lm"};
+/// A Kiln result off PyTorch's by more than this (max|kiln - torch| / max|torch|) is reported as
+/// wrong in the summary (the end-to-end tests' tolerance).
+constexpr double kMaxRelError = 1e-4;
 const std::vector<std::string> kBaselines = {"ort", "torch", "tvm"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -99,9 +120,11 @@ struct ChildResult {
 };
 
 /// Runs `argv` (argv[0] a path) with `env_extra` added to the environment, stdout captured,
-/// stderr to `log_path`; returns its last stdout line parsed as JSON and its peak RSS.
+/// stderr to `log_path`; returns its last stdout line parsed as JSON and its peak RSS. A child
+/// still running after `timeout_s` seconds (0: no limit) is killed by SIGALRM and reported so.
 ChildResult run_child(const std::vector<std::string>& argv,
-                      const std::vector<std::string>& env_extra, const std::string& log_path) {
+                      const std::vector<std::string>& env_extra, const std::string& log_path,
+                      unsigned timeout_s = 0) {
   ChildResult r;
   int pipefd[2];
   if (pipe(pipefd) != 0) {
@@ -121,6 +144,7 @@ ChildResult run_child(const std::vector<std::string>& argv,
     int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (log >= 0) dup2(log, 2);
     for (const std::string& e : env_extra) putenv(const_cast<char*>(e.c_str()));
+    if (timeout_s > 0) alarm(timeout_s);  // survives execv; SIGALRM's default action kills
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -148,8 +172,11 @@ ChildResult run_child(const std::vector<std::string>& argv,
   if (r.out.is_object() && r.out.contains("peak_rss_kb"))
     r.peak_mib = r.out["peak_rss_kb"].get<double>() / 1024.0;
   if (!r.out.is_object()) {
-    std::string why = WIFEXITED(status)     ? "exit status " + std::to_string(WEXITSTATUS(status))
-                      : WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+    std::string why = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                      : WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM && timeout_s > 0
+                          ? "timed out after " + std::to_string(timeout_s) + " s (--timeout)"
+                      : WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) + " (" +
+                                                  strsignal(WTERMSIG(status)) + ")"
                                             : "no result";
     r.out = {{"error", why + " (see " + log_path + ")"}};
   } else if (r.out.contains("error")) {
@@ -227,8 +254,57 @@ int child_run(const bench::CommandLine& cl) {
   }
 }
 
+/// --child-compile: import an ONNX file and compile it into the module directory --out (the
+/// default build, or --opt-level, or with --tuning-log's records tuned on --tuning-threads
+/// threads); print the time (import included), the kernel count and the first line of the
+/// tuning report as JSON.
+int child_compile(const bench::CommandLine& cl) {
+  try {
+    const double t0 = bench::now_ms();
+    kiln::graph::Graph g = kiln::frontend::import_onnx(cl.get_string("--child-compile", ""));
+    kiln::graph::BuildOptions opt;
+    opt.opt_level = static_cast<int>(cl.get_int("--opt-level", opt.opt_level));
+    if (cl.has("--tuning-log")) {
+      opt.tuning_records = kiln::autotune::load_records(cl.get_string("--tuning-log", "")).records;
+      opt.tuning_threads = static_cast<int>(cl.get_int("--tuning-threads", 1));
+    }
+    kiln::graph::CompiledModule cm =
+        kiln::graph::compile_to_directory(g, kiln::Target::host(), opt, cl.get_string("--out", ""));
+    json j = {{"compile_s", (bench::now_ms() - t0) / 1e3},
+              {"kernels", cm.num_kernels},
+              {"peak_rss_kb", status_kb("VmHWM:")}};
+    if (!cm.tuning_report.empty()) j["tuning_report"] = cm.tuning_report[0];
+    std::cout << j.dump() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    std::cout << json{{"error", e.what()}}.dump() << "\n";
+    return 3;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
-// The table
+// The tables
+
+/// Prints a table, leaving out the columns (after the first) whose cells are all "-": the
+/// runtimes and variants this run did not measure.
+void print_table(std::ostream& os, const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> keep;
+  for (size_t c = 0; c < header.size(); ++c) {
+    bool any = c == 0;
+    for (const auto& r : rows) any = any || (c < r.size() && r[c] != "-");
+    if (any) keep.push_back(c);
+  }
+  auto pick = [&](const std::vector<std::string>& r) {
+    std::vector<std::string> out;
+    for (size_t c : keep) out.push_back(c < r.size() ? r[c] : "-");
+    return out;
+  };
+  bench::Table t(pick(header));
+  for (const auto& r : rows) t.add_row(pick(r));
+  t.print(os);
+}
 
 std::string ms_cell(const json& j) {
   if (!j.is_object() || !j.contains("median_ms")) return "-";
@@ -253,7 +329,13 @@ std::string err_cell(const json& j) {
 int main(int argc, char** argv) {
   bench::CommandLine cl(
       argc, argv,
-      {{"--models", "comma-separated subset of resnet18,mobilenet_v2,dqn,dcgan,lstm_lm"},
+      {{"--zoo", "1: the model zoo of bench/zoo/export_zoo.py (default " +
+                     std::to_string(KILN_BENCH_ZOO_DEFAULT) +
+                     "); its defaults: --baselines ort --no-O0 1 --compile-threads 1 --cache "
+                     "BUILD/models-zoo"},
+       {"--models",
+        "comma-separated subset of the models: resnet18,mobilenet_v2,dqn,dcgan,lstm_lm, or with "
+        "--zoo 1 those of `bench/zoo/export_zoo.py --list`"},
        {"--threads", "comma-separated thread counts (default 1,2)"},
        {"--reps", "timed runs per measurement, at most (default 20)"},
        {"--warmup", "untimed runs before timing (default 3)"},
@@ -269,18 +351,53 @@ int main(int argc, char** argv) {
         "rounds' medians (default 1; more rounds average out a busy period on a shared "
         "machine)"},
        {"--no-O0", "1: skip the opt-level-0 build (the slowest to time)"},
+       {"--compile-threads",
+        "threads of Kiln's code generation (KILN_COMPILE_THREADS; default: all cores, 1 with "
+        "--zoo 1)"},
+       {"--timeout", "seconds before a compile or timing child is killed (default 1200)"},
        {"--child-run", "(internal) run this module directory and print JSON"},
+       {"--child-compile", "(internal) compile this ONNX file into --out and print JSON"},
+       {"--out", "(internal) the module directory of --child-compile"},
+       {"--opt-level", "(internal) the opt level of --child-compile"},
+       {"--tuning-threads", "(internal) the tuning records' thread count of --child-compile"},
        {"--input", "(internal) the input .npy of --child-run"},
        {"--ref", "(internal) the reference .npy of --child-run"}});
   if (cl.has("--child-run")) return child_run(cl);
+  if (cl.has("--child-compile")) return child_compile(cl);
 
-  const fs::path source = cl.get_string("--source", fs::path(__FILE__).parent_path().parent_path());
+    // The source tree: KILN_SOURCE_DIR from CMake where set (ccache's base_dir turns __FILE__
+    // into a path relative to the build directory), else this file's grandparent.
+#ifdef KILN_SOURCE_DIR
+  const fs::path default_source = KILN_SOURCE_DIR;
+#else
+  const fs::path default_source = fs::path(__FILE__).parent_path().parent_path();
+#endif
+  const fs::path source = cl.get_string("--source", default_source);
   const fs::path self = fs::canonical("/proc/self/exe");
-  const fs::path cache =
-      cl.get_string("--cache", (self.parent_path().parent_path() / "models-bench"));
+  const bool zoo = cl.get_int("--zoo", KILN_BENCH_ZOO_DEFAULT) != 0;
+  const std::string tool = zoo ? "kiln-bench-zoo" : "kiln-bench-models";
+  const fs::path cache = cl.get_string(
+      "--cache", (self.parent_path().parent_path() / (zoo ? "models-zoo" : "models-bench")));
   std::string python = cl.get_string("--python", (source / ".venv-bench/bin/python").string());
-  const std::vector<std::string> models =
-      split(cl.get_string("--models", "resnet18,mobilenet_v2,dqn,dcgan,lstm_lm"), ',');
+  const fs::path exporter = source / (zoo ? "bench/zoo/export_zoo.py" : "scripts/export_models.py");
+  // The known models: the paper's five, or the zoo's as its exporter lists them.
+  std::vector<std::string> all_models = kPaperModels;
+  if (zoo) {
+    std::string listing;
+    if (FILE* p = popen(("/usr/bin/python3 '" + exporter.string() + "' --list").c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) listing.append(buf, n);
+      if (pclose(p) != 0) listing.clear();
+    }
+    all_models = split(listing.substr(0, listing.find('\n')), ',');
+    if (all_models.empty()) {
+      std::cerr << tool << ": '" << exporter.string() << " --list' failed\n";
+      return 1;
+    }
+  }
+  std::string all_list;
+  for (const std::string& m : all_models) all_list += (all_list.empty() ? "" : ",") + m;
+  const std::vector<std::string> models = split(cl.get_string("--models", all_list), ',');
   std::vector<int> threads;
   for (const std::string& t : split(cl.get_string("--threads", "1,2"), ',')) {
     int n = std::atoi(t.c_str());
@@ -288,20 +405,26 @@ int main(int argc, char** argv) {
     threads.push_back(n);
   }
   for (const std::string& m : models)
-    if (std::find(kAllModels.begin(), kAllModels.end(), m) == kAllModels.end())
-      cl.fail("unknown model '" + m + "'");
+    if (std::find(all_models.begin(), all_models.end(), m) == all_models.end())
+      cl.fail("unknown model '" + m + "' (known: " + all_list + ")");
   const std::string reps = std::to_string(cl.get_int("--reps", 20));
   const std::string warmup = std::to_string(cl.get_int("--warmup", 3));
   const std::string max_s = std::to_string(cl.get_int("--max-seconds", 10));
   const int rounds = static_cast<int>(cl.get_int("--rounds", 1));
   if (rounds < 1) cl.fail("--rounds must be at least 1");
-  const bool no_o0 = cl.get_int("--no-O0", 0) != 0;
-  std::string bl = cl.get_string("--baselines", "ort,torch,tvm");
+  const bool no_o0 = cl.get_int("--no-O0", zoo ? 1 : 0) != 0;
+  const unsigned timeout_s = static_cast<unsigned>(cl.get_int("--timeout", 1200));
+  // Code generation threads of the compile children (KILN_COMPILE_THREADS): "" = all cores.
+  const std::string compile_threads = cl.has("--compile-threads")
+                                          ? std::to_string(cl.get_int("--compile-threads", 1))
+                                      : zoo ? "1"
+                                            : "";
+  std::string bl = cl.get_string("--baselines", zoo ? "ort" : "ort,torch,tvm");
   // --tuning-log FILE: also build each model with the log's best configs ("kiln tuned").
   std::vector<kiln::autotune::Record> tuning_records;
   if (cl.has("--tuning-log")) {
     kiln::autotune::RecordLog log = kiln::autotune::load_records(cl.get_string("--tuning-log", ""));
-    for (const std::string& w : log.warnings) std::cerr << "kiln-bench-models: " << w << "\n";
+    for (const std::string& w : log.warnings) std::cerr << tool << ": " << w << "\n";
     tuning_records = std::move(log.records);
     if (tuning_records.empty()) cl.fail("--tuning-log: the log holds no records");
   }
@@ -321,17 +444,16 @@ int main(int argc, char** argv) {
   fs::create_directories(cache);
   std::string list;
   for (const std::string& m : models) list += (list.empty() ? "" : ",") + m;
-  std::string cmd = "/usr/bin/python3 '" + (source / "scripts/export_models.py").string() + "' '" +
-                    cache.string() + "' --models " + list;
-  std::cout << "kiln-bench-models: " << cmd << std::endl;
-  if (std::system(cmd.c_str()) != 0) {
-    std::cerr << "kiln-bench-models: exporting the models failed\n";
-    return 1;
-  }
+  std::string cmd =
+      "/usr/bin/python3 '" + exporter.string() + "' '" + cache.string() + "' --models " + list;
+  std::cout << tool << ": " << cmd << std::endl;
+  // A model that fails to export is reported in its row below (its .onnx is missing).
+  if (std::system(cmd.c_str()) != 0)
+    std::cerr << tool << ": exporting some of the models failed (see above)\n";
   // Which baselines this Python can run.
   if (!baselines.empty()) {
     if (!fs::exists(python)) {
-      std::cerr << "kiln-bench-models: no " << python
+      std::cerr << tool << ": no " << python
                 << " (run scripts/setup-bench-env.sh); using /usr/bin/python3\n";
       python = "/usr/bin/python3";
     }
@@ -352,12 +474,20 @@ int main(int argc, char** argv) {
             << "; timings: median (min) ms of up to " << reps << " runs after " << warmup
             << " warm-up runs\n\n";
 
-  bench::Table lat({"model", "thr", "kiln", "kiln -O0", "kiln tuned", "ort", "torch", "tvm",
-                    "vs ort", "vs torch", "vs tvm", "vs -O0", "tuned vs ort", "tuned vs torch",
-                    "kiln err"});
-  bench::Table other({"model", "kiln compile s", "-O0 compile s", "kernels", "-O0 kernels",
-                      "ort init s", "torch jit s", "tvm compile s", "peak MiB kiln", "kiln -O0",
-                      "ort", "torch", "tvm"});
+  const std::vector<std::string> lat_header = {
+      "model",  "thr",    "kiln",         "kiln -O0",       "kiln tuned",
+      "ort",    "torch",  "tvm",          "vs ort",         "vs torch",
+      "vs tvm", "vs -O0", "tuned vs ort", "tuned vs torch", "kiln err"};
+  const std::vector<std::string> other_header = {
+      "model",       "kiln compile s", "-O0 compile s", "kernels",  "-O0 kernels", "ort init s",
+      "torch jit s", "tvm compile s",  "peak MiB kiln", "kiln -O0", "ort",         "torch",
+      "tvm"};
+  std::vector<std::vector<std::string>> lat, other;
+  // The summary against the first baseline: per model and thread count, and the failures.
+  const std::string base0 = baselines.empty() ? "" : baselines[0];
+  std::vector<std::vector<std::string>> summary;
+  std::map<int, std::vector<std::pair<std::string, double>>> ratios_at;  // threads -> (model, r)
+  std::vector<std::string> failures;  // "model: what failed: error"
   std::vector<nlohmann::ordered_json> rows;
   for (const std::string& m : models) {
     std::cout << "== " << m << std::endl;
@@ -393,29 +523,42 @@ int main(int argc, char** argv) {
                                  : "_O" + std::to_string(v.opt_level)) +
                         ".kiln"))
                   .string();
-      double t0 = bench::now_ms();
-      try {
-        kiln::graph::Graph g = kiln::frontend::import_onnx(onnx);
-        kiln::graph::BuildOptions opt;
-        opt.opt_level = v.opt_level;
-        if (v.tuned) {
-          opt.tuning_records = tuning_records;
-          opt.tuning_threads = v.tuning_threads;
-        }
-        kiln::graph::CompiledModule cm =
-            kiln::graph::compile_to_directory(g, kiln::Target::host(), opt, v.dir);
-        v.kernels = cm.num_kernels;
-        v.compile_s = (bench::now_ms() - t0) / 1e3;
-        std::cout << "  " << v.key
-                  << (v.tuned ? " (" + std::to_string(v.tuning_threads) + "-thread records)" : "")
-                  << " (-O" << v.opt_level << ") compile " << bench::fixed(v.compile_s, 2) << " s, "
-                  << v.kernels << " kernels"
-                  << (v.tuned && !cm.tuning_report.empty() ? "; " + cm.tuning_report[0] : "")
-                  << std::endl;
-      } catch (const std::exception& e) {
-        v.error = e.what();
-        std::cout << "  kiln -O" << v.opt_level << " compile failed: " << v.error << std::endl;
+      if (!fs::exists(onnx)) {
+        v.error = "export failed (no " + onnx + ")";
+        std::cout << "  " << v.error << std::endl;
+        continue;
       }
+      // In a child process: a compiler crash or hang costs this variant, not the benchmark.
+      std::vector<std::string> args = {
+          self.string(), "--child-compile",          onnx, "--out", v.dir,
+          "--opt-level", std::to_string(v.opt_level)};
+      if (v.tuned) {
+        args.insert(args.end(), {"--tuning-log", cl.get_string("--tuning-log", ""),
+                                 "--tuning-threads", std::to_string(v.tuning_threads)});
+      }
+      std::vector<std::string> env;
+      if (!compile_threads.empty()) env.push_back("KILN_COMPILE_THREADS=" + compile_threads);
+      ChildResult c = run_child(
+          args, env,
+          (cache / (m + "." + v.key + ".t" + std::to_string(v.tuning_threads) + ".compile.log"))
+              .string(),
+          timeout_s);
+      if (!c.out.contains("compile_s")) {
+        v.error = c.out.value("error", std::string("no result"));
+        std::cout << "  " << v.key << " (-O" << v.opt_level << ") compile failed: " << v.error
+                  << std::endl;
+        continue;
+      }
+      v.kernels = c.out["kernels"].get<int>();
+      v.compile_s = c.out["compile_s"].get<double>();
+      std::cout << "  " << v.key
+                << (v.tuned ? " (" + std::to_string(v.tuning_threads) + "-thread records)" : "")
+                << " (-O" << v.opt_level << ") compile " << bench::fixed(v.compile_s, 2) << " s, "
+                << v.kernels << " kernels, peak " << bench::fixed(c.peak_mib, 0) << " MiB"
+                << (c.out.contains("tuning_report")
+                        ? "; " + c.out["tuning_report"].get<std::string>()
+                        : "")
+                << std::endl;
     }
     std::map<std::string, ChildResult> peak_at_1;  // memory column: the first thread count
     std::map<std::string, json> compile_of;
@@ -431,7 +574,8 @@ int main(int argc, char** argv) {
                 {self.string(), "--child-run", v.dir, "--input", input, "--ref", ref, "--threads",
                  std::to_string(nt), "--reps", reps, "--warmup", warmup, "--max-seconds", max_s},
                 {"KILN_NUM_THREADS=" + std::to_string(nt)},
-                (cache / (m + "." + v.key + ".t" + std::to_string(nt) + ".log")).string()));
+                (cache / (m + "." + v.key + ".t" + std::to_string(nt) + ".log")).string(),
+                timeout_s));
           }
         };
         auto run_baselines = [&] {
@@ -441,7 +585,7 @@ int main(int argc, char** argv) {
                  cache.string(), "--model", m, "--threads", std::to_string(nt), "--reps", reps,
                  "--warmup", warmup, "--max-seconds", max_s},
                 {"OMP_NUM_THREADS=" + std::to_string(nt), "TVM_NUM_THREADS=" + std::to_string(nt)},
-                (cache / (m + "." + b + ".t" + std::to_string(nt) + ".log")).string());
+                (cache / (m + "." + b + ".t" + std::to_string(nt) + ".log")).string(), timeout_s);
             if (r.out.contains("compile_ms")) compile_of[b] = r.out;
             by_round[b].push_back(std::move(r));
           }
@@ -471,6 +615,7 @@ int main(int argc, char** argv) {
         }
       }
       for (auto& [k, r] : res) {
+        if (k == "kiln-O0" && no_o0) continue;  // not built (--no-O0)
         std::cout << "  " << nt << " thr " << k << ": ";
         if (r.out.contains("error"))
           std::cout << "error: " << r.out["error"].get<std::string>() << "\n";
@@ -484,11 +629,37 @@ int main(int argc, char** argv) {
       auto get = [&](const std::string& k) { return res.count(k) ? res[k].out : json::object(); };
       const json kj = get("kiln");
       const json tj = get("kiln-tuned");
-      lat.add_row({m, std::to_string(nt), ms_cell(kj), ms_cell(get("kiln-O0")), ms_cell(tj),
-                   ms_cell(get("ort")), ms_cell(get("torch")), ms_cell(get("tvm")),
-                   ratio_cell(kj, get("ort")), ratio_cell(kj, get("torch")),
-                   ratio_cell(kj, get("tvm")), ratio_cell(kj, get("kiln-O0")),
-                   ratio_cell(tj, get("ort")), ratio_cell(tj, get("torch")), err_cell(kj)});
+      lat.push_back({m, std::to_string(nt), ms_cell(kj), ms_cell(get("kiln-O0")), ms_cell(tj),
+                     ms_cell(get("ort")), ms_cell(get("torch")), ms_cell(get("tvm")),
+                     ratio_cell(kj, get("ort")), ratio_cell(kj, get("torch")),
+                     ratio_cell(kj, get("tvm")), ratio_cell(kj, get("kiln-O0")),
+                     ratio_cell(tj, get("ort")), ratio_cell(tj, get("torch")), err_cell(kj)});
+      // Status: the first thing that failed (each failure listed once, at the first thread
+      // count), else whether Kiln's result is off PyTorch's.
+      std::string status = "ok";
+      auto fail = [&](const std::string& what, const std::string& err) {
+        if (status == "ok") status = what;
+        if (nt == threads[0]) failures.push_back(m + ": " + what + ": " + err);
+      };
+      if (!variants[0].error.empty()) {
+        fail(variants[0].error.rfind("export failed", 0) == 0 ? "export failed" : "compile failed",
+             variants[0].error);
+      } else if (kj.contains("error")) {
+        fail("run failed", kj["error"].get<std::string>());
+      } else if (kj.contains("rel_error") && !(kj["rel_error"].get<double>() < kMaxRelError)) {
+        fail("wrong result", "max|kiln - torch| / max|torch| = " + err_cell(kj));
+      }
+      if (!base0.empty() && get(base0).contains("error") && variants[0].error.empty())
+        fail(base0 + " failed", get(base0)["error"].get<std::string>());
+      if (!base0.empty() && kj.contains("median_ms") && get(base0).contains("median_ms"))
+        ratios_at[nt].push_back(
+            {m, get(base0)["median_ms"].get<double>() / kj["median_ms"].get<double>()});
+      summary.push_back({m, std::to_string(nt), ms_cell(kj),
+                         base0.empty() ? "-" : ms_cell(get(base0)),
+                         base0.empty() ? "-" : ratio_cell(kj, get(base0)),
+                         variants[0].error.empty() ? bench::fixed(variants[0].compile_s, 2) : "-",
+                         variants[0].error.empty() ? std::to_string(variants[0].kernels) : "-",
+                         err_cell(kj), status});
       if (peak_at_1.empty()) peak_at_1 = res;
       // JSON row (bench_util.h conventions).
       bench::Timing kt;
@@ -505,7 +676,9 @@ int main(int argc, char** argv) {
                                               : b,
                           get(b)["median_ms"]});
       nlohmann::ordered_json row = bench::make_row(m, nt, kt, meds);
+      row["status"] = status;
       row["kiln_compile_s"] = variants[0].compile_s;
+      row["kiln_kernels"] = variants[0].kernels;
       row["kiln_O0_compile_s"] = variants[1].compile_s;
       for (auto& [k, r] : res) {
         std::string name = k == "kiln-O0" ? "kiln_O0" : k == "kiln-tuned" ? "kiln_tuned" : k;
@@ -527,22 +700,60 @@ int main(int argc, char** argv) {
       double base = r.out.value("rss_after_import_kb", 0.0) / 1024.0;
       return bench::fixed(r.peak_mib, 0) + " (" + bench::fixed(r.peak_mib - base, 0) + ")";
     };
-    other.add_row({m, variants[0].error.empty() ? bench::fixed(variants[0].compile_s, 2) : "fail",
-                   variants[1].error.empty() ? bench::fixed(variants[1].compile_s, 2)
-                   : no_o0                   ? "-"
-                                             : "fail",
-                   std::to_string(variants[0].kernels),
-                   variants[1].error.empty() ? std::to_string(variants[1].kernels) : "-",
-                   secs("ort"), secs("torch"), secs("tvm"), peak("kiln"), peak("kiln-O0"),
-                   peak("ort"), peak("torch"), peak("tvm")});
+    other.push_back({m, variants[0].error.empty() ? bench::fixed(variants[0].compile_s, 2) : "fail",
+                     variants[1].error.empty() ? bench::fixed(variants[1].compile_s, 2)
+                     : no_o0                   ? "-"
+                                               : "fail",
+                     std::to_string(variants[0].kernels),
+                     variants[1].error.empty() ? std::to_string(variants[1].kernels) : "-",
+                     secs("ort"), secs("torch"), secs("tvm"), peak("kiln"), peak("kiln-O0"),
+                     peak("ort"), peak("torch"), peak("tvm")});
   }
   std::cout << "\nLatency, ms: median (min); vs X = X median / Kiln median (>1: Kiln faster); "
                "kiln err = max|kiln - torch| / max|torch|\n";
-  lat.print(std::cout);
+  print_table(std::cout, lat_header, lat);
   std::cout << "\nCompile / set-up time (s) and peak resident memory, MiB, at " << threads[0]
             << " thread(s): whole process (growth over the started process before loading the "
                "model; for Python, after importing the framework)\n";
-  other.print(std::cout);
+  print_table(std::cout, other_header, other);
+  if (!base0.empty()) {
+    std::cout << "\nSummary against " << base0 << ": median ms (min); ratio = " << base0
+              << " median / Kiln median (>1: Kiln faster); compile s = Kiln's import + build"
+              << (compile_threads.empty() ? "" : " on " + compile_threads + " thread(s)")
+              << "; wrong result = kiln err >= " << kMaxRelError << "\n";
+    print_table(
+        std::cout,
+        {"model", "thr", "kiln", base0, "ratio", "compile s", "kernels", "kiln err", "status"},
+        summary);
+    for (int nt : threads) {
+      const auto& rs = ratios_at[nt];
+      double log_sum = 0;
+      int slower = 0;
+      std::pair<std::string, double> worst = {"", INFINITY};
+      for (const auto& [m, r] : rs) {
+        log_sum += std::log(r);
+        slower += r < 1;
+        if (r < worst.second) worst = {m, r};
+      }
+      const double geomean = rs.empty() ? 0 : std::exp(log_sum / static_cast<double>(rs.size()));
+      std::cout << "geomean " << base0 << " / kiln at " << nt
+                << " thread(s): " << (rs.empty() ? "-" : bench::fixed(geomean, 2) + "x") << " over "
+                << rs.size() << " of " << models.size() << " models";
+      if (!rs.empty())
+        std::cout << "; " << slower << " slower than " << base0 << ", the slowest " << worst.first
+                  << " at " << bench::fixed(worst.second, 2) << "x";
+      std::cout << "\n";
+      nlohmann::ordered_json row;
+      row["name"] = "geomean";
+      row["threads"] = nt;
+      row["speedup_vs_" + base0] = geomean;
+      row["models"] = rs.size();
+      row["models_total"] = models.size();
+      rows.push_back(row);
+    }
+  }
+  std::cout << failures.size() << " failure(s)" << (failures.empty() ? "" : ":") << "\n";
+  for (const std::string& f : failures) std::cout << "  " << f << "\n";
   bench::write_json_rows(cl.get_string("--json", ""), rows);
   return 0;
 }
