@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -227,6 +228,15 @@ runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng
     fill(a.data_as<float>(), true);
   } else if (t == DataType::Float(64)) {
     fill(a.data_as<double>(), true);
+  } else if (t == DataType::BFloat16()) {
+    // Values in [-1, 1) rounded to bfloat16 (the upper half of a float32, to nearest even).
+    uint16_t* p = a.data_as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      float f = static_cast<float>(real(rng));
+      uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof bits);
+      p[i] = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    }
   } else if (t.is_scalar() && (t.is_integer() || t.is_bool()) && t.bits() <= 64) {
     switch (t.bytes()) {
       case 1:

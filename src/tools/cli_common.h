@@ -84,7 +84,8 @@ runtime::GraphExecutor executor_of(const graph::CompiledModule& m, const std::st
 /// "float32[1, 3, 224, 224]".
 std::string type_str(const runtime::NDArray& a);
 
-/// Seeded random values for an input of this shape and dtype: floats uniform in [-1, 1),
+/// Seeded random values for an input of this shape and dtype: floats (bfloat16 included)
+/// uniform in [-1, 1),
 /// integers in [0, 10), bools 0 or 1. Other dtypes: a user error naming the input.
 runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng);
 

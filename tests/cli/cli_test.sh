@@ -2,7 +2,11 @@
 # The kiln command line end to end: compile an ONNX model, run it on an .npy input written by
 # the test, check the output against the conformance reference, and the documented errors;
 # bench (text and --json), inspect (--graph, --fused, --tir with a real and a bad kernel name),
-# compare (a model whose optimized build agrees), the gemm demo, and bad flags.
+# compare (a model whose optimized build agrees), the gemm demo, and bad flags. Hostile inputs
+# (issue 26), each a one-line error with exit code 1: --output-dir that cannot hold outputs, a
+# tampered module directory (truncated lib.so, FIFO graph.json, params.bin -> /dev/zero), a
+# .npy whose header claims 12 GiB, bad --input-shape specs, NaN tolerances, unreadable numbers;
+# bfloat16 inputs and outputs through uint16 / float32 .npy files; a memory plan beyond 64 bits.
 set -u
 KILN="$1"
 SUITE=/usr/share/libonnx-testdata/data/node
@@ -203,6 +207,50 @@ grep -q "\-\-threads: expected an integer from 1 to 1024, got 'abc'" "$TMP/log" 
 grep -q "1797693" "$TMP/log" && fail "a 300-digit range in a message: $(cat "$TMP/log")"
 "$KILN" demo --gemm --size abc >/dev/null 2>"$TMP/log" && fail "--size abc accepted"
 grep -q "\-\-size: expected an integer from 32 to 8192, got 'abc'" "$TMP/log" || fail "--size abc message: $(cat "$TMP/log")"
+
+# bfloat16: .npy has none, so `run` reads a uint16 .npy of the bit patterns and writes a bfloat16
+# output as float32 (with a note); random bfloat16 inputs work too.
+/usr/bin/python3 - "$TMP/bf.onnx" "$TMP/bf_x.npy" <<'PY' || fail "could not write the bfloat16 model"
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0]),
+                       helper.make_node("Cast", ["x"], ["z"], to=TensorProto.FLOAT)], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])],
+                      [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3, 2]),
+                       helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), sys.argv[1])
+x = np.array([[1.5, -2, 3.25], [-0.5, 7, -8]], dtype=np.float32)
+np.save(sys.argv[2], (x.view(np.uint32) >> 16).astype(np.uint16))
+PY
+"$KILN" compile "$TMP/bf.onnx" -o "$TMP/bf" >"$TMP/log" 2>&1 || fail "compile bfloat16 model: $(cat "$TMP/log")"
+"$KILN" run "$TMP/bf" --input x="$TMP/bf_x.npy" --output-dir "$TMP/bf_out" >"$TMP/log" 2>"$TMP/err" || fail "run bfloat16: $(cat "$TMP/log" "$TMP/err")"
+grep -q "^input x: bfloat16\[2, 3\] from $TMP/bf_x.npy (uint16 bit patterns)$" "$TMP/log" || fail "bfloat16 input line: $(cat "$TMP/log")"
+grep -q "^note: output y is bfloat16, which .npy cannot hold: written as float32" "$TMP/err" || fail "bfloat16 output note: $(cat "$TMP/err")"
+/usr/bin/python3 - "$TMP/bf_out" <<'PY' || fail "bfloat16 outputs wrong"
+import sys, numpy as np
+x = np.array([[1.5, -2, 3.25], [-0.5, 7, -8]], dtype=np.float32)
+y, z = np.load(sys.argv[1] + "/y.npy"), np.load(sys.argv[1] + "/z.npy")
+assert y.dtype == np.float32 and (y == x.T).all(), y
+assert (z == x).all(), z
+PY
+"$KILN" run "$TMP/bf" >"$TMP/log" 2>&1 || fail "run bfloat16 with random inputs: $(cat "$TMP/log")"
+"$KILN" run --help | grep -q "a bfloat16 input is read from a uint16 .npy" || fail "run --help does not mention bfloat16"
+# A byte size beyond 64 bits in the compile summary: named, not "0 B".
+/usr/bin/python3 - "$TMP/huge.onnx" <<'PY' || fail "could not write the huge model"
+import sys, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4294967296, 4294967296])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4294967296, 4294967296])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), sys.argv[1])
+PY
+"$KILN" compile "$TMP/huge.onnx" -o "$TMP/huge" >"$TMP/log" 2>&1; rc=$?
+if [ $rc -eq 0 ]; then  # (a later check may refuse such a model at compile time: then no summary)
+  grep -q "memory plan: more than 16 EiB: tensor 0 (float32\[4294967296, 4294967296\]) has more bytes than a 64-bit size can count" "$TMP/log" || fail "overflowing memory plan: $(cat "$TMP/log")"
+  grep -q " 0 B" "$TMP/log" && fail "overflowing memory plan printed 0 B: $(cat "$TMP/log")"
+else
+  one_error "$TMP/log" "compile of a model whose tensor bytes overflow"
+fi
 
 # inspect: summary, --graph, --fused, --tir with a real kernel name and a bad one.
 "$KILN" inspect "$SMALL" >"$TMP/log" 2>&1 || fail "inspect: $(cat "$TMP/log")"
