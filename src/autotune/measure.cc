@@ -5,7 +5,9 @@
 // and it decides which argument copies the child inherits), runs up to build_threads children
 // compiling at once under the compile time limit, then lets them measure one at a time under
 // the run time limit, so no compile runs while a candidate is timed. A compiler that crashes or
-// runs past its limit costs one child, never the tuner.
+// runs past its limit costs one child, never the tuner. The child times its calls with
+// MeasureOptions::clock (steady_clock unless a test injects a fake one); the limits on the
+// children's time always use the real clock.
 #include "kiln/autotune/measure.h"
 
 #include <fcntl.h>
@@ -61,6 +63,12 @@ Clock::time_point after(double s) {
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Now, in seconds, on the measurement clock (MeasureOptions::clock).
+double measure_now(const MeasureOptions& opt) {
+  if (opt.clock) return opt.clock();
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -371,6 +379,7 @@ long involuntary_switches() {
 struct Rotor {
   const runtime::PackedFunc* fn;
   Measurer::State* st;
+  const MeasureOptions* opt;  ///< its clock times the calls
   size_t next = 0;
   void call(const ArgSet& s) const {
     fn->call_packed(s.values.data(), s.codes.data(), static_cast<int32_t>(s.values.size()));
@@ -392,9 +401,9 @@ struct Rotor {
   int warm_up(const MeasureOptions& opt) {
     const int warm = plan_rotation(opt, st->set_bytes).warmup_calls;
     for (int i = 0; i < warm; ++i) step();
-    auto t0 = Clock::now();
+    const double t0 = measure_now(*this->opt);
     step();
-    double one = std::max(1e-9, seconds_since(t0));
+    double one = std::max(1e-9, measure_now(*this->opt) - t0);
     return static_cast<int>(
         std::clamp(std::ceil(opt.min_repeat_ms * 1e-3 / one), 1.0, double(opt.max_number)));
   }
@@ -402,9 +411,9 @@ struct Rotor {
   /// (on a single copy, the other kernel's repeat in between has evicted its data).
   double repeat(int number, bool rewarm) {
     if (rewarm) step();
-    auto t = Clock::now();
+    const double t = measure_now(*opt);
     for (int k = 0; k < number; ++k) step();
-    return seconds_since(t) / number;
+    return (measure_now(*opt) - t) / number;
   }
 };
 
@@ -416,7 +425,7 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
                           double slow_ref_s) {
   json rep;
   try {
-    Rotor cand{&fn, &st};
+    Rotor cand{&fn, &st, &opt};
     const ArgSet& s0 = st.sets[0];
     for (size_t i = 0; i < s0.arrays.size(); ++i)
       if (st.is_output[i]) poison(s0.arrays[i]);
@@ -437,7 +446,7 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
     cand.next = 1 % st.sets.size();
     std::optional<Rotor> ref;
     if (ref_fn) {
-      ref.emplace(Rotor{ref_fn, ref_st});
+      ref.emplace(Rotor{ref_fn, ref_st, &opt});
       ref->touch_outputs(0);
     }
     const int number = cand.warm_up(opt);
@@ -448,16 +457,15 @@ static void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State
     // reference ran slower than slow_ref_s (a slow period of the machine) is timed again until
     // slow_wait_s has passed (MeasureOptions::slow_wait_s).
     std::vector<double> runs, ref_runs;
-    const auto wait_until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                           std::clamp(opt.slow_wait_s, 0.0, opt.timeout_s / 4)));
+    const double wait_until =
+        measure_now(opt) + std::clamp(opt.slow_wait_s, 0.0, opt.timeout_s / 4);
     int slow_pairs = 0;
     for (int redo = 0; static_cast<int>(runs.size()) < opt.repeat;) {
       const long switches = involuntary_switches();
       const double c = cand.repeat(number, ref && st.sets.size() == 1);
       const double rr = ref ? ref->repeat(ref_number, ref_st->sets.size() == 1) : 0;
       if (involuntary_switches() != switches && redo++ < opt.repeat) continue;
-      if (ref && slow_ref_s > 0 && rr > slow_ref_s && Clock::now() < wait_until) {
+      if (ref && slow_ref_s > 0 && rr > slow_ref_s && measure_now(opt) < wait_until) {
         ++slow_pairs;
         continue;
       }

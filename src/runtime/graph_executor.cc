@@ -22,13 +22,15 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "kiln/runtime/params.h"
 #include "kiln/support/error.h"
+#include "kiln/support/file.h"
 
 namespace kiln::runtime {
 
@@ -67,15 +69,6 @@ std::string join(const std::vector<std::string>& names) {
   std::string s;
   for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
   return s.empty() ? "(none)" : s;
-}
-
-/// Reads a whole file; throws naming `what` and the path.
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_USER_CHECK(in.good()) << what << ": cannot open '" << path << "': " << std::strerror(errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 /// Builds errors that name the graph (and the node / entry) at fault.
@@ -159,6 +152,8 @@ void GraphExecutor::Impl::parse(const std::string& text) {
     g = json::parse(text);
   } catch (const json::exception& e) {
     cx.fail(std::string("invalid JSON: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    cx.fail("out of memory parsing " + std::to_string(text.size()) + " bytes of JSON");
   }
   if (!g.is_object()) cx.fail("the top level is not a JSON object");
   if (g.contains("version") && cx.integer(g["version"], "\"version\"") != 1) {
@@ -422,8 +417,20 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
   storage.resize(sizes.size());
   for (size_t s = 0; s < sizes.size(); ++s) {
     if (!used[s]) continue;
-    storage[s] = NDArray::empty({static_cast<int64_t>(sizes[s])}, DataType::UInt(8));
-    storage_bytes += sizes[s];
+    if (__builtin_add_overflow(storage_bytes, sizes[s], &storage_bytes) ||
+        sizes[s] > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+      cx.fail("the memory plan's storage does not fit in 64 bits (storage " + std::to_string(s) +
+              " has " + std::to_string(sizes[s]) + " bytes)");
+    }
+    try {
+      storage[s] = NDArray::empty({static_cast<int64_t>(sizes[s])}, DataType::UInt(8));
+    } catch (const Error& e) {
+      cx.fail("storage " + std::to_string(s) + " (" + std::to_string(sizes[s]) + " bytes; " +
+              std::to_string(storage_bytes) + " bytes in all so far): " + e.what());
+    } catch (const std::bad_alloc&) {
+      cx.fail("storage " + std::to_string(s) + ": out of memory allocating " +
+              std::to_string(sizes[s]) + " bytes");
+    }
   }
   for (Entry& e : entries) {
     e.actual = e.shape;
@@ -514,15 +521,19 @@ GraphExecutor GraphExecutor::create(const std::string& graph_json, const Module&
 
 GraphExecutor GraphExecutor::load(const std::string& dir) {
   namespace fs = std::filesystem;
-  KILN_USER_CHECK(fs::is_directory(dir))
+  std::error_code ec_dir;
+  KILN_USER_CHECK(fs::is_directory(dir, ec_dir))
       << "module '" << dir << "': not a directory (a module directory holds graph.json, lib.so "
       << "and params.bin)";
   std::string graph_path = (fs::path(dir) / "graph.json").string();
-  std::string text = read_file(graph_path, "module '" + dir + "'");
+  // Regular files only, bounded by their size (support/file.h): a FIFO named graph.json or a
+  // link to /dev/zero is an error, not a hang.
+  std::string text = support::read_file(graph_path, "graph '" + graph_path + "'");
   Module lib = Module::load((fs::path(dir) / "lib.so").string());
   std::string params_path = (fs::path(dir) / "params.bin").string();
   std::map<std::string, NDArray> params;
-  if (fs::exists(params_path)) params = load_params(params_path);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(params_path, ec))) params = load_params(params_path);
   return create(text, lib, params, graph_path);
 }
 

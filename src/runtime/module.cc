@@ -6,15 +6,25 @@
 // stray symbol of a dependency (malloc, kiln_parallel_for) is never mistaken for a packed
 // function. The library is closed when the last Module or PackedFunc referring to it goes
 // away. PackedFunc turns a non-zero return code into a kiln::Error with the callee's message.
+// Before dlopen, check_elf_library validates the file: a regular file (not a FIFO, not a link
+// to a device), an ELF shared library of this host's class, byte order and machine, whose
+// program and section header tables and every segment and section lie inside the file. A
+// truncated lib.so would otherwise be mapped by the loader and raise SIGBUS when it touches a
+// page beyond the end of the file.
 #include "kiln/runtime/module.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "kiln/support/error.h"
+#include "kiln/support/file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -61,7 +71,135 @@ class SharedLibraryModuleNode : public ModuleNode {
   std::vector<std::string> names_;
 };
 
+/// A name for an ELF machine number.
+std::string machine_name(unsigned m) {
+  switch (m) {
+    case EM_X86_64:
+      return "x86-64";
+    case EM_386:
+      return "x86 (32-bit)";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_ARM:
+      return "arm (32-bit)";
+    case EM_RISCV:
+      return "riscv";
+    case EM_PPC64:
+      return "ppc64";
+    case EM_S390:
+      return "s390";
+    default:
+      return "ELF machine " + std::to_string(m);
+  }
+}
+
+#if defined(__x86_64__)
+constexpr unsigned kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr unsigned kHostMachine = EM_AARCH64;
+#elif defined(__riscv)
+constexpr unsigned kHostMachine = EM_RISCV;
+#elif defined(__powerpc64__)
+constexpr unsigned kHostMachine = EM_PPC64;
+#else
+constexpr unsigned kHostMachine = EM_NONE;  // not checked
+#endif
+
+/// `a + b <= limit`, without overflow.
+bool fits(uint64_t a, uint64_t b, uint64_t limit) { return a <= limit && b <= limit - a; }
+
+/// "bytes 4096..8200".
+std::string byte_range(uint64_t off, uint64_t len) {
+  return "bytes " + std::to_string(off) + ".." +
+         (off > UINT64_MAX - len ? std::string("(overflow)") : std::to_string(off + len));
+}
+
 }  // namespace
+
+void check_elf_library(const std::string& path, const std::string& what) {
+  static_assert(sizeof(void*) == 8, "the ELF check reads 64-bit headers");
+  support::InputFile f(path, what, support::kMaxDataFileBytes);
+  const uint64_t size = f.size();
+  Elf64_Ehdr eh{};
+  size_t got = f.read_some(&eh, sizeof eh);
+  if (got < SELFMAG || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    f.fail("not a shared library (no ELF header; a module's lib.so is written by `kiln compile`)");
+  }
+  if (got < sizeof eh) {
+    f.fail("truncated ELF header (the file has " + std::to_string(size) + " bytes, the header " +
+           std::to_string(sizeof eh) + ")");
+  }
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+    f.fail("a 32-bit ELF file; this host loads 64-bit libraries (built for " +
+           machine_name(eh.e_machine) + ")");
+  }
+  if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    f.fail("a big-endian ELF file; this host is little-endian (built for " +
+           machine_name(eh.e_machine) + ")");
+  }
+  if (kHostMachine != EM_NONE && eh.e_machine != kHostMachine) {
+    f.fail("built for " + machine_name(eh.e_machine) + ", but this host is " +
+           machine_name(kHostMachine) +
+           " (a module compiled for another target runs on a machine of that target)");
+  }
+  if (eh.e_type != ET_DYN) {
+    f.fail("not a shared library (ELF type " + std::to_string(eh.e_type) +
+           (eh.e_type == ET_EXEC  ? ", an executable"
+            : eh.e_type == ET_REL ? ", an object file"
+                                  : "") +
+           ")");
+  }
+  const std::string corrupt = "truncated or corrupt (" + std::to_string(size) + " bytes): its ";
+  // The program headers: dlopen maps every segment, and touching a page of a segment beyond
+  // the end of the file raises SIGBUS.
+  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr)) {
+    f.fail(corrupt + "program header table is malformed (" + std::to_string(eh.e_phnum) +
+           " entries of " + std::to_string(eh.e_phentsize) + " bytes)");
+  }
+  const uint64_t ph_bytes = uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr);
+  if (!fits(eh.e_phoff, ph_bytes, size)) {
+    f.fail(corrupt + "program header table (" + byte_range(eh.e_phoff, ph_bytes) +
+           ") lies beyond the end of the file");
+  }
+  // Section headers: dlopen does not need them, but a table that lies outside the file means
+  // the file was cut.
+  uint64_t sh_bytes = 0;
+  if (eh.e_shoff != 0 && eh.e_shnum != 0) {
+    if (eh.e_shentsize != sizeof(Elf64_Shdr)) {
+      f.fail(corrupt + "section header entries have " + std::to_string(eh.e_shentsize) +
+             " bytes, not " + std::to_string(sizeof(Elf64_Shdr)));
+    }
+    sh_bytes = uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr);
+    if (!fits(eh.e_shoff, sh_bytes, size)) {
+      f.fail(corrupt + "section header table (" + byte_range(eh.e_shoff, sh_bytes) +
+             ") lies beyond the end of the file");
+    }
+  }
+  // Both tables lie inside the file (checked above), so reading them is bounded by its size.
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  std::vector<Elf64_Shdr> sh(sh_bytes / sizeof(Elf64_Shdr));
+  auto read_at = [&](uint64_t off, void* dst, size_t n) {
+    if (::pread(f.fd(), dst, n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) {
+      f.fail("cannot read its headers: " + std::string(std::strerror(errno)));
+    }
+  };
+  read_at(eh.e_phoff, ph.data(), ph_bytes);
+  if (sh_bytes) read_at(eh.e_shoff, sh.data(), sh_bytes);
+  for (size_t i = 0; i < ph.size(); ++i) {
+    if (ph[i].p_type == PT_NULL) continue;
+    if (!fits(ph[i].p_offset, ph[i].p_filesz, size)) {
+      f.fail(corrupt + "segment " + std::to_string(i) + " (" +
+             byte_range(ph[i].p_offset, ph[i].p_filesz) + ") lies beyond the end of the file");
+    }
+  }
+  for (size_t i = 0; i < sh.size(); ++i) {
+    if (sh[i].sh_type == SHT_NOBITS || sh[i].sh_type == SHT_NULL) continue;
+    if (!fits(sh[i].sh_offset, sh[i].sh_size, size)) {
+      f.fail(corrupt + "section " + std::to_string(i) + " (" +
+             byte_range(sh[i].sh_offset, sh[i].sh_size) + ") lies beyond the end of the file");
+    }
+  }
+}
 
 void ModuleNode::export_library(const std::string& path) const {
   KILN_ERROR << "module of type " << type_key() << " cannot be exported (to '" << path << "')";
@@ -93,6 +231,7 @@ void PackedFunc::undefined_array_arg(size_t index) const {
 Module Module::load(const std::string& path) {
   // dlopen searches the library path for a name without '/'; a file name means this directory.
   std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  check_elf_library(file, "Module::load: cannot load '" + path + "'");
   dlerror();
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

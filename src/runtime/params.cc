@@ -5,16 +5,20 @@
 // the file, the entry (index and, once known, name) and the field, never a crash or a huge
 // allocation. Entries are checked for sane ndim, non-negative extents, a valid dtype, an nbytes
 // that matches the shape, and duplicate names; trailing bytes after the last entry are refused.
+// A file is opened only when it is a regular file (support::InputFile: no FIFO, no link to
+// /dev/zero) and is read whole only after its magic has been checked.
 #include "kiln/runtime/params.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
+#include <new>
 #include <sstream>
 
 #include "kiln/support/error.h"
+#include "kiln/support/file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -162,7 +166,14 @@ std::map<std::string, NDArray> load_params_from_bytes(const std::string& bytes,
              shape_str(shape));
     }
     const char* data = c.take(nbytes, "data");
-    NDArray arr = NDArray::empty(shape, dtype);
+    NDArray arr;
+    try {
+      arr = NDArray::empty(shape, dtype);
+    } catch (const Error& e) {
+      c.fail(e.what());
+    } catch (const std::bad_alloc&) {
+      c.fail("out of memory allocating " + std::to_string(nbytes) + " bytes");
+    }
     arr.copy_from(data, nbytes);
     params.emplace(std::move(name), std::move(arr));
   }
@@ -175,11 +186,13 @@ std::map<std::string, NDArray> load_params_from_bytes(const std::string& bytes,
 }
 
 std::map<std::string, NDArray> load_params(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_USER_CHECK(in.good()) << "params file '" << path
-                             << "': cannot open: " << std::strerror(errno);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  KILN_USER_CHECK(!in.bad()) << "params file '" << path << "': read failed";
+  support::InputFile in(path, "params file '" + path + "'", support::kMaxDataFileBytes);
+  // The magic first: a file that is not a params file is not read whole.
+  std::string bytes(std::min<uint64_t>(kMagicLen, in.size()), '\0');
+  bytes.resize(in.read_some(bytes.data(), bytes.size()));
+  if (bytes.size() == kMagicLen && std::memcmp(bytes.data(), kMagic, kMagicLen) == 0) {
+    bytes += in.read_rest();
+  }
   return load_params_from_bytes(bytes, path);
 }
 

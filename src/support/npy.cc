@@ -6,7 +6,10 @@
 // supported list, and the element bytes are read straight into the caller's buffer. Writing
 // builds the same dict, pads it with spaces and a newline so the data starts at a multiple of
 // 64 bytes, and uses version 1.0 unless the header exceeds 65535 bytes (then 2.0). Every error
-// names the file and what was wrong.
+// names the file and what was wrong. The file is opened with support::InputFile (regular files
+// only), and every size the file claims (header length, the shape's bytes) is compared with
+// what the file holds before anything is allocated for it: a small file whose header claims
+// gigabytes is refused as truncated.
 #include "kiln/support/npy.h"
 
 #include <cctype>
@@ -14,9 +17,11 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <sstream>
 
 #include "kiln/support/error.h"
+#include "kiln/support/file.h"
 
 namespace kiln::support {
 namespace {
@@ -188,16 +193,14 @@ size_t npy_item_bytes(std::string& descr) {
 }
 
 void read_npy(const std::string& path, const std::function<void*(const NpyHeader&)>& sink) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_USER_CHECK(in.good()) << "npy file '" << path << "': cannot open: " << std::strerror(errno);
-  auto fail = [&](const std::string& what) { KILN_ERROR << "npy file '" << path << "': " << what; };
+  InputFile in(path, "npy file '" + path + "'", kMaxDataFileBytes);
+  auto fail = [&](const std::string& what) { in.fail(what); };
   char pre[kMagicLen + 2];
-  in.read(pre, sizeof(pre));
-  if (in.gcount() < static_cast<std::streamsize>(kMagicLen) ||
-      std::memcmp(pre, kMagic, kMagicLen) != 0) {
+  size_t got = in.read_some(pre, sizeof(pre));
+  if (got < kMagicLen || std::memcmp(pre, kMagic, kMagicLen) != 0) {
     fail("bad magic (not a .npy file)");
   }
-  if (in.gcount() < static_cast<std::streamsize>(sizeof(pre))) fail("truncated header");
+  if (got < sizeof(pre)) fail("truncated header");
   int major = static_cast<unsigned char>(pre[kMagicLen]);
   int minor = static_cast<unsigned char>(pre[kMagicLen + 1]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {
@@ -206,16 +209,16 @@ void read_npy(const std::string& path, const std::function<void*(const NpyHeader
   }
   size_t len_bytes = major == 1 ? 2 : 4;
   unsigned char len_buf[4] = {0, 0, 0, 0};
-  in.read(reinterpret_cast<char*>(len_buf), static_cast<std::streamsize>(len_bytes));
-  if (in.gcount() < static_cast<std::streamsize>(len_bytes)) fail("truncated header");
+  if (in.read_some(len_buf, len_bytes) < len_bytes) fail("truncated header");
   size_t header_len = 0;
   for (size_t i = 0; i < len_bytes; ++i) header_len |= static_cast<size_t>(len_buf[i]) << (8 * i);
-  std::string text(header_len, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(header_len));
-  if (in.gcount() < static_cast<std::streamsize>(header_len)) {
+  // Every size the file claims is checked against what it holds before anything is allocated.
+  if (header_len > in.remaining()) {
     fail("truncated header (expected " + std::to_string(header_len) + " bytes, got " +
-         std::to_string(in.gcount()) + ")");
+         std::to_string(in.remaining()) + ")");
   }
+  std::string text(header_len, '\0');
+  in.read_exact(text.data(), header_len, "header");
   NpyHeader h;
   bool fortran = false;
   HeaderParser(text, path).parse(&h.descr, &fortran, &h.shape);
@@ -227,13 +230,21 @@ void read_npy(const std::string& path, const std::function<void*(const NpyHeader
   }
   if (fortran) fail("fortran_order is True; only C-order arrays are supported");
   h.nbytes = byte_size(h.shape, h.item_bytes, path);
-  void* dst = sink(h);
-  KILN_ICHECK(dst != nullptr || h.nbytes == 0) << "read_npy: sink returned no buffer";
-  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(h.nbytes));
-  if (static_cast<size_t>(in.gcount()) < h.nbytes) {
-    fail("truncated data (expected " + std::to_string(h.nbytes) + " bytes for shape " +
-         shape_text(h.shape) + " of '" + h.descr + "', got " + std::to_string(in.gcount()) + ")");
+  if (h.nbytes > in.remaining()) {
+    std::string size = std::to_string(h.nbytes) + " bytes";
+    if (h.nbytes >= 1024) size += " (" + bytes_text(h.nbytes) + ")";
+    fail("truncated data (expected " + size + " for shape " + shape_text(h.shape) + " of '" +
+         h.descr + "', the file has " + std::to_string(in.remaining()) + " after its header)");
   }
+  void* dst = nullptr;
+  try {
+    dst = sink(h);
+  } catch (const std::bad_alloc&) {
+    fail("out of memory allocating " + std::to_string(h.nbytes) + " bytes (" +
+         bytes_text(h.nbytes) + ") for shape " + shape_text(h.shape) + " of '" + h.descr + "'");
+  }
+  KILN_ICHECK(dst != nullptr || h.nbytes == 0) << "read_npy: sink returned no buffer";
+  in.read_exact(dst, h.nbytes, "data");
 }
 
 void write_npy(const std::string& path, const std::string& descr_in,

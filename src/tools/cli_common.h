@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -17,6 +18,10 @@
 #include "kiln/graph/graph.h"
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/runtime/ndarray.h"
+
+namespace kiln::frontend {
+struct OnnxModel;
+}
 
 namespace kiln::cli {
 
@@ -40,6 +45,14 @@ Command add_inspect_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_tune_command(CLI::App& app);
 
+/// A CLI11 check for an integer option in [lo, hi]; CLI11 reports a bad value as
+/// "--threads: expected an integer from 1 to 1024, got 'abc'" (instead of CLI11's own
+/// "Value abc not in range ...").
+CLI::Validator int_range(int64_t lo, int64_t hi);
+/// A CLI11 check for a finite number in [lo, hi] (hi = infinity: no upper bound); NaN and
+/// infinities are refused: "--atol: expected a finite number >= 0, got 'nan'".
+CLI::Validator real_range(double lo, double hi = std::numeric_limits<double>::infinity());
+
 /// Adds `--threads N` (1..1024) to `cmd`, stored in `threads` (0: leave the default).
 void add_threads_option(CLI::App* cmd, int& threads);
 /// Sets the runtime's thread count when `threads` > 0.
@@ -52,6 +65,14 @@ extern const char* const kModelHelp;
 std::map<std::string, std::vector<int64_t>> parse_input_shapes(
     const std::vector<std::string>& specs);
 
+/// Checks --input-shape specs against a parsed model before import: every name must be a
+/// tensor input of the model (else a user error listing its inputs), the rank must match a
+/// declared shape, and a static (non-symbolic) dimension cannot be changed (the error names the
+/// input, the dimension and both values). An input left to its declared shape whose dimension
+/// is negative, or has neither a size nor a name, is a user error saying so.
+void check_input_shapes(const frontend::OnnxModel& m,
+                        const std::map<std::string, std::vector<int64_t>>& shapes);
+
 /// Loads a model: an ONNX file, or "builtin:resnet18" (frontend/model_zoo.h; an input shape
 /// "data=B,3,S,S" picks the batch and image size). User errors name the path or list the
 /// built-in models.
@@ -63,7 +84,8 @@ runtime::GraphExecutor executor_of(const graph::CompiledModule& m, const std::st
 /// "float32[1, 3, 224, 224]".
 std::string type_str(const runtime::NDArray& a);
 
-/// Seeded random values for an input of this shape and dtype: floats uniform in [-1, 1),
+/// Seeded random values for an input of this shape and dtype: floats (bfloat16 included)
+/// uniform in [-1, 1),
 /// integers in [0, 10), bools 0 or 1. Other dtypes: a user error naming the input.
 runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng);
 
@@ -82,7 +104,13 @@ Latency time_runs(runtime::GraphExecutor& ex, int warmup, int repeat);
 /// The elements of a tensor of any integer, bool or float dtype, as doubles.
 std::vector<double> to_doubles(const runtime::NDArray& a);
 
-/// Human-readable bytes: "512 B", "1.5 KiB", "44.8 MiB".
+/// Human-readable bytes: "512 B", "1.5 KiB", "44.8 MiB", "2.0 TiB".
 std::string bytes_str(size_t bytes);
+
+/// The module's memory plan, "memory plan: 5 storages, 1.2 MiB (no sharing: 3.4 MiB)", computed
+/// from graph_json's shapes with overflow-checked 64-bit arithmetic: a tensor whose byte size
+/// does not fit is named ("memory plan: more than 16 EiB: tensor 3 (float32[...]) ...")
+/// instead of a wrapped-around size.
+std::string memory_summary(const graph::CompiledModule& m);
 
 }  // namespace kiln::cli

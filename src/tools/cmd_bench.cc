@@ -82,7 +82,7 @@ int bench(const BenchOptions& o) {
     report["kernels"] = m.num_kernels;
     report["opt_level"] = o.opt_level;
     std::printf("compiled %s in %.0f ms (opt-level %d): %d kernels; %s\n", o.model.c_str(),
-                compile_ms, o.opt_level, m.num_kernels, m.memory.summary().c_str());
+                compile_ms, o.opt_level, m.num_kernels, memory_summary(m).c_str());
     for (const std::string& line : m.tuning_report) std::printf("%s\n", line.c_str());
   }
   report["memory_plan_bytes"] = ex.storage_bytes();
@@ -140,19 +140,19 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("model", o->model, std::string(kModelHelp) + "; or a module directory")
       ->required();
   add_threads_option(cmd, o->threads);
-  cmd->add_option("--repeat", o->repeat, "Timed runs (default 10)")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--repeat", o->repeat, "Timed runs (default 10)")->check(int_range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 2)")
-      ->check(CLI::Range(0, 1000000));
+      ->check(int_range(0, 1000000));
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
   cmd->add_option("--opt-level", o->opt_level, "0: no graph optimization; 1-3: optimize")
-      ->check(CLI::Range(0, 3));
+      ->check(int_range(0, 3));
   cmd->add_option("--target", o->target, "Target, e.g. 'llvm -mcpu=native' (default)");
   cmd->add_option("--input-shape", o->shapes,
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");
   cmd->add_option("--seed", o->seed, "Seed of the random inputs (default 0)");
   cmd->add_option("--profile", o->profile,
                   "Then time every node over --repeat runs and print the N slowest")
-      ->check(CLI::Range(1, 1000000));
+      ->check(int_range(1, 1000000));
   cmd->add_option("--tuning-log", o->tuning_log,
                   "Use the best config of each workload in this `kiln tune` log (the records "
                   "tuned with --threads threads)");

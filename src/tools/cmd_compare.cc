@@ -55,8 +55,11 @@ Diff diff(const std::vector<double>& got, const std::vector<double>& want, doubl
     double err = a == b ? 0.0 : std::abs(a - b);
     if (std::isnan(err)) err = INFINITY;
     max_want = std::max(max_want, std::isfinite(b) ? std::abs(b) : 0.0);
-    double excess = err - (atol + rtol * std::abs(b));
-    if (excess > 0) d.ok = false;
+    // An infinity agrees only with the same infinity (inf - inf tolerance would be NaN).
+    double excess = std::isfinite(a) && std::isfinite(b) ? err - (atol + rtol * std::abs(b))
+                    : a == b                             ? 0.0
+                                                         : INFINITY;
+    if (!(excess <= 0)) d.ok = false;
     if (excess > worst_excess) {
       worst_excess = excess;
       d.worst = i;
@@ -242,12 +245,10 @@ Command add_compare_command(CLI::App& app) {
       "group that differs (exit code 1) or say they agree (0)");
   cmd->add_option("model", o->model, kModelHelp)->required();
   cmd->add_option("--seed", o->seed, "Seed of the random inputs (default 0)");
-  cmd->add_option("--rtol", o->rtol, "Relative tolerance (default 1e-3)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--atol", o->atol, "Absolute tolerance (default 1e-4)")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rtol", o->rtol, "Relative tolerance (default 1e-3)")->check(real_range(0));
+  cmd->add_option("--atol", o->atol, "Absolute tolerance (default 1e-4)")->check(real_range(0));
   cmd->add_option("--opt-level", o->opt_level, "The optimized build's level (1-3, default 2)")
-      ->check(CLI::Range(1, 3));
+      ->check(int_range(1, 3));
   cmd->add_option("--target", o->target, "Target, e.g. 'llvm -mcpu=native' (default)");
   cmd->add_option("--input-shape", o->shapes,
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");

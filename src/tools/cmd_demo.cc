@@ -165,7 +165,7 @@ int run_resnet_demo(const DemoOptions& o) {
   std::printf("Model: %d nodes, %.1f M parameters\n", g.num_nodes(), num_params / 1e6);
   std::cout << "Target: " << Target::host() << "\n";
   std::printf("Compile: %.0f ms, %d kernels, %s\n", compile_ms, m.num_kernels,
-              m.memory.summary().c_str());
+              memory_summary(m).c_str());
 
   runtime::GraphExecutor ex = executor_of(m, "builtin:resnet18");
   set_random_inputs(ex, 0);
@@ -199,16 +199,16 @@ Command add_demo_command(CLI::App& app) {
       "demo", "Compile and run the built-in ResNet-18 (--gemm: the paper's matrix product)");
   cmd->add_flag("--gemm", o->gemm, "Run the matrix-product demo instead");
   cmd->add_option("--size", o->n, "--gemm: matrix size n (n x n x n), a multiple of 32")
-      ->check(CLI::Range(32, 8192) & CLI::Validator(
-                                         [](std::string& v) {
-                                           return std::stoi(v) % 32
-                                                      ? std::string("must be a multiple of 32")
-                                                      : std::string();
-                                         },
-                                         "MULTIPLE OF 32"));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            std::string e = int_range(32, 8192)(v);  // the range first: no stoi on "abc"
+            if (e.empty() && std::stoi(v) % 32) e = "must be a multiple of 32, got " + v;
+            return e;
+          },
+          "INT in 32..8192, a multiple of 32"));
   add_threads_option(cmd, o->threads);
   cmd->add_option("--repeat", o->repeat, "Timed runs of ResNet-18 (default 10)")
-      ->check(CLI::Range(1, 100000));
+      ->check(int_range(1, 100000));
   cmd->add_option("--out", o->out_dir, "--gemm: where to write matmul.so");
   cmd->add_flag("--show-ir", o->show_ir, "--gemm: print the lowered loop program");
   return {cmd, [o, cmd] {

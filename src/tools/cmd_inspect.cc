@@ -64,7 +64,7 @@ int inspect(const InspectOptions& o) {
   if (o.fused) {
     for (const graph::KernelInfo& k : m.kernels)
       std::cout << k.func_name << " (x" << calls[k.func_name] << "): " << k.group << "\n";
-    std::cout << m.memory.summary() << "\n";
+    std::cout << memory_summary(m) << "\n";
     return 0;
   }
   int inputs = 0, constants = 0, ops = 0;
@@ -88,7 +88,7 @@ int inspect(const InspectOptions& o) {
   std::printf("graph: %d nodes after optimization (%d inputs, %d constants, %d ops)\n",
               inputs + constants + ops, inputs, constants, ops);
   std::printf("kernels: %d functions for %d fused groups\n", m.num_kernels, groups);
-  std::printf("%s\n", m.memory.summary().c_str());
+  std::printf("%s\n", memory_summary(m).c_str());
   std::printf(
       "(--graph: the optimized graph; --fused: the kernels; --tir NAME: a kernel's loops)\n");
   return 0;
@@ -110,7 +110,7 @@ Command add_inspect_command(CLI::App& app) {
   graph->excludes(fused)->excludes(tir);
   fused->excludes(tir);
   cmd->add_option("--opt-level", o->opt_level, "0: no graph optimization; 1-3: optimize")
-      ->check(CLI::Range(0, 3));
+      ->check(int_range(0, 3));
   cmd->add_option("--target", o->target, "Target, e.g. 'llvm -mcpu=native' (default)");
   cmd->add_option("--input-shape", o->shapes,
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");

@@ -328,41 +328,41 @@ Command add_tune_command(CLI::App& app) {
       ->required();
   cmd->add_option("--trials", o->trials,
                   "Trials per task, logged ones included (default 200, or no cap with --minutes)")
-      ->check(CLI::Range(1, 1000000));
+      ->check(int_range(1, 1000000));
   cmd->add_option("--minutes", o->minutes,
                   "Wall-clock budget for the whole model: each task gets the time left over the "
                   "tasks left (--trials, if given, still caps a task). Default 0: no budget")
-      ->check(CLI::Range(0.0, 100000.0));
+      ->check(real_range(0.0, 100000.0));
   cmd->add_option("--tuner", o->tuner, "xgb (cost model, default), random, grid or ga");
   cmd->add_option("--threads", o->threads, "Threads the measured kernels run with (default 1)")
-      ->check(CLI::Range(1, 1024));
+      ->check(int_range(1, 1024));
   cmd->add_option("--timeout", o->timeout_s, "Seconds one candidate may run (default 10)")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(real_range(0.1, 3600.0));
   cmd->add_option("--compile-timeout", o->compile_timeout_s,
                   "Seconds compiling one candidate may take (default 30)")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(real_range(0.1, 3600.0));
   cmd->add_option("--input-shape", o->shapes,
                   "NAME=D1,D2,...: shape of an input (needed for symbolic dimensions)");
   cmd->add_option("--tasks", o->tasks, "Tune only these tasks, as listed: e.g. 1,3 or 2-4");
   cmd->add_option("--early-stopping", o->early_stopping,
                   "Stop a task after N trials without improvement (default 0: never)")
-      ->check(CLI::Range(0, 1000000));
+      ->check(int_range(0, 1000000));
   cmd->add_option("--target", o->target, "Target, e.g. 'llvm -mcpu=native' (default)");
   cmd->add_option("--batch", o->batch, "Candidates proposed and measured per round (default 8)")
-      ->check(CLI::Range(1, 1024));
+      ->check(int_range(1, 1024));
   cmd->add_option("--build-threads", o->build_threads, "Candidates compiled at once (default 2)")
-      ->check(CLI::Range(1, 256));
+      ->check(int_range(1, 256));
   cmd->add_option("--seed", o->seed, "Seed of the tuner (default 0)");
   cmd->add_option("--verify", o->verify,
                   "After each task, measure its N fastest configs and the default twice more "
                   "and keep the fastest by median (default 4; 0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range(0, 1000000));
   cmd->add_option("--network-check", o->network_check,
                   "After tuning, time each workload's best configs, its default and its "
                   "runners-up inside the compiled model, this many rounds, and log those times; "
                   "compiling prefers them, each config by its fastest round (default 12; 0: "
                   "off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range(0, 1000000));
   cmd->add_flag("--no-transfer", o->no_transfer,
                 "xgb: do not warm-start the model with logged records of the model's other tasks");
   return {cmd, [o] { return tune_model(*o); }};

@@ -6,12 +6,24 @@
 //   bench    (cmd_bench.cc)        latency of a model or module (median / min / max)
 //   inspect  (cmd_inspect.cc)      the optimized graph, the fused kernels and their loop programs
 //   compare  (cmd_compare.cc)      unoptimized vs optimized, group by group
-// A kiln::Error from a subcommand is printed as "kiln: error: ..." with exit code 1 (2 for
-// `compare`, whose exit code 1 means "the outputs differ").
+// A kiln::Error from a subcommand is printed as "kiln CMD: error: ..." with exit code 1 (2 for
+// `compare`, whose exit code 1 means "the outputs differ"); so is anything else that escapes a
+// subcommand (std::bad_alloc, std::filesystem::filesystem_error, any other exception), on one
+// line, so that no input ends the process with an abort.
+#include <filesystem>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "cli_common.h"
 #include "kiln/support/error.h"
+
+/// `s` with line breaks replaced by spaces.
+static std::string one_line(std::string s) {
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return s;
+}
 
 int main(int argc, char** argv) {
   using namespace kiln::cli;  // NOLINT
@@ -24,11 +36,27 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   for (const Command& c : commands) {
     if (!c.app->parsed()) continue;
+    const std::string name = c.app->get_name();
+    const int code = name == "compare" ? 2 : 1;
+    auto report = [&](const std::string& what) {
+      std::cerr << "kiln " << name << ": error: " << what << "\n";
+      return code;
+    };
+    // Whatever escapes becomes one line naming the command, never an abort.
     try {
       return c.run();
     } catch (const kiln::Error& e) {
-      std::cerr << "kiln " << c.app->get_name() << ": error: " << e.what() << "\n";
-      return c.app->get_name() == "compare" ? 2 : 1;
+      return report(e.what());
+    } catch (const std::bad_alloc&) {
+      return report(
+          "out of memory: an allocation failed (a tensor, a file or the model is too "
+          "large for this machine's memory)");
+    } catch (const std::filesystem::filesystem_error& e) {
+      return report(one_line(e.what()));
+    } catch (const std::exception& e) {
+      return report(one_line(e.what()) + " (an unexpected error: please report it)");
+    } catch (...) {
+      return report("an unknown exception (an unexpected error: please report it)");
     }
   }
   return 0;

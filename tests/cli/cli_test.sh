@@ -2,7 +2,11 @@
 # The kiln command line end to end: compile an ONNX model, run it on an .npy input written by
 # the test, check the output against the conformance reference, and the documented errors;
 # bench (text and --json), inspect (--graph, --fused, --tir with a real and a bad kernel name),
-# compare (a model whose optimized build agrees), the gemm demo, and bad flags.
+# compare (a model whose optimized build agrees), the gemm demo, and bad flags. Hostile inputs
+# (issue 26), each a one-line error with exit code 1: --output-dir that cannot hold outputs, a
+# tampered module directory (truncated lib.so, FIFO graph.json, params.bin -> /dev/zero), a
+# .npy whose header claims 12 GiB, bad --input-shape specs, NaN tolerances, unreadable numbers;
+# bfloat16 inputs and outputs through uint16 / float32 .npy files; a memory plan beyond 64 bits.
 set -u
 KILN="$1"
 SUITE=/usr/share/libonnx-testdata/data/node
@@ -117,6 +121,136 @@ grep -q "model file '$TMP/nothing.onnx' does not exist" "$TMP/log" || fail "miss
 grep -q "threads" "$TMP/log" || fail "--threads 0 message: $(cat "$TMP/log")"
 "$KILN" bench "$SMALL" --repeat x >"$TMP/log" 2>&1 && fail "--repeat x accepted"
 grep -q "repeat" "$TMP/log" || fail "--repeat x message: $(cat "$TMP/log")"
+
+# Hostile inputs (issue 26): every one a one-line error with exit code 1, never an abort or a hang.
+one_error() {  # one_error LOG WHAT: exactly one line, starting "kiln CMD: error: "
+  [ "$(wc -l <"$1")" -eq 1 ] && grep -q "^kiln [a-z]*: error: " "$1" || fail "$2 is not a one-line error: $(cat "$1")"
+  grep -q "terminate called\|Aborted\|core dumped" "$1" && fail "$2 aborted: $(cat "$1")"
+  return 0
+}
+# --output-dir that cannot hold the outputs: a regular file, a path under a file, unwritable.
+: >"$TMP/afile"
+"$KILN" run "$TMP/small" --output-dir "$TMP/afile" >/dev/null 2>"$TMP/log"; rc=$?
+[ $rc -eq 1 ] || fail "--output-dir FILE: exit code $rc: $(cat "$TMP/log")"
+grep -q "^kiln run: error: --output-dir '$TMP/afile': it exists and is not a directory$" "$TMP/log" || fail "--output-dir FILE message: $(cat "$TMP/log")"
+one_error "$TMP/log" "--output-dir FILE"
+"$KILN" run "$TMP/small" --output-dir "$TMP/afile/sub/dir" >/dev/null 2>"$TMP/log"; rc=$?
+[ $rc -eq 1 ] || fail "--output-dir FILE/sub: exit code $rc: $(cat "$TMP/log")"
+grep -q "^kiln run: error: --output-dir '$TMP/afile/sub/dir': '$TMP/afile' exists and is not a directory$" "$TMP/log" || fail "--output-dir FILE/sub message: $(cat "$TMP/log")"
+"$KILN" run "$TMP/small" --output-dir /proc/1 >/dev/null 2>"$TMP/log"; rc=$?
+[ $rc -eq 1 ] || fail "--output-dir /proc/1: exit code $rc: $(cat "$TMP/log")"
+grep -q "^kiln run: error: --output-dir '/proc/1': cannot write there: " "$TMP/log" || fail "--output-dir unwritable message: $(cat "$TMP/log")"
+if [ "$(id -u)" -ne 0 ]; then  # root writes anywhere: only /proc above tells
+  mkdir -p "$TMP/ro" && chmod 555 "$TMP/ro"
+  "$KILN" run "$TMP/small" --output-dir "$TMP/ro/out" >/dev/null 2>"$TMP/log" && fail "--output-dir under a read-only directory accepted"
+  grep -q "^kiln run: error: --output-dir '$TMP/ro/out': cannot create the directory: Permission denied" "$TMP/log" || fail "--output-dir read-only message: $(cat "$TMP/log")"
+  chmod 755 "$TMP/ro"
+fi
+# A tampered module directory: a truncated lib.so (was SIGBUS), a FIFO named graph.json (was a
+# hang), params.bin linked to /dev/zero (was read until memory ran out).
+cp -r "$TMP/small" "$TMP/tampered"
+head -c $(( $(stat -c %s "$TMP/small/lib.so") / 2 )) "$TMP/small/lib.so" >"$TMP/tampered/lib.so"
+"$KILN" run "$TMP/tampered" >/dev/null 2>"$TMP/log"; rc=$?
+[ $rc -eq 1 ] || fail "truncated lib.so: exit code $rc: $(cat "$TMP/log")"
+grep -q "^kiln run: error: Module::load: cannot load '$TMP/tampered/lib.so': truncated or corrupt ([0-9]* bytes): its .* lies beyond the end of the file$" "$TMP/log" || fail "truncated lib.so message: $(cat "$TMP/log")"
+cp "$TMP/small/lib.so" "$TMP/tampered/lib.so"
+rm "$TMP/tampered/graph.json" && mkfifo "$TMP/tampered/graph.json"
+timeout 60 "$KILN" run "$TMP/tampered" >/dev/null 2>"$TMP/log"; rc=$?
+[ $rc -eq 1 ] || fail "graph.json FIFO: exit code $rc (124: it hung): $(cat "$TMP/log")"
+grep -q "^kiln run: error: graph '$TMP/tampered/graph.json': not a regular file (a FIFO)$" "$TMP/log" || fail "graph.json FIFO message: $(cat "$TMP/log")"
+rm "$TMP/tampered/graph.json" && cp "$TMP/small/graph.json" "$TMP/tampered/graph.json"
+rm "$TMP/tampered/params.bin" && ln -s /dev/zero "$TMP/tampered/params.bin"
+timeout 60 "$KILN" run "$TMP/tampered" >/dev/null 2>"$TMP/log"; rc=$?
+[ $rc -eq 1 ] || fail "params.bin -> /dev/zero: exit code $rc: $(cat "$TMP/log")"
+grep -q "^kiln run: error: params file '$TMP/tampered/params.bin': not a regular file (a symbolic link to '/dev/zero', a character device)$" "$TMP/log" || fail "params.bin -> /dev/zero message: $(cat "$TMP/log")"
+# A 358-byte .npy whose header claims 4 GiB: refused before allocating (under a 4 GiB limit).
+/usr/bin/python3 - "$TMP/lying.npy" <<'PY' || fail "could not write the lying .npy"
+import sys
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 32768, 32768), }"
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+data = b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr.encode()
+open(sys.argv[1], "wb").write(data + b"\x01" * (358 - len(data)))
+PY
+[ "$(stat -c %s "$TMP/lying.npy")" -eq 358 ] || fail "the lying .npy is not 358 bytes"
+(ulimit -v 4194304; "$KILN" run "$TMP/small" --input x="$TMP/lying.npy" >/dev/null 2>"$TMP/log"); rc=$?
+[ $rc -eq 1 ] || fail "lying .npy: exit code $rc: $(cat "$TMP/log")"
+grep -q "^kiln run: error: npy file '$TMP/lying.npy': truncated data (expected 12884901888 bytes (12.0 GiB) for shape (1, 3, 32768, 32768) of '<f4', the file has 230 after its header)$" "$TMP/log" || fail "lying .npy message: $(cat "$TMP/log")"
+# --input-shape: a name the model does not have, a static dimension contradicted, a wrong rank,
+# a negative dimension.
+"$KILN" compile "$SMALL" -o "$TMP/shape" --input-shape nope=1,2 >/dev/null 2>"$TMP/log" && fail "--input-shape of an unknown input accepted"
+grep -q "^kiln compile: error: --input-shape 'nope': the model has no input of that name; its inputs: 'x'$" "$TMP/log" || fail "--input-shape unknown message: $(cat "$TMP/log")"
+"$KILN" compile "$SMALL" -o "$TMP/shape" --input-shape x=1,3,32,16 >/dev/null 2>"$TMP/log" && fail "--input-shape against a static dimension accepted"
+grep -q "^kiln compile: error: --input-shape x=1,3,32,16: dimension 2 of input 'x' is 16 in the model, the option gives 32 (only symbolic dimensions can be set; the model's shape is \[1, 3, 16, 16\])$" "$TMP/log" || fail "--input-shape static message: $(cat "$TMP/log")"
+"$KILN" inspect "$SMALL" --input-shape x=1,3,16 >/dev/null 2>"$TMP/log" && fail "--input-shape of another rank accepted"
+grep -q "input 'x' has 4 dimension(s) in the model (\[1, 3, 16, 16\]), the option gives 3" "$TMP/log" || fail "--input-shape rank message: $(cat "$TMP/log")"
+"$KILN" compile "$SMALL" -o "$TMP/shape" --input-shape x=-1,3,16,16 >/dev/null 2>"$TMP/log" && fail "negative --input-shape accepted"
+grep -q "^kiln compile: error: --input-shape 'x=-1,3,16,16': dimension 0 is negative (-1)$" "$TMP/log" || fail "negative --input-shape message: $(cat "$TMP/log")"
+/usr/bin/python3 - "$TMP/negdim.onnx" <<'PY' || fail "could not write the negative-dimension model"
+import sys, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, -3])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, -3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+"$KILN" compile "$TMP/negdim.onnx" -o "$TMP/negdim" >/dev/null 2>"$TMP/log" && fail "a negative model dimension accepted"
+grep -q "input 'x' dimension 1 is negative (-3); give the input's shape with --input-shape x=D1,D2,...$" "$TMP/log" || fail "negative model dimension message: $(cat "$TMP/log")"
+# Numeric options: NaN and negative tolerances refused, readable range messages.
+"$KILN" compare "$SMALL" --atol nan >/dev/null 2>"$TMP/log" && fail "--atol nan accepted"
+grep -q "\-\-atol: expected a finite number >= 0, got 'nan'" "$TMP/log" || fail "--atol nan message: $(cat "$TMP/log")"
+"$KILN" compare "$SMALL" --rtol NaN >/dev/null 2>"$TMP/log" && fail "--rtol NaN accepted"
+grep -q "\-\-rtol: expected a finite number >= 0, got 'NaN'" "$TMP/log" || fail "--rtol NaN message: $(cat "$TMP/log")"
+"$KILN" compare "$SMALL" --rtol -0.5 >/dev/null 2>"$TMP/log" && fail "--rtol -0.5 accepted"
+grep -q "\-\-rtol: expected a finite number >= 0, got '-0.5'" "$TMP/log" || fail "--rtol -0.5 message: $(cat "$TMP/log")"
+"$KILN" bench "$SMALL" --threads abc >/dev/null 2>"$TMP/log" && fail "--threads abc accepted"
+grep -q "\-\-threads: expected an integer from 1 to 1024, got 'abc'" "$TMP/log" || fail "--threads abc message: $(cat "$TMP/log")"
+grep -q "1797693" "$TMP/log" && fail "a 300-digit range in a message: $(cat "$TMP/log")"
+"$KILN" demo --gemm --size abc >/dev/null 2>"$TMP/log" && fail "--size abc accepted"
+grep -q "\-\-size: expected an integer from 32 to 8192, got 'abc'" "$TMP/log" || fail "--size abc message: $(cat "$TMP/log")"
+
+# bfloat16: .npy has none, so `run` reads a uint16 .npy of the bit patterns and writes a bfloat16
+# output as float32 (with a note); random bfloat16 inputs work too.
+/usr/bin/python3 - "$TMP/bf.onnx" "$TMP/bf_x.npy" <<'PY' || fail "could not write the bfloat16 model"
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0]),
+                       helper.make_node("Cast", ["x"], ["z"], to=TensorProto.FLOAT)], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])],
+                      [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3, 2]),
+                       helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), sys.argv[1])
+x = np.array([[1.5, -2, 3.25], [-0.5, 7, -8]], dtype=np.float32)
+np.save(sys.argv[2], (x.view(np.uint32) >> 16).astype(np.uint16))
+PY
+"$KILN" compile "$TMP/bf.onnx" -o "$TMP/bf" >"$TMP/log" 2>&1 || fail "compile bfloat16 model: $(cat "$TMP/log")"
+"$KILN" run "$TMP/bf" --input x="$TMP/bf_x.npy" --output-dir "$TMP/bf_out" >"$TMP/log" 2>"$TMP/err" || fail "run bfloat16: $(cat "$TMP/log" "$TMP/err")"
+grep -q "^input x: bfloat16\[2, 3\] from $TMP/bf_x.npy (uint16 bit patterns)$" "$TMP/log" || fail "bfloat16 input line: $(cat "$TMP/log")"
+grep -q "^note: output y is bfloat16, which .npy cannot hold: written as float32" "$TMP/err" || fail "bfloat16 output note: $(cat "$TMP/err")"
+/usr/bin/python3 - "$TMP/bf_out" <<'PY' || fail "bfloat16 outputs wrong"
+import sys, numpy as np
+x = np.array([[1.5, -2, 3.25], [-0.5, 7, -8]], dtype=np.float32)
+y, z = np.load(sys.argv[1] + "/y.npy"), np.load(sys.argv[1] + "/z.npy")
+assert y.dtype == np.float32 and (y == x.T).all(), y
+assert (z == x).all(), z
+PY
+"$KILN" run "$TMP/bf" >"$TMP/log" 2>&1 || fail "run bfloat16 with random inputs: $(cat "$TMP/log")"
+"$KILN" run --help | grep -q "a bfloat16 input is read from a uint16 .npy" || fail "run --help does not mention bfloat16"
+# A byte size beyond 64 bits in the compile summary: named, not "0 B".
+/usr/bin/python3 - "$TMP/huge.onnx" <<'PY' || fail "could not write the huge model"
+import sys, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4294967296, 4294967296])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4294967296, 4294967296])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), sys.argv[1])
+PY
+"$KILN" compile "$TMP/huge.onnx" -o "$TMP/huge" >"$TMP/log" 2>&1; rc=$?
+if [ $rc -eq 0 ]; then  # (a later check may refuse such a model at compile time: then no summary)
+  grep -q "memory plan: more than 16 EiB: tensor 0 (float32\[4294967296, 4294967296\]) has more bytes than a 64-bit size can count" "$TMP/log" || fail "overflowing memory plan: $(cat "$TMP/log")"
+  grep -q " 0 B" "$TMP/log" && fail "overflowing memory plan printed 0 B: $(cat "$TMP/log")"
+else
+  one_error "$TMP/log" "compile of a model whose tensor bytes overflow"
+fi
 
 # inspect: summary, --graph, --fused, --tir with a real kernel name and a bad one.
 "$KILN" inspect "$SMALL" >"$TMP/log" 2>&1 || fail "inspect: $(cat "$TMP/log")"

@@ -8,6 +8,7 @@
 #include "kiln/runtime/graph_executor.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -272,8 +273,82 @@ TEST_F(GraphExecutorTest, LoadErrors) {
   EXPECT_NE(msg.find("cannot load '" + dir_ + "/lib.so'"), std::string::npos) << msg;
   std::filesystem::remove(dir_ + "/graph.json");
   msg = error_of([&] { GraphExecutor::load(dir_); });
-  EXPECT_EQ(msg, "module '" + dir_ + "': cannot open '" + dir_ +
-                     "/graph.json': No such file or directory");
+  EXPECT_EQ(msg, "graph '" + dir_ + "/graph.json': cannot open: No such file or directory");
+}
+
+// Tampered module directories (issue 26): a FIFO named graph.json is refused, not waited on;
+// graph.json or params.bin linked to /dev/zero is refused, not read until memory runs out; a
+// params.bin that is not one is refused from its first bytes.
+TEST_F(GraphExecutorTest, NonRegularModuleFilesAreRefused) {
+  namespace fs = std::filesystem;
+  fs::rename(dir_ + "/graph.json", dir_ + "/graph.json.real");
+  ASSERT_EQ(::mkfifo((dir_ + "/graph.json").c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "graph '" + dir_ + "/graph.json': not a regular file (a FIFO)");
+  fs::remove(dir_ + "/graph.json");
+  fs::create_symlink("/dev/zero", dir_ + "/graph.json");
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "graph '" + dir_ +
+                "/graph.json': not a regular file (a symbolic link to '/dev/zero', a character "
+                "device)");
+  fs::remove(dir_ + "/graph.json");
+  fs::create_directories(dir_ + "/graph.json");
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "graph '" + dir_ + "/graph.json': not a regular file (a directory)");
+  fs::remove(dir_ + "/graph.json");
+  fs::rename(dir_ + "/graph.json.real", dir_ + "/graph.json");
+
+  fs::remove(dir_ + "/params.bin");
+  fs::create_symlink("/dev/zero", dir_ + "/params.bin");
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "params file '" + dir_ +
+                "/params.bin': not a regular file (a symbolic link to '/dev/zero', a character "
+                "device)");
+  fs::remove(dir_ + "/params.bin");
+  ASSERT_EQ(::mkfifo((dir_ + "/params.bin").c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "params file '" + dir_ + "/params.bin': not a regular file (a FIFO)");
+  fs::remove(dir_ + "/params.bin");
+  // A dangling link is a broken file, not an absent one.
+  fs::create_symlink(dir_ + "/nowhere.bin", dir_ + "/params.bin");
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "params file '" + dir_ + "/params.bin': cannot open: No such file or directory");
+  fs::remove(dir_ + "/params.bin");
+  std::ofstream(dir_ + "/params.bin") << "GARBAGE!" << std::string(1000, 'x');
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir_); }),
+            "params file '" + dir_ +
+                "/params.bin': bad magic (expected \"KILNPRM1\"; not a Kiln params file)");
+}
+
+// A truncated lib.so is refused before dlopen maps it (where it raised SIGBUS), at every cut.
+TEST_F(GraphExecutorTest, TruncatedLibraryIsRefused) {
+  namespace fs = std::filesystem;
+  const std::string lib = dir_ + "/lib.so";
+  std::ifstream in(lib, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 4096u);
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{40}, size_t{64}, size_t{200}, bytes.size() / 4,
+                     bytes.size() / 2, bytes.size() - 4096, bytes.size() - 1}) {
+    fs::remove(lib);
+    std::ofstream(lib, std::ios::binary) << bytes.substr(0, cut);
+    std::string msg = error_of([&] { GraphExecutor::load(dir_); });
+    EXPECT_EQ(msg.rfind("Module::load: cannot load '" + lib + "': ", 0), 0u) << cut << ": " << msg;
+    if (cut < 4) {
+      EXPECT_NE(msg.find("not a shared library (no ELF header"), std::string::npos) << msg;
+    } else if (cut < 64) {
+      EXPECT_NE(msg.find("truncated ELF header (the file has " + std::to_string(cut) + " bytes"),
+                std::string::npos)
+          << msg;
+    } else {
+      EXPECT_NE(msg.find("truncated or corrupt (" + std::to_string(cut) + " bytes): its "),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("lies beyond the end of the file"), std::string::npos) << msg;
+    }
+  }
+  fs::remove(lib);
+  std::ofstream(lib, std::ios::binary) << bytes;
+  EXPECT_EQ(GraphExecutor::load(dir_).num_op_nodes(), 5);  // the whole file still loads
 }
 
 TEST_F(GraphExecutorTest, MalformedGraphs) {

@@ -1,14 +1,19 @@
 // PackedFunc and Module: calling a hand-written packed function through the variadic call
 // (argument packing and type codes), the error path turning a return code into kiln::Error
 // with the callee's message, function lookup errors listing the module's functions, export of
-// a module that cannot be exported, Module::load errors naming the path, and, when a C
+// a module that cannot be exported, Module::load errors naming the path, the checks of a
+// library's file before dlopen (hand-made ELF headers: another machine, 32-bit, an executable,
+// header tables and segments beyond the end; a FIFO; a link to /dev/zero) and, when a C
 // compiler is available, loading a real library that calls kiln_parallel_for.
 #include "kiln/runtime/module.h"
 
+#include <elf.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -160,6 +165,88 @@ TEST(Module, LoadInvalidFileNamesPath) {
   std::string msg = error_of([&] { Module::load(path); });
   EXPECT_NE(msg.find("cannot load '" + path + "'"), std::string::npos) << msg;
   std::filesystem::remove(path);
+}
+
+/// An ELF header (and nothing else) of a 64-bit little-endian shared object for `machine`,
+/// whose program header table (`phnum` entries) starts right after it.
+std::string elf_header(uint16_t machine, uint16_t type = ET_DYN, uint16_t phnum = 1) {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = type;
+  eh.e_machine = machine;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = sizeof(Elf64_Ehdr);
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = phnum;
+  return std::string(reinterpret_cast<const char*>(&eh), sizeof eh);
+}
+
+// lib.so is checked before dlopen maps it (issue 26): what it is, and which check failed.
+TEST(Module, LoadChecksTheFileBeforeTheLoader) {
+  const std::string dir = ::testing::TempDir() + "kiln_module_elf_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/lib.so", prefix = "Module::load: cannot load '" + path + "': ";
+  auto msg_for = [&](const std::string& bytes) {
+    std::filesystem::remove(path);
+    std::ofstream(path, std::ios::binary) << bytes;
+    return error_of([&] { Module::load(path); });
+  };
+#if defined(__x86_64__)
+  const uint16_t host = EM_X86_64, other = EM_AARCH64;
+  EXPECT_EQ(msg_for(elf_header(other)),
+            prefix +
+                "built for aarch64, but this host is x86-64 (a module compiled for another target "
+                "runs on a machine of that target)");
+#else
+  const uint16_t host = EM_AARCH64;
+#endif
+  std::string elf32 = elf_header(host);
+  elf32[EI_CLASS] = ELFCLASS32;
+  EXPECT_EQ(msg_for(elf32).rfind(prefix + "a 32-bit ELF file; this host loads 64-bit libraries", 0),
+            0u);
+  EXPECT_EQ(msg_for(elf_header(host, ET_EXEC)),
+            prefix + "not a shared library (ELF type 2, an executable)");
+  EXPECT_EQ(msg_for(elf_header(host, ET_DYN, 0)),
+            prefix +
+                "truncated or corrupt (64 bytes): its program header table is malformed (0 "
+                "entries of 56 bytes)");
+  EXPECT_EQ(msg_for(elf_header(host, ET_DYN, 3)),
+            prefix +
+                "truncated or corrupt (64 bytes): its program header table (bytes 64..232) lies "
+                "beyond the end of the file");
+  // A segment that claims bytes the file does not hold.
+  Elf64_Phdr ph{};
+  ph.p_type = PT_LOAD;
+  ph.p_offset = 0;
+  ph.p_filesz = 1 << 20;
+  EXPECT_EQ(msg_for(elf_header(host) + std::string(reinterpret_cast<const char*>(&ph), sizeof ph)),
+            prefix +
+                "truncated or corrupt (120 bytes): its segment 0 (bytes 0..1048576) lies beyond "
+                "the end of the file");
+  ph.p_offset = ~uint64_t{0} - 10;  // offset + size overflows
+  EXPECT_NE(msg_for(elf_header(host) + std::string(reinterpret_cast<const char*>(&ph), sizeof ph))
+                .find("its segment 0 (bytes 18446744073709551605..(overflow)) lies beyond"),
+            std::string::npos);
+  EXPECT_EQ(msg_for("\x7f"
+                    "EL"),
+            prefix +
+                "not a shared library (no ELF header; a module's lib.so "
+                "is written by `kiln compile`)");
+  EXPECT_EQ(msg_for(elf_header(host).substr(0, 20)),
+            prefix + "truncated ELF header (the file has 20 bytes, the header 64)");
+  // Not a regular file: never opened by the loader.
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { Module::load(path); }), prefix + "not a regular file (a FIFO)");
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink("/dev/zero", path);
+  EXPECT_EQ(error_of([&] { Module::load(path); }),
+            prefix + "not a regular file (a symbolic link to '/dev/zero', a character device)");
+  std::filesystem::remove_all(dir);
 }
 
 /// A library in the shape the compiler writes: packed functions, __kiln_func_names, and a call

@@ -5,6 +5,7 @@
 #include "kiln/runtime/npy.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -149,6 +150,44 @@ TEST_F(NpyTest, HugeHeaderUsesVersion2) {
   EXPECT_EQ(a.data_as<float>()[0], 3.5f);
 }
 
+// A 358-byte file whose header claims 4 GiB of data (issue 26): refused from the header, before
+// anything is allocated; so is a version 2.0 header that claims a 4 GiB dict.
+TEST_F(NpyTest, SizesTheFileDoesNotHoldAreRefusedBeforeAllocating) {
+  std::string lying =
+      numpy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1073741824,), }");
+  lying += std::string(358 - lying.size(), '\x01');
+  ASSERT_EQ(lying.size(), 358u);
+  write("lying.npy", lying);
+  EXPECT_EQ(error_of([&] { load_npy(path("lying.npy")); }),
+            "npy file '" + path("lying.npy") +
+                "': truncated data (expected 4294967296 bytes (4.0 GiB) for shape (1073741824,) "
+                "of '<f4', the file has 230 after its header)");
+  // Shapes whose byte size overflows 64 bits.
+  write("huge.npy", numpy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, "
+                                 "4294967296), }"));
+  EXPECT_EQ(error_of([&] { load_npy(path("huge.npy")); }),
+            "npy file '" + path("huge.npy") + "': shape (4294967296, 4294967296) is too large");
+  std::string v2 = std::string("\x93NUMPY\x02\x00", 8) + std::string("\xff\xff\xff\xff", 4) + "{";
+  write("v2.npy", v2);
+  EXPECT_EQ(
+      error_of([&] { load_npy(path("v2.npy")); }),
+      "npy file '" + path("v2.npy") + "': truncated header (expected 4294967295 bytes, got 1)");
+}
+
+// Only regular files are read: a FIFO is not waited on, a link to /dev/zero not read forever.
+TEST_F(NpyTest, NonRegularFilesAreRefused) {
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { load_npy(path("fifo.npy")); }),
+            "npy file '" + path("fifo.npy") + "': not a regular file (a FIFO)");
+  std::filesystem::create_symlink("/dev/zero", path("zero.npy"));
+  EXPECT_EQ(error_of([&] { load_npy(path("zero.npy")); }),
+            "npy file '" + path("zero.npy") +
+                "': not a regular file (a symbolic link to '/dev/zero', a character device)");
+  std::filesystem::create_directories(path("dir.npy"));
+  EXPECT_EQ(error_of([&] { load_npy(path("dir.npy")); }),
+            "npy file '" + path("dir.npy") + "': not a regular file (a directory)");
+}
+
 TEST_F(NpyTest, Errors) {
   const std::string good =
       numpy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }");
@@ -163,7 +202,9 @@ TEST_F(NpyTest, Errors) {
   EXPECT_EQ(msg_for(good.substr(0, 9)), prefix + "truncated header");
   EXPECT_EQ(msg_for(good.substr(0, 40)), prefix + "truncated header (expected 118 bytes, got 30)");
   EXPECT_EQ(msg_for(good + std::string(5, '\0')),
-            prefix + "truncated data (expected 8 bytes for shape (2,) of '<f4', got 5)");
+            prefix +
+                "truncated data (expected 8 bytes for shape (2,) of '<f4', the file has 5 after "
+                "its header)");
   std::string v4 = good;
   v4[6] = 4;
   EXPECT_EQ(msg_for(v4),

@@ -79,6 +79,12 @@ struct MeasureOptions {
   double slow_factor = 1.2;
   double rtol = 1e-3, atol = 1e-4;
   uint32_t seed = 1;  ///< seed of the random inputs
+  /// The clock the measuring child times with (repeats, the warm-up call that sizes them,
+  /// slow_wait_s): seconds on a monotonic clock, read in the child. Empty (the default):
+  /// std::chrono::steady_clock. A test sets a fake clock that its kernels advance, so that the
+  /// timing logic is checked deterministically whatever else the machine runs. The time limits
+  /// on child processes (timeout_s, compile_timeout_s) always use the real clock.
+  std::function<double()> clock;
 };
 
 /// What a forked child reported.

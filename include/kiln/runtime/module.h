@@ -95,8 +95,9 @@ class Module {
   /// Wraps a node (e.g. a JIT module built by the compiler).
   explicit Module(Ref<ModuleNode> n) : node(std::move(n)) {}
 
-  /// Loads a shared library written by the compiler (dlopen with RTLD_NOW | RTLD_LOCAL).
-  /// Throws kiln::Error naming the path and the loader's message when it cannot be loaded.
+  /// Loads a shared library written by the compiler (dlopen with RTLD_NOW | RTLD_LOCAL) after
+  /// check_elf_library. Throws kiln::Error "Module::load: cannot load 'PATH': ..." naming the
+  /// problem (check_elf_library's, or the loader's message).
   static Module load(const std::string& path);
 
   /// The function called `name`. Throws kiln::Error "function 'f' not found in module
@@ -117,6 +118,14 @@ class Module {
  private:
   const ModuleNode& get(const char* what) const;
 };
+
+/// Checks, before it is loaded, that `path` is a shared library this host can load: a regular
+/// file (not a FIFO or a link to a device), an ELF shared object of the host's class, byte order
+/// and machine, whose program and section header tables and every segment and section lie
+/// inside the file (a truncated library would otherwise crash the loader with SIGBUS). Throws
+/// kiln::Error "WHAT: <problem>", e.g. "WHAT: built for aarch64, but this host is x86-64".
+/// Module::load calls it.
+void check_elf_library(const std::string& path, const std::string& what);
 
 template <typename T>
 void PackedFunc::pack_arg(KilnValue& v, int32_t& code, size_t index, const T& x) const {
