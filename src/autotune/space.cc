@@ -78,9 +78,15 @@ std::string Knob::value_str(const std::vector<int64_t>& value) const {
 namespace detail {
 namespace {
 
+/// The largest axis extent a split knob accepts: loop indices are 32-bit, and listing the
+/// divisors of a larger extent would take seconds. A larger extent is a user error.
+constexpr int64_t kMaxSplitExtent = 2147483647;  // 2^31 - 1
+
+/// The divisors of n >= 1, ascending; at most sqrt(n) trial divisions (d <= n / d, which
+/// cannot overflow as d * d <= n would near 2^63).
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> lo, hi;
-  for (int64_t d = 1; d * d <= n; ++d) {
+  for (int64_t d = 1; d <= n / d; ++d) {
     if (n % d) continue;
     lo.push_back(d);
     if (d != n / d) hi.push_back(n / d);
@@ -120,6 +126,9 @@ Knob make_split_knob(const std::string& name, int64_t extent, int num_outputs, S
                      int64_t max_factor, bool no_tail) {
   KILN_USER_CHECK(extent >= 1) << "define_split: knob '" << name
                                << "': the axis extent must be positive, got " << extent;
+  KILN_USER_CHECK(extent <= kMaxSplitExtent)
+      << "define_split: knob '" << name << "': the axis extent " << extent
+      << " is larger than the largest supported extent " << kMaxSplitExtent << " (2^31 - 1)";
   KILN_USER_CHECK(num_outputs >= 1 && num_outputs <= 8)
       << "define_split: knob '" << name << "': num_outputs must be in [1, 8], got " << num_outputs;
   KILN_USER_CHECK(max_factor >= 0)
@@ -127,7 +136,7 @@ Knob make_split_knob(const std::string& name, int64_t extent, int num_outputs, S
       << max_factor;
   std::vector<int64_t> factors;
   if (policy == SplitPolicy::kPowerOfTwo) {
-    for (int64_t f = 1; f <= extent; f *= 2) factors.push_back(f);
+    for (int64_t f = 1; f <= extent; f *= 2) factors.push_back(f);  // extent < 2^31: no overflow
   } else {
     factors = divisors(extent);
     if (policy == SplitPolicy::kFactorsAndSmall) {

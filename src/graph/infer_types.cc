@@ -3,7 +3,12 @@
 // attributes (filling defaults) and its type rule computes the output types from the input
 // types, which are already known because producers come first. Errors from a type rule are
 // re-thrown prefixed with the node, so a shape mismatch names both shapes and the node.
+// Every type (inputs, constants, op outputs) is checked for negative extents and for more
+// elements than 32-bit indices reach, with overflow-safe products, before any later pass loops
+// over it; a Gather (take) whose indices are a constant has them checked against the axis.
 
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -14,16 +19,110 @@
 
 namespace kiln::graph {
 
+namespace {
+
+/// Generated code indexes every tensor with 32-bit integers (flattened), so no tensor may hold
+/// more than 2^31 - 1 elements; this also keeps every byte size far inside int64.
+constexpr int64_t kMaxElements = std::numeric_limits<int32_t>::max();
+
+/// A user error naming `what` (a node's output or an input) when `t` has a negative extent or
+/// more elements than kMaxElements. Overflow-safe: the product is checked before each step.
+void check_extents(const TensorType& t, const std::string& where, const std::string& what) {
+  int64_t n = 1;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    const int64_t e = t.shape[d];
+    KILN_USER_CHECK(e >= 0) << where << ": " << what << " has shape " << t.str()
+                            << " with a negative extent " << e << " in dimension " << d;
+    KILN_USER_CHECK(e <= kMaxElements && (e == 0 || n <= kMaxElements / e))
+        << where << ": " << what << " has shape " << t.str() << ", more than " << kMaxElements
+        << " (2^31 - 1) elements, the largest tensor Kiln supports (32-bit indices)";
+    n *= e;
+  }
+}
+
+/// Integer attributes (padding, strides, dilations, kernel sizes, axes, …) become 32-bit
+/// constants in the generated index arithmetic, so each must fit in int32; a larger value (a
+/// Conv with pads 2^40) is a user error here rather than a silent truncation later. Slice
+/// bounds are exempt: ONNX writes INT64_MAX for "to the end" and topi clamps them.
+void check_int_attrs(const Node& n, const std::string& where) {
+  constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = kMaxElements;
+  for (const auto& [name, v] : n.attrs.map()) {
+    if (n.op == "strided_slice" && (name == "begin" || name == "end")) continue;
+    auto check = [&](int64_t x) {
+      KILN_USER_CHECK(x >= lo && x <= hi)
+          << where << ": attribute '" << name << "' = " << attr_value_str(v) << " holds " << x
+          << ", outside the 32-bit range [" << lo << ", " << hi << "] of Kiln's index arithmetic";
+    };
+    if (const int64_t* i = std::get_if<int64_t>(&v)) check(*i);
+    if (const auto* is = std::get_if<std::vector<int64_t>>(&v))
+      for (int64_t x : *is) check(x);
+  }
+}
+
+/// Gather (take) with constant indices: every index must lie in [-n, n) of the axis' extent n.
+/// Run-time indices are checked by the generated code (topi::take).
+void check_take_indices(const Graph& g, const Node& n, const std::vector<TensorType>& in,
+                        const std::string& where) {
+  if (n.inputs.size() != 2 || in[0].shape.empty()) return;
+  const Node& src = g.node(n.inputs[1].node);
+  if (!src.is_constant() || !src.value.defined()) return;
+  int64_t axis = n.attrs.get_int("axis");
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+  if (axis < -rank || axis >= rank) return;  // the type rule reports it
+  if (axis < 0) axis += rank;
+  const int64_t extent = in[0].shape[static_cast<size_t>(axis)];
+  const runtime::NDArray& v = src.value;
+  const DataType t = v.dtype();
+  if (!(t.is_int() || t.is_uint()) || t.lanes() != 1) return;
+  for (int64_t k = 0; k < v.numel(); ++k) {
+    int64_t idx = 0;
+    const char* p = static_cast<const char*>(v.data()) + k * t.bytes();
+    switch (t.bits()) {
+      case 8:
+        idx =
+            t.is_int() ? *reinterpret_cast<const int8_t*>(p) : *reinterpret_cast<const uint8_t*>(p);
+        break;
+      case 16:
+        idx = t.is_int() ? *reinterpret_cast<const int16_t*>(p)
+                         : *reinterpret_cast<const uint16_t*>(p);
+        break;
+      case 32:
+        idx = t.is_int() ? *reinterpret_cast<const int32_t*>(p)
+                         : *reinterpret_cast<const uint32_t*>(p);
+        break;
+      case 64: {
+        idx = *reinterpret_cast<const int64_t*>(p);
+        if (t.is_uint() && idx < 0) idx = std::numeric_limits<int64_t>::max();
+        break;
+      }
+      default:
+        return;
+    }
+    KILN_USER_CHECK(idx >= -extent && idx < extent)
+        << where << ": index " << idx << " (element " << k << " of constant '" << src.name
+        << "') is out of range for axis " << axis << " of extent " << extent << " (data "
+        << in[0].str() << "); indices must lie in [" << -extent << ", " << extent - 1 << "]";
+  }
+}
+
+}  // namespace
+
 Graph infer_types(const Graph& g) {
   Graph out = g;
   const OpRegistry& reg = OpRegistry::global();
   for (int i = 0; i < out.num_nodes(); ++i) {
     Node& n = out.mutable_node(i);
-    if (!n.is_op()) continue;
+    if (!n.is_op()) {
+      if (!n.outputs.empty())
+        check_extents(n.outputs[0], "infer_types: " + detail::describe_node(out, i),
+                      n.is_input() ? "input '" + n.name + "'" : "constant '" + n.name + "'");
+      continue;
+    }
     std::string where = "infer_types: " + detail::describe_node(out, i);
     const OpDef& def = reg.get(n.op, where);
     def.check_num_inputs(static_cast<int>(n.inputs.size()), where);
     n.attrs = def.normalize_attrs(n.attrs, where);
+    check_int_attrs(n, where);
     std::vector<TensorType> in;
     for (const Entry& e : n.inputs) in.push_back(out.type_of(e));
     // bfloat16 is a storage type: LLVM cannot select its arithmetic on this target, so only
@@ -48,6 +147,9 @@ Graph infer_types(const Graph& g) {
     }
     KILN_ICHECK(static_cast<int>(types.size()) == def.num_outputs)
         << where << ": type rule returned " << types.size() << " types";
+    for (size_t o = 0; o < types.size(); ++o)
+      check_extents(types[o], where, "output " + std::to_string(o));
+    if (n.op == "take") check_take_indices(out, n, in, where);
     n.outputs = std::move(types);
   }
   return out;

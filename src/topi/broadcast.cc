@@ -1,6 +1,7 @@
 // Binary and ternary operators with numpy broadcasting. The output shape is the broadcast of
 // the operands' static shapes; each operand is read at the output index with its leading
 // dimensions dropped and its size-1 dimensions pinned to 0 (detail::broadcast_index).
+// maximum / minimum propagate NaN like PyTorch (detail::nan_max).
 #include "kiln/topi/broadcast.h"
 
 #include <functional>
@@ -57,10 +58,10 @@ te::Tensor power(const te::Tensor& a, const te::Tensor& b, const std::string& na
   return binary(a, b, "power", name, [](Expr x, Expr y) { return ir::pow(x, y); });
 }
 te::Tensor maximum(const te::Tensor& a, const te::Tensor& b, const std::string& name) {
-  return binary(a, b, "maximum", name, [](Expr x, Expr y) { return ir::max(x, y); });
+  return binary(a, b, "maximum", name, [](Expr x, Expr y) { return detail::nan_max(x, y); });
 }
 te::Tensor minimum(const te::Tensor& a, const te::Tensor& b, const std::string& name) {
-  return binary(a, b, "minimum", name, [](Expr x, Expr y) { return ir::min(x, y); });
+  return binary(a, b, "minimum", name, [](Expr x, Expr y) { return detail::nan_min(x, y); });
 }
 te::Tensor equal(const te::Tensor& a, const te::Tensor& b, const std::string& name) {
   return binary(a, b, "equal", name, [](Expr x, Expr y) { return x == y; });

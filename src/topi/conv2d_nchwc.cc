@@ -263,7 +263,7 @@ te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const s
         Expr v = conv(n, ob, y, x, oi);
         if (ep.bias.defined()) v = v + ep.bias(ob * ci(y_bn) + oi);
         if (ep.residual.defined()) v = v + ep.residual(n, ob, y, x, oi);
-        if (ep.relu) v = ir::max(v, make_zero(v.dtype()));
+        if (ep.relu) v = max_bound(v, make_zero(v.dtype()));
         return v;
       },
       name + "_epilogue", tag_of(tag::kElemWise, "conv2d_epilogue"));

@@ -269,7 +269,7 @@ te::Tensor pool_nd(const te::Tensor& x, PoolType type, const PoolNdAttrs& a,
           idx.push_back(w.axes[d].pos(i[2 + d], r[d]->var));
           where = and_opt(where, w.axes[d].take(i[2 + d], r[d]->var));
         }
-        return is_max ? te::max(x(idx), r, where) : te::sum(x(idx), r, where);
+        return is_max ? detail::nan_max_reduce(x(idx), r, where) : te::sum(x(idx), r, where);
       },
       is_max ? name : name + "_sum", tag::kPool);
   if (is_max) return red;
@@ -312,7 +312,10 @@ te::Tensor max_pool_nd_indices(const te::Tensor& x, const PoolNdAttrs& a, int st
           where = and_opt(where, w.axes[d].take(i[2 + d], r[d]->var));
           flat = flat * c64(w.shape[2 + d]) + cast(i64, p);
         }
-        where = and_opt(where, x(idx) == mx(std::vector<Expr>(i.begin(), i.end())));
+        // A NaN maximum (nan_max_reduce) is matched by the NaN taps: the first NaN, as PyTorch.
+        Expr v = x(idx), m = mx(std::vector<Expr>(i.begin(), i.end()));
+        Expr hit = v.dtype().is_float() ? (v == m || (v != v && m != m)) : v == m;
+        where = and_opt(where, hit);
         return te::min(flat, r, where);
       },
       storage_order == 0 ? name : name + "_rowmajor", "comm_reduce,max_pool_indices");

@@ -1,6 +1,7 @@
 // Element-wise unary operators. Each is one te compute whose body applies a scalar function to
 // x at the same index; floating-point-only functions check the dtype up front so the error
-// names the topi op rather than the intrinsic.
+// names the topi op rather than the intrinsic. Max-like ops (relu, clip, hard_sigmoid) keep a
+// NaN input NaN, as PyTorch does (topi_util.h, max_bound).
 #include "kiln/topi/elemwise.h"
 
 #include <cmath>
@@ -38,7 +39,7 @@ te::Tensor float_unary(const te::Tensor& x, const std::string& op, const std::st
 }  // namespace
 
 te::Tensor relu(const te::Tensor& x, const std::string& name) {
-  return unary(x, "relu", name, [](Expr v) { return ir::max(v, make_zero(v.dtype())); });
+  return unary(x, "relu", name, [](Expr v) { return detail::max_bound(v, make_zero(v.dtype())); });
 }
 
 te::Tensor leaky_relu(const te::Tensor& x, double alpha, const std::string& name) {
@@ -50,7 +51,8 @@ te::Tensor leaky_relu(const te::Tensor& x, double alpha, const std::string& name
 te::Tensor clip(const te::Tensor& x, double lo, double hi, const std::string& name) {
   KILN_USER_CHECK(lo <= hi) << "clip: min " << lo << " is greater than max " << hi;
   return unary(x, "clip", name, [lo, hi](Expr v) {
-    return ir::min(ir::max(v, make_const(v.dtype(), lo)), make_const(v.dtype(), hi));
+    return detail::min_bound(detail::max_bound(v, make_const(v.dtype(), lo)),
+                             make_const(v.dtype(), hi));
   });
 }
 
@@ -117,7 +119,7 @@ te::Tensor hard_sigmoid(const te::Tensor& x, double alpha, double beta, const st
   return float_unary(x, "hard_sigmoid", name, [alpha, beta](Expr v) {
     DataType t = v.dtype();
     Expr y = v * make_const(t, alpha) + make_const(t, beta);
-    return ir::min(ir::max(y, make_zero(t)), make_one(t));
+    return detail::min_bound(detail::max_bound(y, make_zero(t)), make_one(t));
   });
 }
 te::Tensor cast(const te::Tensor& x, DataType dtype, const std::string& name) {

@@ -78,7 +78,8 @@ constexpr int kOnnxGate[4] = {0, 2, 3, 1};
 Expr gate_tanh(Expr x) {
   if (x.dtype() != DataType::Float(32)) return ir::tanh(x);
   auto f = [](double v) { return make_const(DataType::Float(32), v); };
-  x = max(min(x, f(7.90531110763549805)), f(-7.90531110763549805));
+  // NaN-keeping clamp (a NaN input gives a NaN gate, as libm's tanhf does).
+  x = detail::max_bound(detail::min_bound(x, f(7.90531110763549805)), f(-7.90531110763549805));
   Expr x2 = x * x;
   Expr p = x2 * f(-2.76076847742355e-16) + f(2.00018790482477e-13);
   for (double a : {-8.60467152213735e-11, 5.12229709037114e-08, 1.48572235717979e-05,

@@ -36,7 +36,7 @@ te::Tensor softmax_impl(const te::Tensor& x, int axis, bool log_form, const std:
   std::vector<int64_t> red_shape = shape;
   red_shape.erase(red_shape.begin() + ax);
   static const te::Reducer max_r = te::comm_reducer(
-      [](Expr a, Expr b) { return ir::max(a, b); },
+      [](Expr a, Expr b) { return detail::nan_max(a, b); },
       [](DataType t) { return make_const(t, -std::numeric_limits<double>::infinity()); }, "max");
   auto k1 = te::reduce_axis(Range(detail::ci(0), detail::ci(shape[ax])), "k");
   te::Tensor mx = te::compute(

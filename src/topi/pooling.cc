@@ -137,7 +137,8 @@ te::Tensor make_pool(const te::Tensor& x, const Layout& L, PoolType type, const 
         std::vector<Expr> idx{i[0], i[1], ah.pos(i[2], rh->var), aw.pos(i[3], rw->var)};
         if (L.cblock) idx.push_back(i[4]);
         Expr where = and_opt(ah.take(i[2], rh->var), aw.take(i[3], rw->var));
-        return is_max ? te::max(x(idx), {rh, rw}, where) : te::sum(x(idx), {rh, rw}, where);
+        return is_max ? detail::nan_max_reduce(x(idx), {rh, rw}, where)
+                      : te::sum(x(idx), {rh, rw}, where);
       },
       is_max ? name : name + "_sum", tag::kPool);
   if (is_max) return red;

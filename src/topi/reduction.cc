@@ -2,7 +2,9 @@
 // reduce_axis is made per reduced dimension and the output keeps the other dimensions (or
 // size-1 ones with keepdims). argmax/argmin are tuple reductions over (flat index, value)
 // whose combiner prefers the larger (smaller) value and, on equal values, the smaller index,
-// so the result is the first occurrence whatever order the loops visit elements in.
+// so the result is the first occurrence whatever order the loops visit elements in. Float
+// max / min (and argmax / argmin) treat NaN as PyTorch does: a NaN anywhere in the reduced
+// elements gives NaN (its index), whatever its position (detail::nan_max).
 #include "kiln/topi/reduction.h"
 
 #include <algorithm>
@@ -111,6 +113,12 @@ te::Tensor arg_reduce(const te::Tensor& x, const std::vector<int>& axes, bool ke
       [is_max](const std::vector<Expr>& a, const std::vector<Expr>& b) {
         Expr better = is_max ? b[1] > a[1] : b[1] < a[1];
         Expr take_b = better || (b[1] == a[1] && b[0] < a[0]);
+        if (b[1].dtype().is_float()) {
+          // NaN is the extreme of both (PyTorch): a NaN b wins over a non-NaN a, and of two
+          // NaNs the one at the lower index.
+          Expr a_nan = a[1] != a[1], b_nan = b[1] != b[1];
+          take_b = (b_nan && (!a_nan || b[0] < a[0])) || (!a_nan && take_b);
+        }
         return std::vector<Expr>{select(take_b, b[0], a[0]), select(take_b, b[1], a[1])};
       },
       [is_max](const std::vector<DataType>& t) {
@@ -127,6 +135,20 @@ te::Tensor arg_reduce(const te::Tensor& x, const std::vector<int>& axes, bool ke
 }
 
 }  // namespace
+
+namespace detail {
+
+Expr nan_max_reduce(Expr source, std::vector<IterVar> axis, Expr where) {
+  static const te::Reducer r = te::comm_reducer(nan_max, lowest, "max");
+  return r(std::move(source), std::move(axis), std::move(where));
+}
+
+Expr nan_min_reduce(Expr source, std::vector<IterVar> axis, Expr where) {
+  static const te::Reducer r = te::comm_reducer(nan_min, highest, "min");
+  return r(std::move(source), std::move(axis), std::move(where));
+}
+
+}  // namespace detail
 
 te::Tensor sum(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
@@ -153,18 +175,16 @@ te::Tensor mean(const te::Tensor& x, const std::vector<int>& axes, bool keepdims
 
 te::Tensor max(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
-  static const te::Reducer r =
-      te::comm_reducer([](Expr a, Expr b) { return ir::max(a, b); }, lowest, "max");
-  return reduce(x, axes, keepdims, "max", name,
-                [](Expr v, std::vector<IterVar> k) { return r(v, k); });
+  return reduce(x, axes, keepdims, "max", name, [](Expr v, std::vector<IterVar> k) {
+    return detail::nan_max_reduce(v, std::move(k));
+  });
 }
 
 te::Tensor min(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
-  static const te::Reducer r =
-      te::comm_reducer([](Expr a, Expr b) { return ir::min(a, b); }, highest, "min");
-  return reduce(x, axes, keepdims, "min", name,
-                [](Expr v, std::vector<IterVar> k) { return r(v, k); });
+  return reduce(x, axes, keepdims, "min", name, [](Expr v, std::vector<IterVar> k) {
+    return detail::nan_min_reduce(v, std::move(k));
+  });
 }
 
 te::Tensor prod(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,

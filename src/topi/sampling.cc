@@ -212,14 +212,15 @@ te::Tensor roi_align(const te::Tensor& x, const te::Tensor& rois, const te::Tens
     Expr b = clampi(cast(i32, batch_indices(r)), N - 1);
     Expr v1 = hy * hx * x(b, c, ylo, xlo), v2 = hy * lx * x(b, c, ylo, xhi);
     Expr v3 = ly * hx * x(b, c, yhi, xlo), v4 = ly * lx * x(b, c, yhi, xhi);
-    Expr v = p.max_mode ? ir::max(ir::max(ir::max(v1, v2), v3), v4) : v1 + v2 + v3 + v4;
+    Expr v = p.max_mode ? detail::nan_max(detail::nan_max(detail::nan_max(v1, v2), v3), v4)
+                        : v1 + v2 + v3 + v4;
     return select(outside, make_zero(t), v);
   };
   if (p.max_mode) {
     return te::compute(
         oshape,
         [=](Var r, Var c, Var ph, Var pw) {
-          return te::max(body(r, c, ph, pw), {iy, ix});
+          return detail::nan_max_reduce(body(r, c, ph, pw), {iy, ix});
         },
         name, "roi_align");
   }

@@ -5,6 +5,7 @@
 // innermost input axis is spatial (sum over rows of a row-major matrix reads contiguous
 // vectors). Row-wise groups (softmax over the last axis, layer norm) compute their reductions
 // at the output's fused row loop so that each row is reduced and written by one thread.
+// An empty tensor (a zero extent anywhere) keeps its plain loop nest, which runs nothing.
 #include "kiln/topi/schedule_injective.h"
 
 #include <algorithm>
@@ -104,6 +105,7 @@ void schedule_reduce_stage(te::Schedule& s, const te::Operation& op, const Targe
   std::vector<IterVar> spatial = st.op_axis(), red = st.op_reduce_axis();
   if (spatial.empty()) return;
   int64_t n_spatial = product(spatial), n_red = product(red);
+  if (n_spatial == 0) return;  // an empty output: nothing to run (fusing would divide by 0)
   IterVar fused = spatial.size() > 1 ? st.fuse(spatial) : spatial[0];
   int lanes = lanes_for(op->output_dtype(0), target);
   bool big = n_spatial > 0 && n_red > 0 && n_spatial * n_red > kParallelThreshold;
@@ -156,6 +158,7 @@ bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te:
   std::vector<IterVar> outer(axes.begin(), axes.begin() + static_cast<ptrdiff_t>(lead));
   std::vector<IterVar> inner(axes.begin() + static_cast<ptrdiff_t>(lead), axes.end());
   int64_t n_outer = product(outer), n_inner = product(inner);
+  if (n_outer == 0 || n_inner == 0) return false;
   IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
   IterVar fi = inner.size() > 1 ? st.fuse(inner) : inner[0];
   int lanes = lanes_for(out->dtype, target);
@@ -184,6 +187,7 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
   if (axes.empty()) return;
   if (st->leaf_iter_vars.size() != axes.size()) return;  // already scheduled
   int64_t total = product(axes);
+  if (total == 0) return;  // an empty tensor (a zero extent): fusing would divide by 0
   int lanes = lanes_for(out->dtype, target);
   bool vec = lanes > 1 && total >= lanes && !group_has_bool({out.op()});
   if (vec && axes.size() >= 2 && extent_of(axes.back()) >= lanes) {

@@ -92,6 +92,40 @@ inline std::vector<Expr> broadcast_index(const std::vector<Var>& idx,
   return r;
 }
 
+// NaN-propagating extrema (PyTorch's and ONNX Runtime's semantics: a NaN operand gives NaN).
+// The IR's float Max / Min are compare-and-select (x86 maxps / minps) and drop a NaN in one of
+// the two positions, so every max-like op of the operator library goes through these instead.
+// Integers have no NaN and keep plain Max / Min.
+
+/// max(a, b), NaN when either is NaN. Floats: `b > a ? b : a` (one maxps(b, a) on x86) keeps
+/// a NaN a, and a NaN b is chosen by the outer select. As a reduction's combiner (a the
+/// accumulator) the test on b does not depend on the accumulator, so the loop-carried chain is
+/// a maxps and a blend.
+inline Expr nan_max(Expr a, Expr b) {
+  if (!a.dtype().is_float()) return ir::max(std::move(a), std::move(b));
+  return select(b != b, b, select(b > a, b, a));
+}
+/// min(a, b), NaN when either is NaN (the same form with minps).
+inline Expr nan_min(Expr a, Expr b) {
+  if (!a.dtype().is_float()) return ir::min(std::move(a), std::move(b));
+  return select(b != b, b, select(b < a, b, a));
+}
+/// max(x, c) for a `c` that is never NaN (a constant bound): x when x is NaN. One maxps(c, x)
+/// on x86, as cheap as the plain max.
+inline Expr max_bound(Expr x, Expr c) {
+  if (!x.dtype().is_float()) return ir::max(std::move(x), std::move(c));
+  return select(x < c, c, x);
+}
+/// min(x, c) for a `c` that is never NaN: x when x is NaN (one minps(c, x)).
+inline Expr min_bound(Expr x, Expr c) {
+  if (!x.dtype().is_float()) return ir::min(std::move(x), std::move(c));
+  return select(x > c, c, x);
+}
+/// The max reduction with nan_max as its combiner (identity: -inf, or the lowest integer).
+Expr nan_max_reduce(Expr source, std::vector<te::IterVar> axis, Expr where = Expr());
+/// The min reduction with nan_min as its combiner (identity: +inf, or the highest integer).
+Expr nan_min_reduce(Expr source, std::vector<te::IterVar> axis, Expr where = Expr());
+
 /// "op" + "," + name for tags like "elemwise,relu".
 inline std::string tag_of(const char* kind, const std::string& name) {
   return std::string(kind) + "," + name;

@@ -1,8 +1,9 @@
 // Shape operators as injective te computes: each output index is mapped back to one input
 // index. reshape goes through the row-major flat position; concat and pad choose between
 // inputs (or the pad value) with select over clamped, always in-bounds indices; strided_slice
-// normalizes begin/end/stride like numpy and ONNX and reads start + i * step; take wraps
-// negative indices and clamps the rest; layout_transform maps the logical channel between
+// normalizes begin/end/stride like numpy and ONNX and reads start + i * step; take reads its
+// indices through an extern stage that wraps negatives and makes the kernel fail on an index
+// out of range (never a clamp); layout_transform maps the logical channel between
 // plain and blocked layouts.
 #include "kiln/topi/transform.h"
 
@@ -10,6 +11,7 @@
 #include <limits>
 #include <regex>
 
+#include "kiln/runtime/c_runtime_api.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -300,6 +302,46 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
       name, injective_tag("strided_slice"));
 }
 
+namespace {
+
+/// The indices of a take, checked at run time: an extern stage that copies them into int32
+/// with negatives wrapped (i + n) and, at the first index outside [-n, n), makes the kernel
+/// return an error naming the axis, its extent and the index (the executor adds the node).
+te::Tensor checked_take_indices(const te::Tensor& indices, const std::vector<int64_t>& is, int axis,
+                                int64_t n, const std::string& name) {
+  const int64_t count = detail::numel(is);
+  const DataType it = indices->dtype;
+  std::ostringstream prefix;
+  prefix << "take: index out of range for axis " << axis << " of extent " << n
+         << " (indices must lie in [" << -n << ", " << n - 1 << "]), got ";
+  const std::string msg = prefix.str();
+  return te::extern_op(
+      {detail::to_exprs(is)}, {DataType::Int(32)}, {indices},
+      [=](const std::vector<Buffer>& ins, const std::vector<Buffer>& outs) {
+        const DataType i32 = DataType::Int(32), i64 = DataType::Int(64);
+        Var k("k", i32);
+        Expr v = Load::make(it, ins[0]->data, k);
+        Expr ok, w;
+        if (it.is_uint()) {
+          ok = v < make_const(it, n);
+          w = cast(i32, v);
+        } else {
+          Expr v64 = cast(i64, v);
+          ok = v64 >= make_const(i64, -n) && v64 < make_const(i64, n);
+          w = cast(i32, select(v64 < make_const(i64, 0), v64 + make_const(i64, n), v64));
+        }
+        Stmt check = Evaluate::make(
+            Call::make(i32, builtin::kArgCheck,
+                       {ok, StringImm::make(msg), IntImm::make(i32, kKilnGotInt), cast(i64, v)},
+                       CallKind::kIntrinsic));
+        Stmt body = SeqStmt::make({check, Store::make(outs[0]->data, w, k)});
+        return For::make(k, ci(0), ci(count), ForKind::kSerial, body);
+      },
+      name + "_indices")[0];
+}
+
+}  // namespace
+
 te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis, const std::string& name) {
   std::vector<int64_t> in = detail::const_shape(x, "take");
   std::vector<int64_t> is = detail::const_shape(indices, "take");
@@ -310,18 +352,16 @@ te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis, const 
   out.insert(out.end(), is.begin(), is.end());
   out.insert(out.end(), in.begin() + ax + 1, in.end());
   int64_t n = in[ax];
+  KILN_USER_CHECK(n > 0) << "take: axis " << ax << " of " << shape_text(in)
+                         << " is empty, so no index is valid";
   size_t r = is.size();
+  te::Tensor checked = checked_take_indices(indices, is, ax, n, name);
   return te::compute(
       detail::to_exprs(out),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> ii(i.begin() + ax, i.begin() + ax + static_cast<ptrdiff_t>(r));
-        Expr v = indices(ii);
-        // Clamp to [-n, n-1] in the indices' own type, then wrap in int32.
-        DataType t = v.dtype().is_uint()     ? DataType::Int(64)
-                     : v.dtype().bits() < 32 ? DataType::Int(32)
-                                             : v.dtype();
-        v = ir::cast(DataType::Int(32), clamp(ir::cast(t, v), -n, n - 1));
-        v = select(v < ci(0), v + ci(n), v);
+        // Already in [0, n): the clamp only tells bound inference so.
+        Expr v = clamp(checked(ii), 0, n - 1);
         std::vector<Expr> idx(i.begin(), i.begin() + ax);
         idx.push_back(v);
         idx.insert(idx.end(), i.begin() + ax + static_cast<ptrdiff_t>(r), i.end());

@@ -67,6 +67,11 @@ TEST(ConfigSpace, SplitCandidates) {
   EXPECT_EQ(d.space().knob("s").candidates.size(), 18u);  // (2^2 3): C(4,2) * C(3,2)
   EXPECT_EQ(d.space().knob("s").candidates[0], (std::vector<int64_t>{12, 1, 1}));
   for (const auto& v : d.space().knob("s").candidates) EXPECT_EQ(v[0] * v[1] * v[2], 12);
+  // The largest accepted extent, 2^31 - 1 (a prime): divisors 1 and itself.
+  Config big = Config::define();
+  const int64_t p = 2147483647;
+  big.define_split("p", p, 2);
+  EXPECT_EQ(big.space().knob("p").candidates, (std::vector<std::vector<int64_t>>{{p, 1}, {1, p}}));
 }
 
 TEST(ConfigSpace, FixedSplitHasOneCandidate) {
@@ -292,6 +297,13 @@ TEST(ConfigErrors, BadDeclarations) {
   Config c = Config::define();
   EXPECT_EQ(error_of([&] { c.define_split("s", 0, 2); }),
             "define_split: knob 's': the axis extent must be positive, got 0");
+  // issue 26: an extent near 2^63 (a Conv input dimension) listed its divisors for ~3e9
+  // iterations and overflowed d * d; it is refused at once.
+  for (SplitPolicy p : {SplitPolicy::kFactors, SplitPolicy::kPowerOfTwo}) {
+    EXPECT_EQ(error_of([&] { c.define_split("big", INT64_MAX - 24, 2, p); }),
+              "define_split: knob 'big': the axis extent 9223372036854775783 is larger than the "
+              "largest supported extent 2147483647 (2^31 - 1)");
+  }
   EXPECT_EQ(error_of([&] { c.define_knob("k", {}); }),
             "define_knob: knob 'k' needs at least one candidate");
   EXPECT_EQ(error_of([&] {

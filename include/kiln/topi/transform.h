@@ -57,8 +57,10 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
                          const std::vector<int>& axes = {},
                          const std::string& name = "strided_slice");
 /// ONNX Gather / numpy take along `axis`: out shape = x.shape[:axis] + indices.shape +
-/// x.shape[axis+1:]. Indices are integer; negative ones wrap (i + n); indices still out of
-/// range are clamped to [0, n-1]. pattern: injective
+/// x.shape[axis+1:]. Indices are integer; negative ones wrap (i + n); an index outside
+/// [-n, n) makes the kernel return an error at run time ("take: index out of range for axis a
+/// of extent n (...), got i"); the indices are copied by an extern stage that checks
+/// them. pattern: injective
 te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis = 0,
                 const std::string& name = "take");
 /// Removes the listed size-1 dimensions (all size-1 dimensions when `axes` is empty).

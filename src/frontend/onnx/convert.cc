@@ -690,6 +690,11 @@ std::vector<Entry> convert_arg(Converter& c, bool is_max) {
   Attrs keep1{{"axes", Ints{axis}}, {"keepdims", int64_t{1}}};
   Entry ext = c.op(is_max ? "max" : "min", {c.in(0)}, keep1);
   Entry hit = c.op("equal", {c.in(0), ext});
+  if (t.dtype.is_float()) {
+    // A NaN extreme (max / min propagate NaN) is hit by the NaN elements (PyTorch's argmax).
+    Entry nan = c.op("isnan", {c.in(0)});
+    hit = c.op("where", {nan, nan, hit});
+  }
   Entry sentinel = c.fill("sentinel", last ? -1.0 : static_cast<double>(n), DataType::Int(64));
   Entry idx = c.op("where", {hit, iota(c, n, r, axis), sentinel});
   return {c.op(last ? "max" : "min", {idx}, {{"axes", Ints{axis}}, {"keepdims", keep}})};
