@@ -4,10 +4,11 @@
 // initializers of one name (protobuf bytes); node input counts against the ONNX schema (too
 // many, too few, a required input omitted); Loops whose trip count is 2^40, refused quickly with
 // a condition that stays true and without a condition, and unrolled when the condition ends the
-// loop early; and shape arithmetic folded on the host.
+// loop early; the host evaluator of shape arithmetic, and shape arithmetic folded at import.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <set>
 
 #include "../../src/frontend/onnx/converter.h"
@@ -211,9 +212,48 @@ TEST(OnnxValidate, LoopWithAHugeTripCountEndsByItsCondition) {
   test_util::expect_close_to(out[0], {1.5f + 3 * 0.25f, -2.0f + 3 * 3.0f}, {2}, 1e-6f, 1e-6f);
 }
 
-// Shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) folds to constants on
-// the host: the imported graph holds the reshape with the computed shape.
-TEST(OnnxValidate, ShapeArithmeticIsFoldedOnTheHost) {
+// The host evaluator computes the exact small ops of shape arithmetic and declines the rest
+// (float arithmetic, out-of-range indices), which are then folded through the compiler.
+TEST(OnnxValidate, HostEvaluatorTakesExactOpsOnly) {
+  auto op = [](const std::string& name, graph::Attrs attrs = {}) {
+    graph::Node n;
+    n.op = name;
+    n.name = name;
+    n.attrs = std::move(attrs);
+    return n;
+  };
+  runtime::NDArray v = runtime::NDArray::empty({3}, DataType::Int(64));
+  for (int64_t k = 0; k < 3; ++k) v.data_as<int64_t>()[k] = 10 * (k + 1);  // [10, 20, 30]
+  runtime::NDArray one = scalar_i64(1), big = scalar_i64(INT64_MAX);
+  std::optional<runtime::NDArray> sum = onnx_import::eval_on_host(op("add"), {&v, &one});
+  ASSERT_TRUE(sum);
+  EXPECT_EQ(sum->shape(), (Ints{3}));
+  EXPECT_EQ(sum->data_as<int64_t>()[2], 31);
+  // Integer arithmetic wraps as the generated code does.
+  std::optional<runtime::NDArray> wrap = onnx_import::eval_on_host(op("add"), {&big, &one});
+  ASSERT_TRUE(wrap);
+  EXPECT_EQ(wrap->data_as<int64_t>()[0], INT64_MIN);
+  std::optional<runtime::NDArray> less = onnx_import::eval_on_host(op("less"), {&one, &v});
+  ASSERT_TRUE(less);
+  EXPECT_EQ(less->dtype(), DataType::Bool());
+  runtime::NDArray idx = runtime::NDArray::empty({2}, DataType::Int(64));
+  idx.data_as<int64_t>()[0] = 2, idx.data_as<int64_t>()[1] = 0;
+  std::optional<runtime::NDArray> taken =
+      onnx_import::eval_on_host(op("take", {{"axis", int64_t{0}}}), {&v, &idx});
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->data_as<int64_t>()[0], 30);
+  EXPECT_EQ(taken->data_as<int64_t>()[1], 10);
+  idx.data_as<int64_t>()[0] = 3;  // out of range: left to the compiler
+  EXPECT_FALSE(onnx_import::eval_on_host(op("take", {{"axis", int64_t{0}}}), {&v, &idx}));
+  runtime::NDArray f = runtime::NDArray::empty({}, DataType::Float(32));
+  f.data_as<float>()[0] = 0.1f;
+  EXPECT_FALSE(onnx_import::eval_on_host(op("add"), {&f, &f}));
+  EXPECT_FALSE(onnx_import::eval_on_host(op("divide"), {&v, &one}));
+}
+
+// Shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) folds to constants at
+// import: the imported graph holds the reshape with the computed shape.
+TEST(OnnxValidate, ShapeArithmeticFoldsToAConstantShape) {
   OnnxModel m = model(13, {info("x", {2, 3, 4})},
                       {node("Shape", {"x"}, {"s"}), node("Gather", {"s", "i0"}, {"d0"}),
                        node("Unsqueeze", {"d0", "ax"}, {"d0v"}),
