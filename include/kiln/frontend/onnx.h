@@ -2,8 +2,10 @@
 /// \brief Importing ONNX models into Kiln's graph IR.
 ///
 ///   graph::Graph g = frontend::import_onnx("model.onnx");
-/// Every operator of the model is checked first: if any is not supported, one error lists all
-/// of them with op type, domain, opset and node name. Symbolic input dimensions need a size
+/// The graph is checked first as onnx.checker does (one producer per value; each node's input
+/// and output counts within its operator's schema, required inputs present), then every
+/// operator: if any is not supported, one error lists all of them with op type, domain, opset
+/// and node name. Symbolic input dimensions need a size
 /// (ImportOptions::input_shapes), else the error names the input and the dimension.
 ///
 /// Sequence-typed graph inputs and outputs are flattened into tensors: a sequence input `s`

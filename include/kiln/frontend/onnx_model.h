@@ -5,8 +5,8 @@
 ///   frontend::OnnxModel m = frontend::load_onnx_model("resnet18.onnx");
 ///   for (const auto& n : m.nodes) std::cout << n.op_type << "\n";
 /// Errors name the file and what is wrong with it: missing, not an ONNX model, truncated, an
-/// initializer with external data or an unsupported element type, a node input that nothing
-/// produces.
+/// initializer with external data or an unsupported element type, two initializers of one name,
+/// a node input that nothing produces.
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,10 @@
 //  - Scan: the sequence length is static, so the body is unrolled once per element (per batch
 //    row too at opset 8); scan outputs are stacked along their axis.
 //  - Loop: unrolled when its trip count and condition are constants or fold to constants
-//    (Converter::folded) iteration by iteration; a trip count or condition known only at run
-//    time is an explicit unsupported error.
+//    (Converter::folded, which evaluates a condition's new ops only, mostly on the host)
+//    iteration by iteration, at most kMaxUnroll iterations (a trip count above it without a
+//    condition is refused before unrolling); a trip count or condition known only at run time
+//    is an explicit unsupported error.
 //  - SequenceMap: the body unrolled once per element of its (static-length) sequences.
 // Sequences never reach the graph: a sequence value is a list of tensor entries tracked while
 // importing (Converter::make_sequence), so SequenceInsert/At/Erase need constant positions. An
@@ -184,6 +186,12 @@ std::vector<Entry> convert_loop(Converter& c) {
   bool use_cond = c.has_input(1);
   KILN_USER_CHECK(trip || use_cond)
       << c.where() << ": a Loop with neither a trip count nor a condition never ends";
+  // Without a condition the trip count is the number of iterations: checked before unrolling.
+  // With one, the loop may end earlier (a while loop's trip count is often INT64_MAX): it is
+  // unrolled while the condition folds to true, up to the same limit.
+  KILN_USER_CHECK(use_cond || *trip <= kMaxUnroll)
+      << c.where() << ": the trip count is " << *trip << ", more iterations than Kiln unrolls ("
+      << kMaxUnroll << ")";
   Entry cond = use_cond ? c.in(1) : c.fill("cond", 1, DataType::Bool());
   std::vector<Entry> vs;
   for (size_t k = 0; k < n_carried; ++k) vs.push_back(c.value_in(2 + k));
@@ -197,8 +205,10 @@ std::vector<Entry> convert_loop(Converter& c) {
                              : "the condition computed by iteration " + std::to_string(i - 1));
       if (!truth(*cv)) break;
     }
-    KILN_USER_CHECK(i < kMaxUnroll) << c.where() << ": the loop runs more than " << kMaxUnroll
-                                    << " iterations, more than Kiln unrolls";
+    KILN_USER_CHECK(i < kMaxUnroll)
+        << c.where() << ": the loop runs more than " << kMaxUnroll
+        << " iterations, more than Kiln unrolls (its condition is still true after " << kMaxUnroll
+        << " iterations" << (trip ? " of at most " + std::to_string(*trip) : std::string()) << ")";
     runtime::NDArray it = runtime::NDArray::empty({}, DataType::Int(64));
     it.data_as<int64_t>()[0] = i;
     std::vector<Entry> ins{c.constant("iter", it), cond};
@@ -445,57 +455,40 @@ std::vector<Entry> convert_concat_from_sequence(Converter& c) {
 }  // namespace
 
 void register_control_converters(ConvertTable& t) {
-  t["If"] = convert_if;
-  t["Loop"] = convert_loop;
-  t["Scan"] = convert_scan;
-  t["SequenceMap"] = convert_sequence_map;
-  t["SequenceEmpty"] = [](Converter& c) { return std::vector<Entry>{c.make_sequence({})}; };
-  t["SequenceConstruct"] = [](Converter& c) {
+  t.add("If", convert_if);
+  t.add("Loop", convert_loop);
+  t.add("Scan", convert_scan);
+  t.add("SequenceMap", convert_sequence_map);
+  t.add("SequenceEmpty", [](Converter& c) { return std::vector<Entry>{c.make_sequence({})}; });
+  t.add("SequenceConstruct", [](Converter& c) {
     std::vector<Entry> items;
     for (size_t i = 0; i < c.node->inputs.size(); ++i) items.push_back(c.in(i));
     return std::vector<Entry>{c.make_sequence(std::move(items))};
-  };
-  t["SequenceInsert"] = convert_sequence_insert;
-  t["SequenceErase"] = convert_sequence_erase;
-  t["SequenceAt"] = [](Converter& c) {
+  });
+  t.add("SequenceInsert", convert_sequence_insert);
+  t.add("SequenceErase", convert_sequence_erase);
+  t.add("SequenceAt", [](Converter& c) {
     const std::vector<Entry>& items = c.sequence_in(0);
     int64_t at = position(c, 1, static_cast<int64_t>(items.size()), false);
     return std::vector<Entry>{c.op("identity", {items[static_cast<size_t>(at)]})};
-  };
-  t["SequenceLength"] = [](Converter& c) {
+  });
+  t.add("SequenceLength", [](Converter& c) {
     runtime::NDArray n = runtime::NDArray::empty({}, DataType::Int(64));
     n.data_as<int64_t>()[0] = static_cast<int64_t>(c.sequence_in(0).size());
     return std::vector<Entry>{c.constant("length", n)};
-  };
-  t["SplitToSequence"] = convert_split_to_sequence;
-  t["ConcatFromSequence"] = convert_concat_from_sequence;
-  // Cast to bool ("non-zero"), which loop conditions are made of (Range's expanded function
-  // casts its trip count): convert_cast_to refuses bool as a target type.
-  ConvertFn cast = t.at("Cast");
-  t["Cast"] = [cast](Converter& c) {
-    if (onnx_elem_type(c.attr_int("to", 0)) != DataType::Bool()) return cast(c);
-    DataType from = c.type_in(0).dtype;
-    if (from.is_bool()) return std::vector<Entry>{c.op("identity", {c.in(0)})};
-    c.unsupported_if(!(from.is_float() || from.is_integer()), "Cast from " + from.str());
-    return std::vector<Entry>{c.op("not_equal", {c.in(0), c.fill("zero", 0, from)})};
-  };
-  // Identity passes a sequence or an optional through as well as a tensor.
-  ConvertFn identity = t.at("Identity");
-  t["Identity"] = [identity](Converter& c) {
-    Entry v = c.value_in(0);
-    if (Converter::is_sequence(v) || Converter::is_optional(v)) return std::vector<Entry>{v};
-    return identity(c);
-  };
+  });
+  t.add("SplitToSequence", convert_split_to_sequence);
+  t.add("ConcatFromSequence", convert_concat_from_sequence);
   // Optionals, resolved at import time: whether one holds a value is known when the model is
   // compiled (ImportOptions::empty_optional_inputs for graph inputs).
-  t["Optional"] = [](Converter& c) {
+  t.add("Optional", [](Converter& c) {
     if (!c.has_input(0)) return std::vector<Entry>{c.make_optional(std::nullopt)};
     Entry v = c.value_in(0);
     KILN_USER_CHECK(!Converter::is_optional(v))
         << c.where() << ": an optional of an optional is not supported";
     return std::vector<Entry>{c.make_optional(v)};
-  };
-  t["OptionalHasElement"] = [](Converter& c) {
+  });
+  t.add("OptionalHasElement", [](Converter& c) {
     // Opset 18 also takes a tensor or a sequence (always present) or no input (absent).
     bool has = false;
     if (c.has_input(0)) {
@@ -505,8 +498,8 @@ void register_control_converters(ConvertTable& t) {
     runtime::NDArray b = runtime::NDArray::empty({}, DataType::Bool());
     b.data_as<uint8_t>()[0] = has ? 1 : 0;
     return std::vector<Entry>{c.constant("has_element", b)};
-  };
-  t["OptionalGetElement"] = [](Converter& c) {
+  });
+  t.add("OptionalGetElement", [](Converter& c) {
     Entry v = c.value_in(0);
     if (!Converter::is_optional(v)) return std::vector<Entry>{v};  // opset 18: a plain value
     std::optional<Entry> held = c.optional_value(v);
@@ -514,7 +507,7 @@ void register_control_converters(ConvertTable& t) {
                           << "') is an empty optional, which has no element to get";
     if (Converter::is_sequence(*held)) return std::vector<Entry>{*held};
     return std::vector<Entry>{c.op("identity", {*held})};
-  };
+  });
 }
 
 }  // namespace kiln::frontend::onnx_import

@@ -4,16 +4,13 @@
 // maps to no ONNX output. NonMaxSuppression's optional scalar inputs may be runtime values; an
 // absent one before a present one becomes its default constant (max_output_boxes_per_class 0,
 // iou_threshold 0). Shape and Size read only their input's static type, which for such an
-// output is the upper bound: they are wrapped to refuse one (an op reading it as data is
-// refused later, by build_module).
+// output is the upper bound: they refuse one through check_static_shape, defined here (an op
+// reading it as data is refused later, by build_module).
 #include "converter.h"
 #include "kiln/graph/op_registry.h"
 
 namespace kiln::frontend::onnx_import {
 
-namespace {
-
-/// A user error when `e` is an output with a data-dependent shape.
 void check_static_shape(const Converter& c, Entry e) {
   const graph::Node& n = c.graph().node(e.node);
   const graph::OpDef* def = n.is_op() ? graph::OpRegistry::global().find(n.op) : nullptr;
@@ -26,15 +23,13 @@ void check_static_shape(const Converter& c, Entry e) {
   }
 }
 
-}  // namespace
-
 void register_dynamic_converters(ConvertTable& t) {
-  t["NonZero"] = [](Converter& c) {
+  t.add("NonZero", [](Converter& c) {
     c.unsupported_if(c.rank_of(c.in(0)) == 0, "NonZero of a scalar");
     Entry e = c.op("nonzero", {c.in(0)});
     return std::vector<Entry>{e};
-  };
-  t["Unique"] = [](Converter& c) {
+  });
+  t.add("Unique", [](Converter& c) {
     Attrs a;
     a.set("sorted", c.attr_int("sorted", 1));
     if (c.has_attr("axis")) {
@@ -46,8 +41,8 @@ void register_dynamic_converters(ConvertTable& t) {
     std::vector<Entry> outs;
     for (int k = 0; k < 4; ++k) outs.push_back(Entry{e.node, k});
     return outs;
-  };
-  t["NonMaxSuppression"] = [](Converter& c) {
+  });
+  t.add("NonMaxSuppression", [](Converter& c) {
     std::vector<Entry> ins{c.in(0), c.in(1)};
     size_t last = 1;
     for (size_t i = 2; i < 5; ++i)
@@ -64,15 +59,7 @@ void register_dynamic_converters(ConvertTable& t) {
     Attrs a;
     a.set("center_point_box", c.attr_int("center_point_box", 0));
     return std::vector<Entry>{c.op("non_max_suppression", ins, a)};
-  };
-  for (const char* op : {"Shape", "Size"}) {
-    auto it = t.find(op);
-    if (it == t.end()) continue;
-    t[op] = [prev = it->second](Converter& c) {
-      check_static_shape(c, c.in(0));
-      return prev(c);
-    };
-  }
+  });
 }
 
 }  // namespace kiln::frontend::onnx_import

@@ -1,116 +1,222 @@
-// ONNX neural-network layers beyond the basic table. ConvTranspose maps to the graph's
-// conv2d_transpose (1-D as 2-D with a unit height; groups as one transposed convolution per
-// group, concatenated; output_shape and auto_pad turned into pads and output_padding). Resize
-// and Upsample are separable: each resized axis, innermost first, is a sum over the taps of the
-// interpolation kernel (1 for nearest, 2 for linear, 4 for cubic) of take(x, index_k, axis) ·
-// weight_k, with the per-output indices and weights computed at import time exactly as ONNX's
-// reference does (coordinate transformation, nearest rounding, edge clamping, exclude_outside,
-// tf_crop_and_resize's extrapolation value). InstanceNormalization, MeanVarianceNormalization
-// and LRN are composed from reductions and element-wise ops.
+// ONNX neural-network layers other than convolution and pooling: Gemm and MatMul (dense /
+// matmul; batched operands flattened to 3-D), BatchNormalization (inference; in training mode
+// the batch statistics and the running ones are computed from reductions), LayerNormalization,
+// Softmax / LogSoftmax / Hardmax (before opset 13 over the trailing dimensions flattened from
+// `axis`), Dropout (inference only), Resize and Upsample, InstanceNormalization,
+// MeanVarianceNormalization and LRN. Resize and Upsample are separable: each resized axis,
+// innermost first, is a sum over the taps of the interpolation kernel (1 for nearest, 2 for
+// linear, 4 for cubic) of take(x, index_k, axis) · weight_k, with the per-output indices and
+// weights computed at import time exactly as ONNX's reference does (coordinate transformation,
+// nearest rounding, edge clamping, exclude_outside, tf_crop_and_resize's extrapolation value).
+// The normalizations are composed from reductions and element-wise ops.
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
 
-TransposeWindow transpose_window(Converter& c, const graph::TensorType& xt, const Ints& kernel) {
-  const size_t sp = kernel.size();
-  Ints strides = c.attr_ints("strides", Ints(sp, 1));
-  Ints dil = c.attr_ints("dilations", Ints(sp, 1));
-  Ints outpad = c.attr_ints("output_padding", Ints(sp, 0));
-  Ints pads = c.attr_ints("pads", Ints(2 * sp, 0));
-  KILN_USER_CHECK(strides.size() == sp && dil.size() == sp && outpad.size() == sp &&
-                  pads.size() == 2 * sp)
-      << c.where() << ": strides, dilations, output_padding or pads of the wrong length";
-  std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  c.unsupported_if(auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-                       auto_pad != "SAME_LOWER",
-                   "auto_pad=" + auto_pad);
-  Ints out_shape = c.attr_ints("output_shape", {});
-  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    // The total padding that gives the wanted size, split as ONNX says (the odd element at the
-    // end for SAME_UPPER, at the start otherwise); a negative end is extra output padding.
-    if (out_shape.size() == sp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-    KILN_USER_CHECK(out_shape.empty() || out_shape.size() == sp)
-        << c.where() << ": output_shape of " << out_shape.size() << " values for " << sp
-        << " spatial axes";
-    for (size_t d = 0; d < sp; ++d) {
-      int64_t in = xt.shape[2 + d];
-      int64_t want = out_shape.empty() ? in * strides[d] : out_shape[d];
-      int64_t natural = strides[d] * (in - 1) + outpad[d] + (kernel[d] - 1) * dil[d] + 1;
-      int64_t total = natural - want;
-      auto floordiv2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
-      int64_t begin = auto_pad == "SAME_UPPER" ? floordiv2(total) : total - floordiv2(total);
-      int64_t end = total - begin;
-      c.unsupported_if(begin < 0, "an output_shape larger than the input allows at the start");
-      if (end < 0) {
-        outpad[d] -= end;
-        end = 0;
-      }
-      pads[d] = begin;
-      pads[d + sp] = end;
-    }
-  } else if (auto_pad == "VALID") {
-    pads.assign(2 * sp, 0);
-  }
-  return {strides, dil, outpad, pads};
-}
-
 namespace {
 
-using graph::Attrs;
-using graph::Entry;
-using Ints = std::vector<int64_t>;
+const DataType kF32 = DataType::Float(32);
 
-// --- ConvTranspose
-
-std::vector<Entry> convert_conv_transpose(Converter& c) {
-  graph::TensorType xt = c.type_in(0), wt = c.type_in(1);
-  size_t r = xt.shape.size();
-  c.unsupported_if(r != 3 && r != 4, "ConvTranspose of a " + std::to_string(r) + "-D input" +
-                                         " (only 1-D and 2-D windows)");
-  KILN_USER_CHECK(wt.shape.size() == r)
-      << c.where() << ": weight " << wt.str() << " does not match input " << xt.str();
-  size_t sp = r - 2;  // spatial dimensions
-  int64_t group = c.attr_int("group", 1);
-  KILN_USER_CHECK(group >= 1 && xt.shape[1] % group == 0 && wt.shape[0] == xt.shape[1])
-      << c.where() << ": " << xt.shape[1] << " input channels, weight " << wt.str() << ", group "
-      << group;
-  Ints kernel(wt.shape.begin() + 2, wt.shape.end());
-  auto [strides, dil, outpad, pads] = transpose_window(c, xt, kernel);
-  Entry x = c.in(0), w = c.in(1);
-  if (sp == 1) {
-    // 1-D: a unit height.
-    x = c.op("unsqueeze", {x}, {{"axes", Ints{2}}});
-    w = c.op("unsqueeze", {w}, {{"axes", Ints{2}}});
-    strides.insert(strides.begin(), 1);
-    dil.insert(dil.begin(), 1);
-    outpad.insert(outpad.begin(), 0);
-    pads = {0, pads[0], 0, pads[1]};
-  } else {
-    pads = {pads[0], pads[1], pads[2], pads[3]};
-  }
-  Attrs a{{"strides", strides}, {"padding", pads}, {"dilation", dil}, {"output_padding", outpad}};
-  Entry y;
-  if (group == 1) {
-    y = c.op("conv2d_transpose", {x, w}, a);
-  } else {
-    int64_t cg = xt.shape[1] / group;
-    std::vector<Entry> parts;
-    for (int64_t g = 0; g < group; ++g) {
-      Entry xg = c.op("strided_slice", {x},
-                      {{"begin", Ints{g * cg}}, {"end", Ints{(g + 1) * cg}}, {"axes", Ints{1}}});
-      Entry wg = c.op("strided_slice", {w},
-                      {{"begin", Ints{g * cg}}, {"end", Ints{(g + 1) * cg}}, {"axes", Ints{0}}});
-      parts.push_back(c.op("conv2d_transpose", {xg, wg}, a));
-    }
-    y = c.op("concat", parts, {{"axis", int64_t{1}}});
-  }
-  if (sp == 1) y = c.op("squeeze", {y}, {{"axes", Ints{2}}});
-  if (c.has_input(2)) {
-    Ints bshape(r, 1);
-    bshape[1] = -1;
-    y = c.op("add", {y, c.op("reshape", {c.in(2)}, {{"newshape", bshape}})});
+std::vector<Entry> convert_gemm(Converter& c) {
+  Entry a = c.in(0), b = c.in(1);
+  if (c.attr_int("transA", 0)) a = c.op("transpose", {a}, {{"axes", Ints{1, 0}}});
+  // dense computes a · bᵀ, so B is transposed unless transB already is.
+  if (!c.attr_int("transB", 0)) b = c.op("transpose", {b}, {{"axes", Ints{1, 0}}});
+  Entry y = c.op("dense", {a, b});
+  double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
+  auto scalar = [&](const char* hint, double v) {
+    runtime::NDArray s = runtime::NDArray::empty({}, DataType::Float(32));
+    s.data_as<float>()[0] = static_cast<float>(v);
+    return c.constant(hint, s);
+  };
+  if (alpha != 1.0) y = c.op("multiply", {y, scalar("alpha", alpha)});
+  if (c.has_input(2) && beta != 0.0) {
+    Entry bias = c.in(2);
+    if (beta != 1.0) bias = c.op("multiply", {bias, scalar("beta", beta)});
+    y = c.op("add", {y, bias});
   }
   return {y};
+}
+
+std::vector<Entry> convert_matmul(Converter& c) {
+  // Operands of one rank above 3 with equal batch dimensions: batch flattened to 3-D.
+  int ra = c.rank_of(c.in(0)), rb = c.rank_of(c.in(1));
+  if (ra > 2 && rb == 2) {
+    // [..., M, K] · [K, N]: the leading dimensions flattened into M (Linear layers on
+    // sequences).
+    Ints sa = c.type_in(0).shape, sb = c.type_in(1).shape;
+    Entry a = c.op("reshape", {c.in(0)}, {{"newshape", Ints{-1, sa[ra - 1]}}});
+    Ints out(sa.begin(), sa.end() - 1);
+    out.push_back(sb[1]);
+    return std::vector<Entry>{c.op("reshape", {c.op("matmul", {a, c.in(1)})}, {{"newshape", out}})};
+  }
+  if (ra > 3 && ra == rb) {
+    Ints sa = c.type_in(0).shape, sb = c.type_in(1).shape;
+    c.unsupported_if(!std::equal(sa.begin(), sa.end() - 2, sb.begin()),
+                     "MatMul with broadcast batch dimensions");
+    Entry a = c.op("reshape", {c.in(0)}, {{"newshape", Ints{-1, sa[ra - 2], sa[ra - 1]}}});
+    Entry b = c.op("reshape", {c.in(1)}, {{"newshape", Ints{-1, sb[rb - 2], sb[rb - 1]}}});
+    Ints out(sa.begin(), sa.end() - 1);
+    out.push_back(sb[rb - 1]);
+    return std::vector<Entry>{c.op("reshape", {c.op("matmul", {a, b})}, {{"newshape", out}})};
+  }
+  return std::vector<Entry>{c.op("matmul", {c.in(0), c.in(1)})};
+}
+
+std::vector<Entry> convert_batch_norm_inference(Converter& c) {
+  c.unsupported_if(c.attr_int("training_mode", 0) != 0, "training_mode=1");
+  return std::vector<Entry>{c.op("batch_norm", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4)},
+                                 {{"epsilon", c.attr_float("epsilon", 1e-5)}})};
+}
+
+// --- BatchNormalization in training mode
+
+std::vector<Entry> convert_batch_norm_training(Converter& c) {
+  graph::TensorType t = c.type_in(0);
+  c.unsupported_if(t.dtype != kF32 && t.dtype != DataType::Float(64),
+                   "BatchNormalization of " + t.dtype.str());
+  size_t r = t.shape.size();
+  KILN_USER_CHECK(r >= 2) << c.where() << ": the input must have a channel axis, not " << t.str();
+  Ints axes{0}, bshape(r, 1);
+  for (size_t k = 2; k < r; ++k) axes.push_back(int64_t(k));
+  bshape[1] = -1;
+  Entry x = c.in(0);
+  Entry mean = c.op("mean", {x}, {{"axes", axes}, {"keepdims", int64_t{0}}});
+  Entry d = c.op("subtract", {x, c.op("reshape", {mean}, {{"newshape", bshape}})});
+  Entry var = c.op("mean", {c.op("multiply", {d, d})}, {{"axes", axes}, {"keepdims", int64_t{0}}});
+  Entry y = c.op("batch_norm", {x, c.in(1), c.in(2), mean, var},
+                 {{"epsilon", c.attr_float("epsilon", 1e-5)}});
+  std::vector<Entry> outs{y};
+  if (c.node->outputs.size() > 1) {
+    double mom = c.attr_float("momentum", 0.9);
+    auto running = [&](size_t i, Entry batch) {
+      return c.op("add",
+                  {c.op("multiply", {c.in(i), c.fill("momentum", mom, t.dtype)}),
+                   c.op("multiply", {batch, c.fill("one_minus_momentum", 1 - mom, t.dtype)})});
+    };
+    outs.push_back(running(3, mean));
+    outs.push_back(running(4, var));
+  }
+  return outs;
+}
+
+std::vector<Entry> convert_batch_norm(Converter& c) {
+  if (c.opset < 14 || c.attr_int("training_mode", 0) == 0) return convert_batch_norm_inference(c);
+  return convert_batch_norm_training(c);
+}
+
+std::vector<Entry> convert_softmax(Converter& c, const char* op) {
+  int64_t axis = c.attr_int("axis", c.opset < 13 ? 1 : -1);
+  if (c.opset < 13) {
+    // Before opset 13, Softmax flattens to 2-D at `axis`: the same as the last-axis softmax only
+    // when `axis` is the last axis.
+    int r = c.rank_of(c.in(0));
+    c.unsupported_if(r < 0 && axis != -1, "Softmax before opset 13 of a tensor of unknown rank");
+    if (r >= 0) axis = norm_axis(c, axis, r);
+    if (r >= 0 && axis != r - 1) {
+      // Softmax over the trailing dimensions flattened into one, then the original shape back.
+      Ints shape = c.type_in(0).shape;
+      int64_t inner = 1;
+      for (int64_t d = axis; d < r; ++d) inner *= shape[d];
+      Entry flat = c.op("reshape", {c.in(0)}, {{"newshape", Ints{-1, inner}}});
+      Entry y = c.op(op, {flat}, {{"axis", int64_t{-1}}});
+      return {c.op("reshape", {y}, {{"newshape", shape}})};
+    }
+    axis = -1;
+  }
+  return {c.op(op, {c.in(0)}, {{"axis", axis}})};
+}
+
+/// Hardmax: 1 at the first maximum along the axis, 0 elsewhere (before opset 13, over the
+/// trailing dimensions flattened from `axis`).
+std::vector<Entry> convert_hardmax(Converter& c) {
+  graph::TensorType t = c.type_in(0);
+  c.unsupported_if(!(t.dtype == DataType::Float(32) || t.dtype == DataType::Float(64)),
+                   "Hardmax of " + t.dtype.str());
+  int64_t r = static_cast<int64_t>(t.shape.size());
+  int64_t axis = norm_axis(c, c.attr_int("axis", c.opset < 13 ? 1 : -1), r);
+  Entry x = c.in(0);
+  int64_t red = axis;
+  if (c.opset < 13) {
+    int64_t inner = 1;
+    for (int64_t d = axis; d < r; ++d) inner *= t.shape[d];
+    x = c.op("reshape", {x}, {{"newshape", Ints{-1, inner}}});
+    red = 1;
+  }
+  int64_t len = 1;
+  if (c.opset < 13)
+    for (int64_t d = axis; d < r; ++d) len *= t.shape[d];
+  else
+    len = t.shape[axis];
+  size_t rank = c.opset < 13 ? 2 : static_cast<size_t>(r);
+  Attrs keep1{{"axes", Ints{red}}, {"keepdims", int64_t{1}}};
+  Entry hit = c.op("equal", {x, c.op("max", {x}, keep1)});
+  Entry idx = c.op("where", {hit, iota(c, len, rank, red),
+                             c.fill("sentinel", static_cast<double>(len), DataType::Int(64))});
+  Entry first = c.op("min", {idx}, keep1);
+  Entry y = c.op("where", {c.op("equal", {iota(c, len, rank, red), first}),
+                           c.fill("one", 1, t.dtype), c.fill("zero", 0, t.dtype)});
+  if (c.opset < 13) y = c.op("reshape", {y}, {{"newshape", t.shape}});
+  return {y};
+}
+
+std::vector<Entry> convert_layer_norm(Converter& c) {
+  graph::TensorType t = c.type_in(0);
+  int64_t r = static_cast<int64_t>(t.shape.size());
+  int64_t axis = norm_axis(c, c.attr_int("axis", -1), r);
+  Ints norm(t.shape.begin() + axis, t.shape.end());
+  c.unsupported_if(c.type_in(1).shape != norm,
+                   "LayerNormalization with a scale not of the normalized shape");
+  Entry bias = c.has_input(2) ? c.in(2) : c.fill("bias", 0, t.dtype, norm);
+  if (c.has_input(2))
+    c.unsupported_if(c.type_in(2).shape != norm,
+                     "LayerNormalization with a bias not of the normalized shape");
+  double eps = c.attr_float("epsilon", 1e-5);
+  std::vector<Entry> outs{c.op("layer_norm", {c.in(0), c.in(1), bias}, {{"epsilon", eps}})};
+  bool stats = false;
+  for (size_t i = 1; i < c.node->outputs.size(); ++i) stats |= !c.node->outputs[i].empty();
+  if (stats) {
+    // Mean and 1/sqrt(variance + epsilon) over the normalized axes, kept as size-1 dimensions,
+    // in the stash type.
+    c.unsupported_if(!(t.dtype == DataType::Float(32) || t.dtype == DataType::Float(64)),
+                     "LayerNormalization's statistics of " + t.dtype.str());
+    int64_t stash = c.attr_int("stash_type", 1);
+    c.unsupported_if(stash != 1, "stash_type=" + std::to_string(stash));
+    Ints axes;
+    for (int64_t d = axis; d < r; ++d) axes.push_back(d);
+    Attrs red{{"axes", axes}, {"keepdims", int64_t{1}}};
+    Entry mean = c.op("mean", {c.in(0)}, red);
+    Entry dev = c.op("subtract", {c.in(0), mean});
+    Entry var = c.op("mean", {c.op("multiply", {dev, dev})}, red);
+    Entry inv =
+        c.op("reciprocal", {c.op("sqrt", {c.op("add", {var, c.fill("eps", eps, t.dtype)})})});
+    if (t.dtype != DataType::Float(32)) {
+      mean = c.op("cast", {mean}, {{"dtype", std::string("float32")}});
+      inv = c.op("cast", {inv}, {{"dtype", std::string("float32")}});
+    }
+    outs.push_back(mean);
+    outs.push_back(inv);
+  }
+  return outs;
+}
+
+std::vector<Entry> convert_dropout(Converter& c) {
+  // Inference only: training_mode (input 2) must be absent or a constant false.
+  if (c.has_input(2)) {
+    const runtime::NDArray* tm = c.const_input(2);
+    KILN_USER_CHECK(tm) << c.where()
+                        << ": input 2 (training_mode) must be a constant; computed values "
+                           "are not supported yet";
+    // Training with ratio 0 drops nothing either.
+    bool zero_ratio = c.has_input(1) && c.const_input(1) && c.const_scalar(1, "ratio") == 0.0;
+    c.unsupported_if(!tm || tm->numel() != 1 || (tm->data_as<uint8_t>()[0] != 0 && !zero_ratio),
+                     "Dropout in training mode");
+  }
+  std::vector<Entry> outs{c.op("identity", {c.in(0)})};
+  // In inference the mask keeps every element.
+  if (c.node->outputs.size() > 1 && !c.node->outputs[1].empty())
+    outs.push_back(c.fill("mask", 1, DataType::Bool(), c.type_in(0).shape));
+  return outs;
 }
 
 // --- Resize / Upsample
@@ -411,12 +517,19 @@ std::vector<Entry> convert_lrn(Converter& c) {
 }  // namespace
 
 void register_nn_converters(ConvertTable& t) {
-  t["ConvTranspose"] = convert_conv_transpose;
-  t["Resize"] = [](Converter& c) { return convert_resize(c, false); };
-  t["Upsample"] = [](Converter& c) { return convert_resize(c, true); };
-  t["InstanceNormalization"] = convert_instance_norm;
-  t["MeanVarianceNormalization"] = convert_mvn;
-  t["LRN"] = convert_lrn;
+  t.add("Gemm", convert_gemm);
+  t.add("MatMul", convert_matmul);
+  t.add("BatchNormalization", convert_batch_norm);
+  t.add("LayerNormalization", convert_layer_norm);
+  t.add("InstanceNormalization", convert_instance_norm);
+  t.add("MeanVarianceNormalization", convert_mvn);
+  t.add("LRN", convert_lrn);
+  t.add("Softmax", [](Converter& c) { return convert_softmax(c, "softmax"); });
+  t.add("LogSoftmax", [](Converter& c) { return convert_softmax(c, "log_softmax"); });
+  t.add("Hardmax", convert_hardmax);
+  t.add("Dropout", convert_dropout);
+  t.add("Resize", [](Converter& c) { return convert_resize(c, false); });
+  t.add("Upsample", [](Converter& c) { return convert_resize(c, true); });
 }
 
 }  // namespace kiln::frontend::onnx_import

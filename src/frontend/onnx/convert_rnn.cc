@@ -373,9 +373,9 @@ std::vector<Entry> convert_rnn(Converter& c) {
 }  // namespace
 
 void register_rnn_converters(ConvertTable& t) {
-  t["LSTM"] = convert_lstm;
-  t["GRU"] = convert_gru;
-  t["RNN"] = convert_rnn;
+  t.add("LSTM", convert_lstm);
+  t.add("GRU", convert_gru);
+  t.add("RNN", convert_rnn);
 }
 
 }  // namespace kiln::frontend::onnx_import

@@ -176,12 +176,12 @@ Entries convert_roi_align(Converter& c) {
 }  // namespace
 
 void register_signal_converters(ConvertTable& t) {
-  t["DFT"] = convert_dft;
-  t["STFT"] = convert_stft;
-  t["MelWeightMatrix"] = convert_mel;
-  t["Det"] = [](Converter& c) { return Entries{c.op("det", {c.in(0)})}; };
-  t["GridSample"] = convert_grid_sample;
-  t["RoiAlign"] = convert_roi_align;
+  t.add("DFT", convert_dft);
+  t.add("STFT", convert_stft);
+  t.add("MelWeightMatrix", convert_mel);
+  t.add("Det", [](Converter& c) { return Entries{c.op("det", {c.in(0)})}; });
+  t.add("GridSample", convert_grid_sample);
+  t.add("RoiAlign", convert_roi_align);
 }
 
 }  // namespace kiln::frontend::onnx_import

@@ -1,241 +1,437 @@
-// ONNX tensor manipulation beyond the basic table, composed from graph ops:
-//  - TopK by ranks: element i's rank is the number of elements before it in the order (greater,
-//    or equal at a lower index), so output k selects (one-hot, summed) the element of rank k;
-//  - Scatter / ScatterElements / ScatterND and GatherND with constant indices: the targets are
-//    resolved at import time into takes of the updates (one per level of duplicate targets)
-//    combined with the data by the reduction; GatherND is one take on the flattened data;
-//  - OneHot (equal against an index constant), Tile (concat), Compress (take at the selected
-//    positions of a constant condition), Einsum without repeated subscripts in one operand
-//    (operands transposed and broadcast into one index space, multiplied, summed);
-//  - QuantizeLinear / DequantizeLinear (per tensor or per axis) and the window generators
-//    (Hann, Hamming, Blackman) as constants.
+// ONNX operators that move, reshape or create tensors: Identity (a sequence or an optional
+// passes through as well), Reshape (allowzero; an input without elements gives an empty
+// constant), Flatten, Transpose, Concat, Squeeze, Unsqueeze, Slice, Split, Expand, Pad
+// (constant, edge, reflect), Tile, DepthToSpace / SpaceToDepth, Shape and Size (read from the
+// input's static type; refused on a data-dependent shape), Constant, ConstantOfShape, Range,
+// EyeLike, Trilu and the window generators (Hann, Hamming, Blackman) as constants. Shape
+// arithmetic on constant 1-D int64 tensors (Shape → Slice → Concat chains) is done on the host,
+// so that an empty slice stays representable until it is concatenated away. A Slice, Split or
+// Trilu result without elements becomes an empty constant.
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
 
 namespace {
 
-using graph::Attrs;
-using graph::Entry;
-using Ints = std::vector<int64_t>;
-
-int64_t numel_of(const Ints& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
+std::vector<Entry> convert_reshape_plain(Converter& c) {
+  Ints shape = c.opset < 5 ? c.attr_ints("shape", {}) : c.const_ints(1, "shape");
+  return std::vector<Entry>{c.op("reshape", {c.in(0)}, {{"newshape", shape}})};
 }
 
-Entry const_i64(Converter& c, const char* hint, const Ints& xs, Ints shape = {}) {
-  if (shape.empty()) shape = {static_cast<int64_t>(xs.size())};
-  runtime::NDArray a = runtime::NDArray::empty(shape, DataType::Int(64));
-  std::copy(xs.begin(), xs.end(), a.data_as<int64_t>());
-  return c.constant(hint, a);
+/// Reshape; with allowzero=1 a 0 in `shape` is a zero dimension (not "copy the input's"); an
+/// input without elements gives an empty constant.
+std::vector<Entry> convert_reshape(Converter& c) {
+  graph::TensorType ty = c.type_in(0);
+  if (c.attr_int("allowzero", 0) == 0) {
+    if (ty.numel() != 0 || c.opset < 5) return convert_reshape_plain(c);
+  }
+  // allowzero=1: a 0 in `shape` is a zero dimension (not "copy the input's"); or an input
+  // without elements, whose result is an empty constant.
+  Ints shape = c.const_ints(1, "shape");
+  bool allowzero = c.attr_int("allowzero", 0) != 0;
+  int64_t known = 1, unknown = -1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 0 && !allowzero) {
+      KILN_USER_CHECK(k < ty.shape.size()) << c.where() << ": shape " << runtime::shape_str(shape)
+                                           << " copies axis " << k << " of " << ty.str();
+      shape[k] = ty.shape[k];
+    }
+    if (shape[k] == -1) {
+      KILN_USER_CHECK(unknown < 0)
+          << c.where() << ": shape " << runtime::shape_str(shape) << " has more than one -1";
+      unknown = int64_t(k);
+    } else {
+      KILN_USER_CHECK(shape[k] >= 0)
+          << c.where() << ": shape " << runtime::shape_str(shape) << " has a negative size";
+      known *= shape[k];
+    }
+  }
+  if (unknown >= 0) {
+    KILN_USER_CHECK(known != 0) << c.where() << ": shape " << runtime::shape_str(shape)
+                                << " has both a 0 and a -1 (allowzero=1)";
+    shape[unknown] = ty.numel() / known;
+  }
+  KILN_USER_CHECK(numel_of(shape) == ty.numel())
+      << c.where() << ": cannot reshape " << ty.str() << " to " << runtime::shape_str(shape);
+  if (ty.numel() == 0) return std::vector<Entry>{empty_tensor(c, shape, ty.dtype)};
+  return std::vector<Entry>{c.op("reshape", {c.in(0)}, {{"newshape", shape}})};
 }
 
-// --- TopK
+std::vector<Entry> convert_concat(Converter& c) {
+  // Constant 1-D int64 parts (shape arithmetic) are joined on the host; empty parts vanish.
+  bool host = true;
+  for (size_t i = 0; i < c.node->inputs.size() && host; ++i) {
+    const runtime::NDArray* a = c.const_input(i);
+    host = a && a->ndim() == 1 && a->dtype() == DataType::Int(64);
+  }
+  if (host) {
+    Ints all;
+    for (size_t i = 0; i < c.node->inputs.size(); ++i) {
+      Ints v = c.const_ints(i, "part");
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return std::vector<Entry>{c.constant("concat", int64_array(all))};
+  }
+  std::vector<Entry> ins;
+  for (size_t i = 0; i < c.node->inputs.size(); ++i) ins.push_back(c.in(i));
+  return std::vector<Entry>{c.op("concat", ins, {{"axis", c.attr_int("axis", 0)}})};
+}
 
-std::vector<Entry> convert_topk(Converter& c) {
+std::vector<Entry> convert_shape(Converter& c) {
+  Ints shape = c.type_in(0).shape;
+  int64_t r = static_cast<int64_t>(shape.size());
+  int64_t start = c.attr_int("start", 0), end = c.attr_int("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  return {c.constant("shape", int64_array(Ints(shape.begin() + start, shape.begin() + end)))};
+}
+
+std::vector<Entry> convert_size(Converter& c) {
+  runtime::NDArray a = runtime::NDArray::empty({}, DataType::Int(64));
+  a.data_as<int64_t>()[0] = c.type_in(0).numel();
+  return {c.constant("size", a)};
+}
+
+std::vector<Entry> convert_constant(Converter& c) {
+  auto it = c.node->attrs.find("value");
+  runtime::NDArray v;
+  if (it != c.node->attrs.end()) {
+    const runtime::NDArray* t = std::get_if<runtime::NDArray>(&it->second);
+    KILN_USER_CHECK(t) << c.where() << ": attribute 'value' must be a tensor";
+    v = *t;
+  } else if (c.has_attr("value_float")) {
+    v = runtime::NDArray::empty({}, DataType::Float(32));
+    v.data_as<float>()[0] = static_cast<float>(c.attr_float("value_float", 0));
+  } else if (c.has_attr("value_int")) {
+    v = runtime::NDArray::empty({}, DataType::Int(64));
+    v.data_as<int64_t>()[0] = c.attr_int("value_int", 0);
+  } else if (c.has_attr("value_ints")) {
+    Ints xs = c.attr_ints("value_ints", {});
+    v = runtime::NDArray::empty({static_cast<int64_t>(xs.size())}, DataType::Int(64));
+    std::copy(xs.begin(), xs.end(), v.data_as<int64_t>());
+  } else {
+    c.unsupported_if(true, "this form of Constant");
+  }
+  return {c.constant("value", v)};
+}
+
+std::vector<Entry> convert_constant_of_shape(Converter& c) {
+  Ints shape = c.const_ints(0, "shape");
+  runtime::NDArray v = runtime::NDArray::empty({}, DataType::Float(32));
+  v.data_as<float>()[0] = 0.0f;
+  auto it = c.node->attrs.find("value");
+  if (it != c.node->attrs.end()) {
+    const runtime::NDArray* t = std::get_if<runtime::NDArray>(&it->second);
+    KILN_USER_CHECK(t && t->numel() == 1)
+        << c.where() << ": attribute 'value' must be a one-element tensor";
+    v = *t;
+  }
+  for (int64_t d : shape) KILN_USER_CHECK(d >= 0) << c.where() << ": negative dimension";
+  runtime::NDArray out = runtime::NDArray::empty(shape, v.dtype());
+  size_t b = static_cast<size_t>(v.dtype().bytes());
+  for (int64_t k = 0; k < out.numel(); ++k)
+    std::memcpy(static_cast<char*>(out.data()) + k * b, v.data(), b);
+  return {c.constant("value", out)};
+}
+
+std::vector<Entry> convert_slice_plain(Converter& c) {
+  Ints starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.attr_ints("starts", {});
+    ends = c.attr_ints("ends", {});
+    axes = c.attr_ints("axes", {});
+  } else {
+    starts = c.const_ints(1, "starts");
+    ends = c.const_ints(2, "ends");
+    if (c.has_input(3)) axes = c.const_ints(3, "axes");
+    if (c.has_input(4)) steps = c.const_ints(4, "steps");
+  }
+  int64_t r = static_cast<int64_t>(c.type_in(0).shape.size());
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  KILN_USER_CHECK(starts.size() == ends.size() && axes.size() == starts.size() &&
+                  steps.size() == starts.size())
+      << c.where() << ": starts, ends, axes and steps must have the same length";
+  for (int64_t& a : axes) a = norm_axis(c, a, r);
+  for (int64_t s : steps) c.unsupported_if(s == 0, "a zero step");
+  if (r == 1 && c.const_input(0) && c.const_input(0)->dtype() == DataType::Int(64)) {
+    // Shape arithmetic (Shape -> Slice -> Concat): sliced on the host, so that an empty slice
+    // (a prefix of length 0) stays representable until it is concatenated away.
+    Ints v = c.const_ints(0, "data");
+    int64_t n = static_cast<int64_t>(v.size()), st = steps[0];
+    int64_t b = starts[0] < 0 ? starts[0] + n : starts[0], e = ends[0] < 0 ? ends[0] + n : ends[0];
+    b = st > 0 ? std::clamp<int64_t>(b, 0, n) : std::clamp<int64_t>(b, 0, n - 1);
+    e = st > 0 ? std::clamp<int64_t>(e, 0, n) : std::clamp<int64_t>(e, -1, n - 1);
+    Ints out;
+    for (int64_t k = b; st > 0 ? k < e : k > e; k += st) out.push_back(v[k]);
+    return {c.constant("slice", int64_array(out))};
+  }
+  return {c.op("strided_slice", {c.in(0)},
+               {{"begin", starts}, {"end", ends}, {"strides", steps}, {"axes", axes}})};
+}
+
+// --- results without elements
+
+/// Output shape of ONNX Slice when the input type and all parameters are known.
+std::optional<Ints> slice_shape(Converter& c) {
+  std::optional<graph::TensorType> t = c.known_type(c.in(0));
+  if (!t || !t->known() || c.opset < 10) return std::nullopt;
+  for (size_t i = 1; i <= 4; ++i)
+    if (c.has_input(i) && !c.const_input(i)) return std::nullopt;
+  Ints starts = c.const_ints(1, "starts"), ends = c.const_ints(2, "ends"), axes, steps;
+  if (c.has_input(3)) axes = c.const_ints(3, "axes");
+  if (c.has_input(4)) steps = c.const_ints(4, "steps");
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(int64_t(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return std::nullopt;
+  Ints shape = t->shape;
+  int64_t r = int64_t(shape.size());
+  for (size_t k = 0; k < starts.size(); ++k) {
+    if (steps[k] == 0 || axes[k] < -r || axes[k] >= r) return std::nullopt;
+    int64_t ax = axes[k] < 0 ? axes[k] + r : axes[k], d = shape[ax], st = steps[k];
+    int64_t b = starts[k] < 0 ? starts[k] + d : starts[k], e = ends[k] < 0 ? ends[k] + d : ends[k];
+    int64_t n;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, d), e = std::clamp<int64_t>(e, 0, d);
+      n = e > b ? (e - b + st - 1) / st : 0;
+    } else {
+      b = std::clamp<int64_t>(b, 0, d - 1), e = std::clamp<int64_t>(e, -1, d - 1);
+      n = b > e ? (b - e - st - 1) / -st : 0;
+    }
+    shape[ax] = d == 0 ? 0 : n;
+  }
+  return shape;
+}
+
+std::vector<Entry> convert_slice(Converter& c) {
+  std::optional<Ints> shape = slice_shape(c);
+  if (!shape || numel_of(*shape) != 0) return convert_slice_plain(c);
+  return {empty_tensor(c, *shape, c.type_in(0).dtype)};
+}
+
+std::vector<Entry> convert_expand(Converter& c) {
+  Ints shape = c.const_ints(1, "shape");
+  // where(true, x, x) broadcasts x against `shape` (bidirectionally, as ONNX's Expand) for any
+  // element type.
+  Entry all = c.fill("ones", 1, DataType::Bool(), shape);
+  return {c.op("where", {all, c.in(0), c.in(0)})};
+}
+
+std::vector<Entry> convert_range(Converter& c) {
+  const runtime::NDArray* a = c.const_input(0);
+  KILN_USER_CHECK(a && c.const_input(1) && c.const_input(2))
+      << c.where() << ": start, limit and delta must be a constant; computed values are not "
+      << "supported yet";
+  DataType t = a->dtype();
+  c.unsupported_if(!(t == DataType::Float(32) || t == DataType::Float(64) ||
+                     t == DataType::Int(16) || t == DataType::Int(32) || t == DataType::Int(64)),
+                   "Range of " + t.str());
+  double start = c.const_scalar(0, "start"), limit = c.const_scalar(1, "limit"),
+         delta = c.const_scalar(2, "delta");
+  KILN_USER_CHECK(delta != 0) << c.where() << ": delta is 0";
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  runtime::NDArray out = runtime::NDArray::empty({n}, t);
+  for (int64_t k = 0; k < n; ++k) {
+    if (t == DataType::Float(32))  // accumulate in the element type, as the reference does
+      out.data_as<float>()[k] =
+          static_cast<float>(start) + static_cast<float>(k) * static_cast<float>(delta);
+    else
+      c.set_elem(out, k, start + static_cast<double>(k) * delta);
+  }
+  return {c.constant("range", out)};
+}
+
+std::vector<Entry> convert_pad(Converter& c) {
+  std::string mode = c.attr_string("mode", "constant");
+  c.unsupported_if(mode != "constant" && mode != "edge" && mode != "reflect",
+                   "Pad mode '" + mode + "'");
+  Ints pads;
+  double value = 0;
+  int64_t r = static_cast<int64_t>(c.type_in(0).shape.size());
+  Ints axes;
+  if (c.opset < 11) {
+    pads = c.attr_ints(c.opset < 2 ? "paddings" : "pads", {});
+    value = c.attr_float("value", 0.0);
+  } else {
+    pads = c.const_ints(1, "pads");
+    if (c.has_input(2)) value = c.const_scalar(2, "constant_value");
+    if (c.has_input(3)) axes = c.const_ints(3, "axes");
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+  KILN_USER_CHECK(pads.size() == 2 * axes.size())
+      << c.where() << ": " << pads.size() << " pads for " << axes.size() << " axes";
+  Ints before(r, 0), after(r, 0);
+  size_t n = axes.size();
+  for (size_t k = 0; k < n; ++k) {
+    int64_t a = norm_axis(c, axes[k], r);
+    c.unsupported_if(pads[k] < 0 || pads[k + n] < 0, "negative pads");
+    before[a] = pads[k];
+    after[a] = pads[k + n];
+  }
+  if (mode != "constant") {
+    // edge / reflect: per padded axis, a take at constant source indices (clamped to the edge,
+    // or mirrored without repeating the edge element).
+    Ints shape = c.type_in(0).shape;
+    Entry x = c.in(0);
+    for (int64_t d = 0; d < r; ++d) {
+      if (before[d] == 0 && after[d] == 0) continue;
+      int64_t n = shape[d];
+      c.unsupported_if(mode == "reflect" && (n < 2 || before[d] >= n || after[d] >= n),
+                       "reflect padding as wide as the dimension");
+      Ints src;
+      for (int64_t o = -before[d]; o < n + after[d]; ++o) {
+        int64_t i = o;
+        if (mode == "edge") {
+          i = std::clamp<int64_t>(o, 0, n - 1);
+        } else {
+          if (i < 0) i = -i;
+          if (i >= n) i = 2 * (n - 1) - i;
+        }
+        src.push_back(i);
+      }
+      x = c.op("take", {x, c.constant("src", int64_array(src))}, {{"axis", d}});
+    }
+    return {x};
+  }
+  return {c.op("pad", {c.in(0)}, {{"pad_before", before}, {"pad_after", after}, {"value", value}})};
+}
+
+std::vector<Entry> convert_split_plain(Converter& c) {
   graph::TensorType t = c.type_in(0);
-  c.unsupported_if(!(t.dtype.is_float() || t.dtype.is_int()) || t.dtype.bits() == 16,
-                   "TopK of " + t.dtype.str());
   int64_t r = static_cast<int64_t>(t.shape.size());
-  int64_t axis = norm_axis(c, c.attr_int("axis", -1), r);
-  int64_t k = c.opset < 10 ? c.attr_int("k", 0) : c.const_ints(1, "k").at(0);
-  int64_t n = t.shape[axis];
-  KILN_USER_CHECK(k >= 0 && k <= n) << c.where() << ": k " << k << " is outside [0, " << n << "]";
-  bool largest = c.attr_int("largest", 1) != 0;
-  Entry x = c.in(0);
-  // xi [.., n(i), 1, ..] against xj [.., 1, n(j), ..].
-  Entry xi = c.op("unsqueeze", {x}, {{"axes", Ints{axis + 1}}});
-  Entry xj = c.op("unsqueeze", {x}, {{"axes", Ints{axis}}});
-  Entry ahead = c.op(largest ? "greater" : "less", {xj, xi});
-  Ints mshape(static_cast<size_t>(r + 1), 1);
-  mshape[axis] = n;
-  mshape[axis + 1] = n;
-  runtime::NDArray lower = runtime::NDArray::empty(mshape, DataType::Bool());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) lower.data_as<uint8_t>()[i * n + j] = j < i;
-  Entry tie = c.op("minimum", {c.op("equal", {xj, xi}), c.constant("lower", lower)});
-  Entry before = c.op("maximum", {ahead, tie});
-  Entry rank = c.op("sum", {c.op("cast", {before}, {{"dtype", std::string("int64")}})},
-                    {{"axes", Ints{axis + 1}}, {"keepdims", int64_t{0}}});
-  // sel [.., k, i, ..] = rank[.., 1, i, ..] == k.
-  Entry ranks = c.op("unsqueeze", {rank}, {{"axes", Ints{axis}}});
-  Entry sel = c.op("equal", {ranks, iota(c, k, static_cast<size_t>(r + 1), axis)});
-  Attrs over_i{{"axes", Ints{axis + 1}}, {"keepdims", int64_t{0}}};
-  Entry vals = c.op("sum",
-                    {c.op("where", {sel, c.op("unsqueeze", {x}, {{"axes", Ints{axis}}}),
-                                    c.fill("zero", 0, t.dtype)})},
-                    over_i);
-  Entry idx = c.op("sum",
-                   {c.op("where", {sel, iota(c, n, static_cast<size_t>(r + 1), axis + 1),
-                                   c.fill("zero_i", 0, DataType::Int(64))})},
-                   over_i);
-  return {vals, idx};
-}
-
-// --- scatter / gather with constant indices
-
-/// Indices of input i as int64 (constant), negative ones wrapped by `dim`.
-Ints const_indices(Converter& c, size_t i) { return c.const_ints(i, "indices"); }
-
-/// out = data with updates combined into it: update row u (of `row` elements) goes to data
-/// row target[u]. data viewed as [N, row], updates as [U, row].
-Entry scatter_rows(Converter& c, Entry data, Entry updates, const Ints& data_shape, int64_t row,
-                   const Ints& target, const std::string& reduction, DataType dt) {
-  int64_t n = numel_of(data_shape) / row;
-  int64_t u = static_cast<int64_t>(target.size());
-  c.unsupported_if(reduction != "none" && reduction != "add" && reduction != "mul" &&
-                       reduction != "max" && reduction != "min",
-                   "reduction '" + reduction + "'");
-  std::vector<Ints> levels;  // levels[l][row] = l-th update going to row (-1: none)
-  std::vector<int64_t> count(static_cast<size_t>(n), 0);
-  for (int64_t k = 0; k < u; ++k) {
-    int64_t tr = target[k];
-    KILN_USER_CHECK(tr >= 0 && tr < n) << c.where() << ": index out of range";
-    int64_t l = count[tr]++;
-    if (reduction == "none") l = 0;  // the last update wins
-    if (static_cast<int64_t>(levels.size()) <= l) levels.push_back(Ints(n, -1));
-    levels[l][tr] = k;
-  }
-  Entry d2 = c.op("reshape", {data}, {{"newshape", Ints{n, row}}});
-  Entry u2 = c.op("reshape", {updates}, {{"newshape", Ints{u, row}}});
-  Entry acc = d2;
-  for (const Ints& lv : levels) {
-    Ints pick(n);
-    runtime::NDArray has = runtime::NDArray::empty({n, 1}, DataType::Bool());
-    for (int64_t k = 0; k < n; ++k) {
-      pick[k] = std::max<int64_t>(lv[k], 0);
-      has.data_as<uint8_t>()[k] = lv[k] >= 0;
-    }
-    Entry v = c.op("take", {u2, const_i64(c, "pick", pick)}, {{"axis", int64_t{0}}});
-    Entry combined = reduction == "none"  ? v
-                     : reduction == "add" ? c.op("add", {acc, v})
-                     : reduction == "mul" ? c.op("multiply", {acc, v})
-                     : reduction == "max" ? c.op("maximum", {acc, v})
-                                          : c.op("minimum", {acc, v});
-    acc = c.op("where", {c.constant("has", has), combined, acc});
-  }
-  (void)dt;
-  return c.op("reshape", {acc}, {{"newshape", data_shape}});
-}
-
-std::vector<Entry> convert_scatter_elements(Converter& c) {
-  graph::TensorType dt = c.type_in(0), it = c.type_in(1), ut = c.type_in(2);
-  int64_t r = static_cast<int64_t>(dt.shape.size());
   int64_t axis = norm_axis(c, c.attr_int("axis", 0), r);
-  KILN_USER_CHECK(it.shape == ut.shape && static_cast<int64_t>(it.shape.size()) == r)
-      << c.where() << ": indices " << it.str() << " and updates " << ut.str()
-      << " must have one shape of the data's rank";
-  Ints idx = const_indices(c, 1);
-  Ints target(idx.size());
-  Ints pos(static_cast<size_t>(r), 0);
-  for (size_t k = 0; k < idx.size(); ++k) {
-    // pos: multi-index of k in the indices' shape.
-    int64_t rem = static_cast<int64_t>(k);
-    for (int64_t d = r - 1; d >= 0; --d) {
-      pos[d] = rem % it.shape[d];
-      rem /= it.shape[d];
+  int64_t dim = t.shape[axis];
+  size_t n = c.node->outputs.size();
+  Ints sizes;
+  if (c.opset < 13 && c.has_attr("split"))
+    sizes = c.attr_ints("split", {});
+  else if (c.opset >= 13 && c.has_input(1))
+    sizes = c.const_ints(1, "split");
+  if (sizes.empty()) {
+    if (c.has_attr("num_outputs")) n = static_cast<size_t>(c.attr_int("num_outputs", 1));
+    int64_t chunk = (dim + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n);
+    for (size_t k = 0; k < n; ++k) {
+      int64_t b = chunk * static_cast<int64_t>(k);
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - b)));
     }
-    int64_t v = idx[k] < 0 ? idx[k] + dt.shape[axis] : idx[k];
-    KILN_USER_CHECK(v >= 0 && v < dt.shape[axis])
-        << c.where() << ": index " << idx[k] << " is out of range for dimension " << dt.shape[axis];
-    int64_t lin = 0;
-    for (int64_t d = 0; d < r; ++d) lin = lin * dt.shape[d] + (d == axis ? v : pos[d]);
-    target[k] = lin;
+    c.unsupported_if(!c.has_attr("num_outputs") && dim % static_cast<int64_t>(n) != 0,
+                     "an uneven Split without 'split'");
   }
-  return {scatter_rows(c, c.in(0), c.in(2), dt.shape, 1, target, c.attr_string("reduction", "none"),
-                       dt.dtype)};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  KILN_USER_CHECK(total == dim && sizes.size() == n)
+      << c.where() << ": split sizes do not add up to dimension " << dim << " with " << n
+      << " outputs";
+  std::vector<Entry> outs;
+  int64_t b = 0;
+  for (int64_t s : sizes) {
+    outs.push_back(c.op("strided_slice", {c.in(0)},
+                        {{"begin", Ints{b}}, {"end", Ints{b + s}}, {"axes", Ints{axis}}}));
+    b += s;
+  }
+  return outs;
 }
 
-/// Row index (into data viewed as [prod(shape[:k]), rest]) of each index tuple.
-Ints nd_rows(Converter& c, const Ints& data_shape, const Ints& idx, int64_t k, int64_t batch,
-             int64_t per_batch) {
-  Ints rows;
-  int64_t tuples = static_cast<int64_t>(idx.size()) / k;
-  int64_t inner = 1;  // rows per batch
-  for (int64_t d = batch; d < batch + k; ++d) inner *= data_shape[d];
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t lin = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t dim = data_shape[batch + j];
-      int64_t v = idx[t * k + j];
-      if (v < 0) v += dim;
-      KILN_USER_CHECK(v >= 0 && v < dim)
-          << c.where() << ": index " << idx[t * k + j] << " is out of range for dimension " << dim;
-      lin = lin * dim + v;
+/// Split; pieces of size 0 are empty constants.
+std::vector<Entry> convert_split(Converter& c) {
+  graph::TensorType ty = c.type_in(0);
+  int64_t r = int64_t(ty.shape.size());
+  int64_t axis = norm_axis(c, c.attr_int("axis", 0), r), dim = ty.shape[axis];
+  Ints sizes;
+  if (c.opset < 13 && c.has_attr("split"))
+    sizes = c.attr_ints("split", {});
+  else if (c.opset >= 13 && c.has_input(1))
+    sizes = c.const_ints(1, "split");
+  if (sizes.empty() && dim == 0) sizes.assign(c.node->outputs.size(), 0);
+  if (std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) return convert_split_plain(c);
+  int64_t sum = 0;
+  for (int64_t s : sizes) sum += s;
+  KILN_USER_CHECK(sum == dim && sizes.size() == c.node->outputs.size())
+      << c.where() << ": split sizes do not add up to dimension " << dim << " with "
+      << c.node->outputs.size() << " outputs";
+  std::vector<Entry> outs;
+  int64_t b = 0;
+  for (int64_t s : sizes) {
+    Ints shape = ty.shape;
+    shape[axis] = s;
+    outs.push_back(s == 0 ? empty_tensor(c, shape, ty.dtype)
+                          : c.op("strided_slice", {c.in(0)},
+                                 {{"begin", Ints{b}}, {"end", Ints{b + s}}, {"axes", Ints{axis}}}));
+    b += s;
+  }
+  return outs;
+}
+
+std::vector<Entry> convert_trilu_plain(Converter& c) {
+  graph::TensorType t = c.type_in(0);
+  size_t r = t.shape.size();
+  c.unsupported_if(r < 2, "Trilu of a tensor of rank < 2");
+  int64_t k = c.has_input(1) ? static_cast<int64_t>(c.const_scalar(1, "k")) : 0;
+  bool upper = c.attr_int("upper", 1) != 0;
+  int64_t rows = t.shape[r - 2], cols = t.shape[r - 1];
+  runtime::NDArray mask = runtime::NDArray::empty({rows, cols}, DataType::Bool());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.data_as<uint8_t>()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+  Entry m = c.constant("mask", mask);
+  return {c.op("where", {m, c.in(0), c.fill("zero", 0, t.dtype)})};
+}
+
+std::vector<Entry> convert_trilu(Converter& c) {
+  graph::TensorType ty = c.type_in(0);
+  if (ty.numel() != 0) return convert_trilu_plain(c);
+  return std::vector<Entry>{empty_tensor(c, ty.shape, ty.dtype)};
+}
+
+/// DepthToSpace (DCR or CRD order) and SpaceToDepth as reshape, transpose, reshape.
+std::vector<Entry> convert_depth_space(Converter& c, bool to_space) {
+  graph::TensorType t = c.type_in(0);
+  c.unsupported_if(t.shape.size() != 4, "a tensor that is not 4-D");
+  int64_t bs = c.attr_int("blocksize", 0);
+  KILN_USER_CHECK(bs > 0) << c.where() << ": blocksize must be positive";
+  int64_t b = t.shape[0], ch = t.shape[1], h = t.shape[2], w = t.shape[3];
+  Ints mid, perm, out;
+  if (to_space) {
+    KILN_USER_CHECK(ch % (bs * bs) == 0) << c.where() << ": channels not divisible by blocksize²";
+    std::string mode = c.attr_string("mode", "DCR");
+    c.unsupported_if(mode != "DCR" && mode != "CRD", "mode '" + mode + "'");
+    if (mode == "DCR") {
+      mid = {b, bs, bs, ch / (bs * bs), h, w};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      mid = {b, ch / (bs * bs), bs, bs, h, w};
+      perm = {0, 1, 4, 2, 5, 3};
     }
-    rows.push_back((t / per_batch) * inner + lin);
+    out = {b, ch / (bs * bs), h * bs, w * bs};
+  } else {
+    KILN_USER_CHECK(h % bs == 0 && w % bs == 0)
+        << c.where() << ": spatial size not divisible by blocksize";
+    mid = {b, ch, h / bs, bs, w / bs, bs};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {b, ch * bs * bs, h / bs, w / bs};
   }
-  return rows;
+  Entry x = c.op("reshape", {c.in(0)}, {{"newshape", mid}});
+  x = c.op("transpose", {x}, {{"axes", perm}});
+  return {c.op("reshape", {x}, {{"newshape", out}})};
 }
 
-std::vector<Entry> convert_scatter_nd(Converter& c) {
-  graph::TensorType dt = c.type_in(0), it = c.type_in(1);
-  KILN_USER_CHECK(!it.shape.empty()) << c.where() << ": indices must not be a scalar";
-  int64_t k = it.shape.back();
-  int64_t r = static_cast<int64_t>(dt.shape.size());
-  KILN_USER_CHECK(k >= 1 && k <= r)
-      << c.where() << ": index tuples of length " << k << " for a rank-" << r << " tensor";
-  Ints idx = const_indices(c, 1);
-  int64_t tuples = static_cast<int64_t>(idx.size()) / k;
-  Ints rows = nd_rows(c, dt.shape, idx, k, 0, tuples);
-  int64_t row = numel_of(Ints(dt.shape.begin() + k, dt.shape.end()));
-  return {scatter_rows(c, c.in(0), c.in(2), dt.shape, row, rows, c.attr_string("reduction", "none"),
-                       dt.dtype)};
-}
-
-std::vector<Entry> convert_gather_nd(Converter& c) {
-  graph::TensorType dt = c.type_in(0), it = c.type_in(1);
-  int64_t b = c.attr_int("batch_dims", 0);
-  int64_t r = static_cast<int64_t>(dt.shape.size()), q = static_cast<int64_t>(it.shape.size());
-  KILN_USER_CHECK(q >= 1 && b >= 0 && b < std::min(r, q))
-      << c.where() << ": batch_dims " << b << " for data " << dt.str() << " and indices "
-      << it.str();
-  int64_t k = it.shape.back();
-  KILN_USER_CHECK(k >= 1 && b + k <= r)
-      << c.where() << ": index tuples of length " << k << " for data " << dt.str();
-  Ints idx = const_indices(c, 1);
-  int64_t batches = numel_of(Ints(it.shape.begin(), it.shape.begin() + b));
-  int64_t tuples = static_cast<int64_t>(idx.size()) / k;
-  Ints rows = nd_rows(c, dt.shape, idx, k, b, tuples / std::max<int64_t>(batches, 1));
-  Ints rest(dt.shape.begin() + b + k, dt.shape.end());
-  int64_t row = numel_of(rest);
-  Entry d2 = c.op("reshape", {c.in(0)}, {{"newshape", Ints{numel_of(dt.shape) / row, row}}});
-  Entry g = c.op("take", {d2, const_i64(c, "rows", rows)}, {{"axis", int64_t{0}}});
-  Ints out(it.shape.begin(), it.shape.end() - 1);
-  out.insert(out.end(), rest.begin(), rest.end());
-  return {c.op("reshape", {g}, {{"newshape", out}})};
-}
-
-// --- OneHot, Tile, Compress
-
-std::vector<Entry> convert_onehot(Converter& c) {
-  graph::TensorType it = c.type_in(0), vt = c.type_in(2);
-  int64_t depth = static_cast<int64_t>(c.const_scalar(1, "depth"));
-  KILN_USER_CHECK(depth > 0) << c.where() << ": depth must be positive";
-  int64_t r = static_cast<int64_t>(it.shape.size());
-  int64_t axis = c.attr_int("axis", -1);
-  KILN_USER_CHECK(axis >= -(r + 1) && axis <= r)
-      << c.where() << ": axis " << axis << " is out of range for rank " << r + 1;
-  if (axis < 0) axis += r + 1;
-  c.unsupported_if(!(it.dtype.is_float() || it.dtype.is_int()) || it.dtype.bits() == 16,
-                   "OneHot indices of " + it.dtype.str());
-  Entry idx = c.in(0);
-  if (it.dtype != DataType::Int(64)) idx = c.op("cast", {idx}, {{"dtype", std::string("int64")}});
-  Entry zero = c.fill("zero", 0, DataType::Int(64));
-  idx = c.op(
-      "where",
-      {c.op("less", {idx, zero}),
-       c.op("add", {idx, c.fill("depth", static_cast<double>(depth), DataType::Int(64))}), idx});
-  Entry hit = c.op("equal", {c.op("unsqueeze", {idx}, {{"axes", Ints{axis}}}),
-                             iota(c, depth, static_cast<size_t>(r + 1), axis)});
-  KILN_USER_CHECK(vt.numel() == 2) << c.where() << ": values must have 2 elements";
-  Entry v = c.op("reshape", {c.in(2)}, {{"newshape", Ints{2}}});
-  auto elem = [&](int64_t k) {
-    return c.op("strided_slice", {v}, {{"begin", Ints{k}}, {"end", Ints{k + 1}}});
-  };
-  return {c.op("where", {hit, elem(1), elem(0)})};
+/// EyeLike: a constant of the input's shape with ones on diagonal k.
+std::vector<Entry> convert_eye_like(Converter& c) {
+  graph::TensorType t = c.type_in(0);
+  c.unsupported_if(t.shape.size() != 2, "EyeLike of a tensor that is not 2-D");
+  DataType dt = c.has_attr("dtype") ? onnx_elem_type(c.attr_int("dtype", 1)) : t.dtype;
+  c.unsupported_if(dt.is_void(), "EyeLike to this element type");
+  int64_t k = c.attr_int("k", 0), rows = t.shape[0], cols = t.shape[1];
+  runtime::NDArray a = runtime::NDArray::empty({rows, cols}, dt);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) c.set_elem(a, i * cols + j, j - i == k ? 1.0 : 0.0);
+  return {c.constant("eye", a)};
 }
 
 std::vector<Entry> convert_tile(Converter& c) {
@@ -251,219 +447,6 @@ std::vector<Entry> convert_tile(Converter& c) {
              {{"axis", static_cast<int64_t>(d)}});
   }
   return {reps.empty() ? c.op("identity", {x}) : x};
-}
-
-std::vector<Entry> convert_compress(Converter& c) {
-  graph::TensorType t = c.type_in(0);
-  const runtime::NDArray* cp = c.const_input(1);
-  KILN_USER_CHECK(cp) << c.where()
-                      << ": input 1 (condition) must be a constant; computed values are not "
-                         "supported yet (the output's shape would depend on it)";
-  runtime::NDArray cond_copy = *cp;  // graph nodes added below may move the constant
-  const runtime::NDArray* cond = &cond_copy;
-  Entry x = c.in(0);
-  int64_t axis = 0, n = 0;
-  if (c.has_attr("axis")) {
-    axis = norm_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(t.shape.size()));
-    n = t.shape[axis];
-  } else {
-    n = t.numel();
-    x = c.op("reshape", {x}, {{"newshape", Ints{n}}});
-  }
-  Ints keep;
-  for (int64_t k = 0; k < std::min<int64_t>(n, cond->numel()); ++k) {
-    bool on = cond->dtype().bytes() == 1 ? static_cast<const uint8_t*>(cond->data())[k] != 0
-                                         : c.const_ints(1, "condition")[k] != 0;
-    if (on) keep.push_back(k);
-  }
-  c.unsupported_if(keep.empty(), "Compress selecting nothing (an empty tensor)");
-  return {c.op("take", {x, const_i64(c, "keep", keep)}, {{"axis", axis}})};
-}
-
-/// ReverseSequence: a take of rows of the [time·batch, rest] view at constant source rows.
-std::vector<Entry> convert_reverse_sequence(Converter& c) {
-  graph::TensorType t = c.type_in(0);
-  int64_t r = static_cast<int64_t>(t.shape.size());
-  KILN_USER_CHECK(r >= 2) << c.where() << ": input must be at least 2-D, got " << t.str();
-  int64_t ta = norm_axis(c, c.attr_int("time_axis", 0), r),
-          ba = norm_axis(c, c.attr_int("batch_axis", 1), r);
-  KILN_USER_CHECK((ta == 0 && ba == 1) || (ta == 1 && ba == 0))
-      << c.where() << ": time_axis and batch_axis must be 0 and 1 in some order";
-  Ints lens = c.const_ints(1, "sequence_lens");
-  int64_t T = t.shape[ta], B = t.shape[ba];
-  KILN_USER_CHECK(static_cast<int64_t>(lens.size()) == B)
-      << c.where() << ": " << lens.size() << " sequence lengths for batch " << B;
-  Ints src;
-  for (int64_t i = 0; i < T * B; ++i) {
-    int64_t tt = ta == 0 ? i / B : i % T, b = ta == 0 ? i % B : i / T;
-    KILN_USER_CHECK(lens[b] >= 0 && lens[b] <= T)
-        << c.where() << ": sequence length " << lens[b] << " is outside [0, " << T << "]";
-    int64_t from = tt < lens[b] ? lens[b] - 1 - tt : tt;
-    src.push_back(ta == 0 ? from * B + b : b * T + from);
-  }
-  int64_t rest = t.numel() / (T * B);
-  Entry x = c.op("reshape", {c.in(0)}, {{"newshape", Ints{T * B, rest}}});
-  Entry y = c.op("take", {x, const_i64(c, "src", src)}, {{"axis", int64_t{0}}});
-  return {c.op("reshape", {y}, {{"newshape", t.shape}})};
-}
-
-// --- Einsum
-
-std::vector<Entry> convert_einsum(Converter& c) {
-  std::string eq;
-  for (char ch : c.attr_string("equation", ""))
-    if (ch != ' ') eq += ch;
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t s = 0;;) {
-    size_t e = lhs.find(',', s);
-    terms.push_back(lhs.substr(s, e == std::string::npos ? std::string::npos : e - s));
-    if (e == std::string::npos) break;
-    s = e + 1;
-  }
-  KILN_USER_CHECK(terms.size() == c.node->inputs.size())
-      << c.where() << ": equation '" << eq << "' has " << terms.size() << " operands, the node "
-      << c.node->inputs.size();
-  // Expand "..." into capital letters (the broadcast dimensions, right-aligned).
-  size_t ell = 0;
-  std::vector<graph::TensorType> types;
-  for (size_t i = 0; i < terms.size(); ++i) {
-    types.push_back(c.type_in(i));
-    size_t p = terms[i].find("...");
-    if (p != std::string::npos) {
-      size_t n = types[i].shape.size() - (terms[i].size() - 3);
-      ell = std::max(ell, n);
-    }
-  }
-  std::string ell_letters;
-  for (size_t k = 0; k < ell; ++k) ell_letters += static_cast<char>('A' + k);
-  for (size_t i = 0; i < terms.size(); ++i) {
-    size_t p = terms[i].find("...");
-    if (p == std::string::npos) continue;
-    size_t n = types[i].shape.size() - (terms[i].size() - 3);
-    terms[i].replace(p, 3, ell_letters.substr(ell - n));
-  }
-  std::string out;
-  if (arrow != std::string::npos) {
-    out = eq.substr(arrow + 2);
-    size_t p = out.find("...");
-    if (p != std::string::npos) out.replace(p, 3, ell_letters);
-  } else {
-    std::map<char, int> count;
-    for (const std::string& t : terms)
-      for (char ch : t) ++count[ch];
-    out = ell_letters;
-    for (auto [ch, n] : count)
-      if (n == 1 && std::islower(static_cast<unsigned char>(ch))) out += ch;
-  }
-  // Index space: output letters, then the summed ones.
-  std::string all = out;
-  std::map<char, int64_t> size;
-  for (size_t i = 0; i < terms.size(); ++i) {
-    KILN_USER_CHECK(terms[i].size() == types[i].shape.size())
-        << c.where() << ": subscripts '" << terms[i] << "' for operand " << types[i].str();
-    std::set<char> seen;
-    for (size_t d = 0; d < terms[i].size(); ++d) {
-      char ch = terms[i][d];
-      c.unsupported_if(!seen.insert(ch).second, "Einsum with a repeated subscript in one operand");
-      if (all.find(ch) == std::string::npos) all += ch;
-      int64_t s = types[i].shape[d];
-      if (s != 1) size[ch] = s;
-    }
-  }
-  Entry prod;
-  for (size_t i = 0; i < terms.size(); ++i) {
-    // Transpose into the order of `all`, then insert the missing letters as size-1 axes.
-    Ints perm, shape;
-    for (char ch : all) {
-      size_t p = terms[i].find(ch);
-      if (p != std::string::npos) perm.push_back(static_cast<int64_t>(p));
-    }
-    for (char ch : all) {
-      size_t p = terms[i].find(ch);
-      shape.push_back(p == std::string::npos ? 1 : types[i].shape[p]);
-    }
-    Entry x = c.op("transpose", {c.in(i)}, {{"axes", perm}});
-    x = c.op("reshape", {x}, {{"newshape", shape}});
-    prod = i == 0 ? x : c.op("multiply", {prod, x});
-  }
-  Ints summed;
-  for (size_t k = out.size(); k < all.size(); ++k) summed.push_back(static_cast<int64_t>(k));
-  if (summed.empty()) {
-    // Broadcast to the full output shape (a lone operand may hold size-1 axes).
-    Ints full;
-    for (char ch : all) full.push_back(size.count(ch) ? size[ch] : 1);
-    Entry ones = c.fill("ones", 1, DataType::Bool(), full);
-    return {c.op("where", {ones, prod, prod})};
-  }
-  return {c.op("sum", {prod}, {{"axes", summed}, {"keepdims", int64_t{0}}})};
-}
-
-// --- quantization
-
-/// Scale (and zero point) of input i broadcast along `axis` of a rank-r tensor.
-Entry along_axis(Converter& c, Entry e, int64_t axis, size_t r) {
-  if (c.rank_of(e) == 0) return e;
-  Ints shape(r, 1);
-  shape[static_cast<size_t>(axis)] = -1;
-  return c.op("reshape", {e}, {{"newshape", shape}});
-}
-
-std::vector<Entry> convert_dequantize(Converter& c) {
-  graph::TensorType t = c.type_in(0);
-  c.unsupported_if(!(t.dtype == DataType::UInt(8) || t.dtype == DataType::Int(8) ||
-                     t.dtype == DataType::Int(32)),
-                   "DequantizeLinear of " + t.dtype.str());
-  size_t r = t.shape.size();
-  bool per_axis = c.rank_of(c.in(1)) > 0;
-  int64_t axis = per_axis ? norm_axis(c, c.attr_int("axis", 1), static_cast<int64_t>(r)) : 0;
-  DataType st = c.type_in(1).dtype;
-  c.unsupported_if(st != DataType::Float(32), "DequantizeLinear to " + st.str());
-  std::string f = "float32";
-  Entry x = c.op("cast", {c.in(0)}, {{"dtype", f}});
-  if (c.has_input(2)) {
-    Entry zp = c.op("cast", {c.in(2)}, {{"dtype", f}});
-    x = c.op("subtract", {x, along_axis(c, zp, axis, r)});
-  }
-  return {c.op("multiply", {x, along_axis(c, c.in(1), axis, r)})};
-}
-
-std::vector<Entry> convert_quantize(Converter& c) {
-  graph::TensorType t = c.type_in(0);
-  c.unsupported_if(!(t.dtype == DataType::Float(32)), "QuantizeLinear of " + t.dtype.str());
-  size_t r = t.shape.size();
-  bool per_axis = c.rank_of(c.in(1)) > 0;
-  int64_t axis = per_axis ? norm_axis(c, c.attr_int("axis", 1), static_cast<int64_t>(r)) : 0;
-  DataType qt = c.has_input(2) ? c.type_in(2).dtype : DataType::UInt(8);
-  c.unsupported_if(!(qt == DataType::UInt(8) || qt == DataType::Int(8)),
-                   "QuantizeLinear to " + qt.str());
-  // saturate(round_half_even(x / scale) + zero_point)
-  Entry y = c.op("round_even", {c.op("divide", {c.in(0), along_axis(c, c.in(1), axis, r)})});
-  if (c.has_input(2)) {
-    Entry zp = c.op("cast", {c.in(2)}, {{"dtype", std::string("float32")}});
-    y = c.op("add", {y, along_axis(c, zp, axis, r)});
-  }
-  double lo = qt == DataType::UInt(8) ? 0 : -128, hi = qt == DataType::UInt(8) ? 255 : 127;
-  y = c.op("clip", {y}, {{"a_min", lo}, {"a_max", hi}});
-  return {c.op("cast", {y}, {{"dtype", qt.str()}})};
-}
-
-std::vector<Entry> convert_dynamic_quantize(Converter& c) {
-  graph::TensorType t = c.type_in(0);
-  c.unsupported_if(t.dtype != DataType::Float(32), "DynamicQuantizeLinear of " + t.dtype.str());
-  DataType f = DataType::Float(32);
-  Entry x = c.in(0), zero = c.fill("zero", 0, f);
-  Attrs all{{"axes", Ints{}}, {"keepdims", int64_t{0}}};
-  Entry mx = c.op("maximum", {c.op("max", {x}, all), zero});
-  Entry mn = c.op("minimum", {c.op("min", {x}, all), zero});
-  Entry scale = c.op("divide", {c.op("subtract", {mx, mn}), c.fill("qrange", 255, f)});
-  Entry zp = c.op("clip", {c.op("round_even", {c.op("divide", {c.op("negative", {mn}), scale})})},
-                  {{"a_min", 0.0}, {"a_max", 255.0}});
-  Entry y = c.op("clip", {c.op("add", {c.op("round_even", {c.op("divide", {x, scale})}), zp})},
-                 {{"a_min", 0.0}, {"a_max", 255.0}});
-  std::string u8 = "uint8";
-  return {c.op("cast", {y}, {{"dtype", u8}}), scale, c.op("cast", {zp}, {{"dtype", u8}})};
 }
 
 // --- windows
@@ -490,21 +473,51 @@ std::vector<Entry> convert_window(Converter& c, const std::string& kind) {
 }  // namespace
 
 void register_tensor_converters(ConvertTable& t) {
-  t["TopK"] = convert_topk;
-  t["ScatterElements"] = convert_scatter_elements;
-  t["Scatter"] = convert_scatter_elements;
-  t["ScatterND"] = convert_scatter_nd;
-  t["GatherND"] = convert_gather_nd;
-  t["OneHot"] = convert_onehot;
-  t["Tile"] = convert_tile;
-  t["Compress"] = convert_compress;
-  t["Einsum"] = convert_einsum;
-  t["ReverseSequence"] = convert_reverse_sequence;
-  t["DequantizeLinear"] = convert_dequantize;
-  t["QuantizeLinear"] = convert_quantize;
-  t["DynamicQuantizeLinear"] = convert_dynamic_quantize;
+  // Identity passes a sequence or an optional through as well as a tensor.
+  t.add("Identity", [](Converter& c) {
+    Entry v = c.value_in(0);
+    if (Converter::is_sequence(v) || Converter::is_optional(v)) return std::vector<Entry>{v};
+    return std::vector<Entry>{c.op("identity", {c.in(0)})};
+  });
+  t.add("Reshape", convert_reshape);
+  t.add("Flatten", [](Converter& c) {
+    return std::vector<Entry>{c.op("flatten", {c.in(0)}, {{"axis", c.attr_int("axis", 1)}})};
+  });
+  t.add("Transpose", [](Converter& c) {
+    return std::vector<Entry>{c.op("transpose", {c.in(0)}, {{"axes", c.attr_ints("perm", {})}})};
+  });
+  t.add("Concat", convert_concat);
+  t.add("Squeeze", [](Converter& c) {
+    Ints axes = c.opset < 13 ? c.attr_ints("axes", {})
+                             : (c.has_input(1) ? c.const_ints(1, "axes") : Ints{});
+    return std::vector<Entry>{c.op("squeeze", {c.in(0)}, {{"axes", axes}})};
+  });
+  t.add("Unsqueeze", [](Converter& c) {
+    Ints axes = c.opset < 13 ? c.attr_ints("axes", {}) : c.const_ints(1, "axes");
+    return std::vector<Entry>{c.op("unsqueeze", {c.in(0)}, {{"axes", axes}})};
+  });
+  t.add("Shape", [](Converter& c) {
+    check_static_shape(c, c.in(0));
+    return convert_shape(c);
+  });
+  t.add("Size", [](Converter& c) {
+    check_static_shape(c, c.in(0));
+    return convert_size(c);
+  });
+  t.add("Constant", convert_constant);
+  t.add("ConstantOfShape", convert_constant_of_shape);
+  t.add("Slice", convert_slice);
+  t.add("Split", convert_split);
+  t.add("Expand", convert_expand);
+  t.add("Range", convert_range);
+  t.add("Pad", convert_pad);
+  t.add("Tile", convert_tile);
+  t.add("Trilu", convert_trilu);
+  t.add("DepthToSpace", [](Converter& c) { return convert_depth_space(c, true); });
+  t.add("SpaceToDepth", [](Converter& c) { return convert_depth_space(c, false); });
+  t.add("EyeLike", convert_eye_like);
   for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"})
-    t[w] = [k = std::string(w)](Converter& c) { return convert_window(c, k); };
+    t.add(w, [k = std::string(w)](Converter& c) { return convert_window(c, k); });
 }
 
 }  // namespace kiln::frontend::onnx_import

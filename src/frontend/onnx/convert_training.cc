@@ -1,16 +1,14 @@
-// The optimizer steps of ONNX's preview training domain (Adagrad, Momentum, Adam) as
-// element-wise graph ops: one update per (X, G, state) group, with the learning rate R and the
-// step count T constant (the scalar factors they give are computed at import time, in double).
-// MaxUnpool with constant indices: the pooled values scattered into zeros. MatMulInteger and
-// ConvInteger: zero points subtracted in int32, then the int32 matmul / conv2d.
+// ONNX training operators. The optimizer steps of the preview training domain (Adagrad,
+// Momentum, Adam) as element-wise graph ops: one update per (X, G, state) group, with the
+// learning rate R and the step count T constant (the scalar factors they give are computed at
+// import time, in double). NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss with one-hot
+// masks (equal against an index constant, where, sum) instead of a gather, so that ignored or
+// out-of-range targets select nothing.
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
 
 namespace {
-
-using graph::Entry;
-using Ints = std::vector<int64_t>;
 
 /// The number of optimized tensors: (inputs - 2) / groups, checked.
 size_t tensor_count(Converter& c, size_t groups) {
@@ -108,99 +106,67 @@ std::vector<Entry> convert_adam(Converter& c) {
   return xs;
 }
 
-/// MaxUnpool: out = zeros of the unpooled shape with X's values at the (constant) flat
-/// indices I.
-std::vector<Entry> convert_max_unpool(Converter& c) {
+/// NegativeLogLikelihoodLoss of `logp` [N, C, d...] at `target` [N, d...] with one-hot masks
+/// (target == class) instead of a gather, so ignored or out-of-range targets select nothing.
+Entry nll_loss(Converter& c, Entry logp, Entry target, std::optional<Entry> weight) {
   graph::TensorType t = c.type_in(0);
-  c.unsupported_if(t.shape.size() != 4, "MaxUnpool of a tensor that is not 4-D");
-  // Indices address the unpooled shape the window attributes give; an output_shape pads that
-  // (the odd element at the end), as ONNX's reference does.
-  Ints k = c.attr_ints("kernel_shape", {}), st = c.attr_ints("strides", {1, 1}),
-       p = c.attr_ints("pads", {0, 0, 0, 0});
-  KILN_USER_CHECK(k.size() == 2 && st.size() == 2 && p.size() == 4)
-      << c.where() << ": kernel_shape, strides and pads must describe a 2-D window";
-  Ints out = {t.shape[0], t.shape[1], (t.shape[2] - 1) * st[0] + k[0] - p[0] - p[2],
-              (t.shape[3] - 1) * st[1] + k[1] - p[1] - p[3]};
-  Ints want = c.has_input(2) ? c.const_ints(2, "output_shape") : out;
-  KILN_USER_CHECK(want.size() == 4 && want[0] == out[0] && want[1] == out[1] && want[2] >= out[2] &&
-                  want[3] >= out[3])
-      << c.where() << ": output_shape must be 4-D and at least the unpooled shape";
-  Ints idx = c.const_ints(1, "indices");
-  int64_t total = out[0] * out[1] * out[2] * out[3], n = t.numel();
-  KILN_USER_CHECK(static_cast<int64_t>(idx.size()) == n)
-      << c.where() << ": " << idx.size() << " indices for " << n << " values";
-  // Source of each output element: the last value whose index lands there, else none.
-  Ints src(static_cast<size_t>(total), -1);
-  for (int64_t k = 0; k < n; ++k) {
-    KILN_USER_CHECK(idx[k] >= 0 && idx[k] < total)
-        << c.where() << ": index " << idx[k] << " is outside the output of " << total
-        << " elements";
-    src[idx[k]] = k;
+  DataType tt = c.dtype_of(target);
+  c.unsupported_if(!(t.dtype == DataType::Float(32) || t.dtype == DataType::Float(64)),
+                   "a loss of " + t.dtype.str());
+  c.unsupported_if(!(tt == DataType::Int(32) || tt == DataType::Int(64)),
+                   "targets of type " + tt.str());
+  size_t r = t.shape.size();
+  c.unsupported_if(r < 2, "a loss of a tensor of rank < 2");
+  int64_t classes = t.shape[1];
+  std::string reduction = c.attr_string("reduction", "mean");
+  c.unsupported_if(reduction != "none" && reduction != "sum" && reduction != "mean",
+                   "reduction '" + reduction + "'");
+  Ints cshape(r, 1);
+  cshape[1] = classes;
+  runtime::NDArray ids = runtime::NDArray::empty(cshape, tt);
+  for (int64_t k = 0; k < classes; ++k) c.set_elem(ids, k, static_cast<double>(k));
+  Entry onehot =
+      c.op("equal", {c.op("unsqueeze", {target}, {{"axes", Ints{1}}}), c.constant("classes", ids)});
+  Entry zero = c.fill("zero", 0, t.dtype);
+  Attrs over_c{{"axes", Ints{1}}, {"keepdims", int64_t{0}}};
+  Entry picked = c.op("sum", {c.op("where", {onehot, logp, zero})}, over_c);
+  Entry w = weight ? c.op("reshape", {*weight}, {{"newshape", cshape}}) : c.fill("one", 1, t.dtype);
+  Entry wt = c.op("sum", {c.op("where", {onehot, w, zero})}, over_c);
+  if (c.has_attr("ignore_index")) {
+    Entry ii = c.fill("ignore_index", static_cast<double>(c.attr_int("ignore_index", 0)), tt);
+    wt = c.op("where", {c.op("not_equal", {target, ii}), wt, zero});
   }
-  runtime::NDArray has = runtime::NDArray::empty({total}, DataType::Bool());
-  Ints pick(static_cast<size_t>(total));
-  for (int64_t k = 0; k < total; ++k) {
-    has.data_as<uint8_t>()[k] = src[k] >= 0;
-    pick[k] = std::max<int64_t>(src[k], 0);
-  }
-  Entry flat = c.op("reshape", {c.in(0)}, {{"newshape", Ints{n}}});
-  Entry v = c.op("take", {flat, c.constant("pick", int64_array(pick))}, {{"axis", int64_t{0}}});
-  Entry y = c.op("where", {c.constant("has", has), v, c.fill("zero", 0, t.dtype)});
-  y = c.op("reshape", {y}, {{"newshape", out}});
-  if (want != out) {
-    Ints before{0, 0, (want[2] - out[2]) / 2, (want[3] - out[3]) / 2};
-    Ints after{0, 0, want[2] - out[2] - before[2], want[3] - out[3] - before[3]};
-    y = c.op("pad", {y}, {{"pad_before", before}, {"pad_after", after}, {"value", 0.0}});
-  }
-  return {y};
+  Entry loss = c.op("negative", {c.op("multiply", {picked, wt})});
+  if (reduction == "none") return loss;
+  Ints all;
+  for (size_t d = 0; d + 1 < r; ++d) all.push_back(static_cast<int64_t>(d));
+  Attrs red{{"axes", all}, {"keepdims", int64_t{0}}};
+  Entry total = c.op("sum", {loss}, red);
+  if (reduction == "sum") return total;
+  return c.op("divide", {total, c.op("sum", {wt}, red)});
 }
 
-/// x - zero_point in int32 (zero point per tensor, or per row / column along `axis`).
-Entry minus_zero_point(Converter& c, size_t x, size_t zp, int64_t axis, size_t rank) {
-  std::string i32 = "int32";
-  Entry v = c.op("cast", {c.in(x)}, {{"dtype", i32}});
-  if (!c.has_input(zp)) return v;
-  Entry z = c.op("cast", {c.in(zp)}, {{"dtype", i32}});
-  if (c.rank_of(c.in(zp)) > 0 && c.type_in(zp).numel() > 1) {
-    Ints shape(rank, 1);
-    shape[static_cast<size_t>(axis)] = -1;
-    z = c.op("reshape", {z}, {{"newshape", shape}});
-  }
-  return c.op("subtract", {v, z});
+std::vector<Entry> convert_nll(Converter& c) {
+  std::optional<Entry> w;
+  if (c.has_input(2)) w = c.in(2);
+  return {nll_loss(c, c.in(0), c.in(1), w)};
 }
 
-/// MatMulInteger / ConvInteger: the zero points subtracted in int32, then an int32 product.
-std::vector<Entry> convert_integer_product(Converter& c, bool conv) {
-  for (size_t i : {0, 1}) {
-    DataType t = c.type_in(i).dtype;
-    c.unsupported_if(!(t == DataType::UInt(8) || t == DataType::Int(8)),
-                     c.node->op_type + " of " + t.str());
-  }
-  size_t ra = c.type_in(0).shape.size(), rb = c.type_in(1).shape.size();
-  if (!conv) {
-    c.unsupported_if(ra != 2 || rb != 2, "MatMulInteger of operands that are not 2-D");
-    Entry a = minus_zero_point(c, 0, 2, 0, ra), b = minus_zero_point(c, 1, 3, 1, rb);
-    return {c.op("matmul", {a, b})};
-  }
-  c.unsupported_if(ra != 4, "ConvInteger of a tensor that is not 4-D");
-  c.unsupported_if(c.attr_string("auto_pad", "NOTSET") != "NOTSET", "ConvInteger with auto_pad");
-  Entry x = minus_zero_point(c, 0, 2, 1, ra), w = minus_zero_point(c, 1, 3, 0, rb);
-  return {c.op("conv2d", {x, w},
-               {{"strides", c.attr_ints("strides", {1, 1})},
-                {"padding", c.attr_ints("pads", {0, 0, 0, 0})},
-                {"dilation", c.attr_ints("dilations", {1, 1})},
-                {"groups", c.attr_int("group", 1)}})};
+std::vector<Entry> convert_sce(Converter& c) {
+  std::optional<Entry> w;
+  if (c.has_input(2)) w = c.in(2);
+  Entry logp = c.op("log_softmax", {c.in(0)}, {{"axis", int64_t{1}}});
+  return {nll_loss(c, logp, c.in(1), w), logp};
 }
 
 }  // namespace
 
 void register_training_converters(ConvertTable& t) {
-  t["Adagrad"] = convert_adagrad;
-  t["Momentum"] = convert_momentum;
-  t["Adam"] = convert_adam;
-  t["MaxUnpool"] = convert_max_unpool;
-  t["MatMulInteger"] = [](Converter& c) { return convert_integer_product(c, false); };
-  t["ConvInteger"] = [](Converter& c) { return convert_integer_product(c, true); };
+  t.add("Adagrad", convert_adagrad);
+  t.add("Momentum", convert_momentum);
+  t.add("Adam", convert_adam);
+  t.add("NegativeLogLikelihoodLoss", convert_nll);
+  t.add("SoftmaxCrossEntropyLoss", convert_sce);
 }
 
 }  // namespace kiln::frontend::onnx_import

@@ -1,7 +1,8 @@
 // Internal to the ONNX importer: the Converter that the per-family converter files
-// (convert*.cc) share. A converter function reads one ONNX node through it (inputs, constant
-// inputs, attributes with defaults, inferred types) and adds graph ops; the table of all
-// converters is assembled in convert.cc from each family's register_* function.
+// (convert_<family>.cc) share. A converter function reads one ONNX node through it (inputs,
+// constant inputs, attributes with defaults, inferred types) and adds graph ops; the table of
+// all converters, one per ONNX op, is assembled in convert.cc from each family's register_*
+// function.
 #pragma once
 
 #include <algorithm>
@@ -109,44 +110,13 @@ class Converter {
     if (!has_input(i)) return nullptr;
     return folded(in(i));
   }
-  /// The value of `e` when it depends on constants only: the sub-graph producing it is typed and
-  /// constant-folded (compiled and run on the host). Null when it depends on a graph input or
-  /// cannot be folded.
-  const runtime::NDArray* folded(Entry e) const {
-    if (is_sequence(e) || is_optional(e)) return nullptr;
-    const graph::Node& n = g_.node(e.node);
-    if (n.is_constant()) return &n.value;
-    if (n.is_input()) return nullptr;
-    auto it = folded_.find(e);
-    if (it != folded_.end()) return it->second ? &*it->second : nullptr;
-    std::optional<runtime::NDArray>& slot = folded_[e];
-    std::set<int> seen;
-    std::vector<int> stack{e.node};
-    while (!stack.empty()) {
-      int k = stack.back();
-      stack.pop_back();
-      if (!seen.insert(k).second) continue;
-      const graph::Node& m = g_.node(k);
-      if (m.is_input()) return nullptr;
-      for (const Entry& x : m.inputs) stack.push_back(x.node);
-    }
-    graph::Graph sub;
-    std::map<int, int> remap;
-    for (int k : seen) {
-      graph::Node copy = g_.node(k);
-      for (Entry& x : copy.inputs) x.node = remap.at(x.node);
-      remap[k] = sub.add_node(std::move(copy));
-    }
-    sub.set_outputs({Entry{remap.at(e.node), e.index}});
-    try {
-      graph::Graph f = graph::constant_folding(graph::infer_types(sub));
-      const graph::Node& out = f.node(f.outputs()[0].node);
-      if (out.is_constant()) slot = out.value;
-    } catch (const Error&) {
-      slot.reset();
-    }
-    return slot ? &*slot : nullptr;
-  }
+  /// The value of `e` when it depends on constants only. The ops not yet evaluated on the way
+  /// to it are computed on the host when they are the small ops of shape arithmetic and loop
+  /// conditions (eval_on_host: no compilation); otherwise the sub-graph from the values known
+  /// so far is typed and constant-folded (compiled and run on the host). Every value found is
+  /// remembered, so folding a chain that grows (an unrolled loop's condition) costs only its new
+  /// ops. Null when it depends on a graph input or cannot be folded.
+  const runtime::NDArray* folded(Entry e) const;
   /// The type of `e` from infer_types over the graph built so far; nullopt when the graph
   /// cannot be typed.
   std::optional<graph::TensorType> known_type(Entry e) const {
@@ -300,11 +270,29 @@ class Converter {
   /// Every node of `nodes` (and of their sub-graphs) supported? Appends those that are not.
   void find_unsupported(const std::vector<OnnxNode>& nodes, std::vector<std::string>& missing);
 
+  /// `base`, or the first of "<base>_1", "<base>_2", … not used yet. The suffixes below
+  /// next_suffix_[base] are known to be taken, so a body unrolled many times is not quadratic.
   std::string unique_name(const std::string& base) {
     std::string n = base;
-    for (int k = 1; used_.count(n); ++k) n = base + "_" + std::to_string(k);
+    if (used_.count(n)) {
+      int& k = next_suffix_[base];
+      k = std::max(k, 1);
+      for (n = base + "_" + std::to_string(k); used_.count(n); n = base + "_" + std::to_string(k))
+        ++k;
+    }
     used_.insert(n);
     return n;
+  }
+  /// Frees a name unique_name gave (a node renamed after its ONNX value).
+  void release_name(const std::string& n) {
+    used_.erase(n);
+    size_t p = n.rfind('_');
+    if (p == std::string::npos || p + 1 == n.size() ||
+        n.find_first_not_of("0123456789", p + 1) != std::string::npos || n.size() - p > 10)
+      return;
+    auto it = next_suffix_.find(n.substr(0, p));
+    int k = std::stoi(n.substr(p + 1));
+    if (it != next_suffix_.end() && k < it->second) it->second = k;
   }
 
   const OnnxModel& m_;
@@ -312,6 +300,7 @@ class Converter {
   graph::Graph g_;
   std::map<std::string, Entry> values_;
   std::set<std::string> used_;
+  std::map<std::string, int> next_suffix_;
   std::vector<std::vector<Entry>> sequences_;
   std::vector<std::optional<Entry>> optionals_;
   mutable std::map<Entry, std::optional<runtime::NDArray>> folded_;
@@ -319,6 +308,13 @@ class Converter {
   mutable int typed_n_ = -1;
   mutable bool typed_ok_ = false;
 };
+
+/// The value of op node `n` computed on the host from its inputs' values, when `n` is one of the
+/// small exact ops of shape arithmetic and loop conditions (identity and reshaping ops, integer
+/// arithmetic, comparisons, where, cast to integers or floats, concat, take in range) on small
+/// tensors; nullopt otherwise (host_eval.cc).
+std::optional<runtime::NDArray> eval_on_host(const graph::Node& n,
+                                             const std::vector<const runtime::NDArray*>& in);
 
 using ConvertFn = std::function<std::vector<Entry>(Converter&)>;
 
@@ -343,41 +339,71 @@ inline int64_t norm_axis(const Converter& c, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-/// The converters of one family, added to the table by name (ONNX op type).
-using ConvertTable = std::map<std::string, ConvertFn>;
+/// The converters of all ONNX operators, one per op type. Each family file registers its
+/// operators once (register_*_converters); a second registration of an op is an internal error,
+/// so that no converter wraps or silently replaces another and no result depends on the order
+/// of registration.
+class ConvertTable {
+ public:
+  /// Registers the converter of ONNX op `op`; an internal error when `op` already has one.
+  void add(const std::string& op, ConvertFn fn);
+  /// The converter of `op`; null when there is none.
+  const ConvertFn* find(const std::string& op) const {
+    auto it = fns_.find(op);
+    return it == fns_.end() ? nullptr : &it->second;
+  }
+  /// The op types with a converter, sorted.
+  std::vector<std::string> ops() const;
+
+ private:
+  std::map<std::string, ConvertFn> fns_;
+};
+
+/// The table of every converter (built on first use from the register_* functions below).
+const ConvertTable& table();
+
+/// Element-wise operators: arithmetic, comparisons and logic, math functions, activations,
+/// Clip, Cast / CastLike (convert_math.cc).
+void register_math_converters(ConvertTable& t);
+/// Convolution and pooling over 1-D, 2-D and 3-D windows, ConvTranspose, MaxUnpool
+/// (convert_conv.cc).
+void register_conv_converters(ConvertTable& t);
+/// Gemm, MatMul, normalizations, Softmax-like layers, Dropout, Resize/Upsample (convert_nn.cc).
+void register_nn_converters(ConvertTable& t);
+/// Shapes and layouts: Reshape, Transpose, Concat, Slice, Split, Pad, Tile, Shape, constants,
+/// Range, Trilu, … (convert_tensor.cc).
+void register_tensor_converters(ConvertTable& t);
+/// Gather / Scatter families, OneHot, Compress, ReverseSequence, TopK (convert_index.cc).
+void register_index_converters(ConvertTable& t);
+/// Reductions, ArgMax/ArgMin, CumSum, Einsum (convert_reduce.cc).
+void register_reduce_converters(ConvertTable& t);
+/// QuantizeLinear, DequantizeLinear, QLinearMatMul/Conv, MatMulInteger, ConvInteger
+/// (convert_quant.cc).
+void register_quant_converters(ConvertTable& t);
+/// Adagrad, Momentum, Adam (domain ai.onnx.preview.training) and the losses
+/// (convert_training.cc).
+void register_training_converters(ConvertTable& t);
 /// LSTM, GRU, RNN (convert_rnn.cc).
 void register_rnn_converters(ConvertTable& t);
-/// Element-wise math beyond the basic table: trigonometric, hyperbolic, activations
-/// (convert_math.cc).
-void register_math_converters(ConvertTable& t);
-/// ConvTranspose, Resize/Upsample, pooling of other ranks, normalizations (convert_nn.cc).
-void register_nn_converters(ConvertTable& t);
-/// TopK, Scatter*, GatherND, OneHot, Tile, Einsum, … (convert_tensor.cc).
-void register_tensor_converters(ConvertTable& t);
-
-/// Adagrad, Momentum, Adam (domain ai.onnx.preview.training), MaxUnpool, MatMulInteger and
-/// ConvInteger (convert_training.cc).
-void register_training_converters(ConvertTable& t);
-
-/// Convolution and pooling over 1-D and 3-D windows, MaxPool's Indices (convert_ndim.cc).
-void register_ndim_converters(ConvertTable& t);
 /// DFT, STFT, MelWeightMatrix, Det, GridSample, RoiAlign (convert_signal.cc).
 void register_signal_converters(ConvertTable& t);
+/// TfIdfVectorizer (convert_text.cc).
+void register_text_converters(ConvertTable& t);
 /// Operators whose output shape depends on the data: NonZero, Unique, NonMaxSuppression
 /// (convert_dynamic.cc).
 void register_dynamic_converters(ConvertTable& t);
-/// If, Loop, Scan and sequences (convert_control.cc).
+/// If, Loop, Scan, sequences and optionals (convert_control.cc).
 void register_control_converters(ConvertTable& t);
-/// TfIdfVectorizer, QLinearConv/QLinearMatMul, bfloat16, and other corner cases
-/// (convert_misc.cc).
-void register_misc_converters(ConvertTable& t);
 
-/// A ConvTranspose's strides, dilations, output padding and pads (begins, then ends) over
-/// kernel.size() spatial axes, with auto_pad and output_shape resolved (convert_nn.cc).
-struct TransposeWindow {
-  Ints strides, dilations, output_padding, pads;
-};
-TransposeWindow transpose_window(Converter& c, const graph::TensorType& xt, const Ints& kernel);
+/// Checks `m` as onnx.checker does where the converters rely on it: one producer per value (in
+/// its graph and the enclosing ones), node input and output counts within the operator's schema
+/// at the model's opset, required inputs present. A user error names the file, node and value
+/// (validate.cc).
+void validate_model(const OnnxModel& m);
+
+/// A user error when `e` is an output whose shape depends on the data (Shape and Size read a
+/// static shape; convert_dynamic.cc).
+void check_static_shape(const Converter& c, Entry e);
 
 /// ONNX TensorProto element-type code -> Kiln type; Void for types Kiln cannot compute with.
 DataType onnx_elem_type(int64_t code);
@@ -385,5 +411,9 @@ DataType onnx_elem_type(int64_t code);
 runtime::NDArray int64_array(const std::vector<int64_t>& xs);
 /// A constant int64 (or `t`) tensor of rank `r` holding 0..n-1 along `axis` (size 1 elsewhere).
 graph::Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t = DataType::Int(64));
+/// The number of elements of a tensor of `shape`.
+int64_t numel_of(const Ints& shape);
+/// A constant tensor of `shape` (with at least one zero dimension) and type `t`.
+Entry empty_tensor(Converter& c, const Ints& shape, DataType t);
 
 }  // namespace kiln::frontend::onnx_import

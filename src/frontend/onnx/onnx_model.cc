@@ -279,6 +279,9 @@ void parse_graph(const onnx::GraphProto& g, const std::string& what, std::set<st
   std::set<std::string>& defined = outer;
   for (const auto& t : g.initializer()) {
     KILN_USER_CHECK(!t.name().empty()) << "'" << what << "': an initializer has no name";
+    KILN_USER_CHECK(!out.initializers.count(t.name()))
+        << "'" << what << "': initializer '" << t.name()
+        << "' is defined twice (initializer names must be unique)";
     out.initializers[t.name()] = tensor_to_ndarray(t, "'" + what + "'");
     defined.insert(t.name());
   }
