@@ -27,6 +27,17 @@ namespace kiln::codegen {
 
 using namespace kiln::ir;  // NOLINT
 
+/// Allocations up to this size are entry-block allocas; larger ones come from the workspace.
+inline constexpr int64_t kMaxStackAllocBytes = 64 * 1024;
+/// The alignment of every allocation.
+inline constexpr int kAllocAlign = 64;
+
+/// builtin::kDpbusd on i32 values of equal lanes (see ir/op.h): vpdpbusd for 16 lanes with
+/// avx512vnni, otherwise bytes widened (a zero-, b sign-extended), multiplied and summed in
+/// groups of 4 by shuffles.
+llvm::Value* emit_dpbusd(llvm::IRBuilder<>& b, const Target& target, llvm::Value* acc,
+                         llvm::Value* x, llvm::Value* y);
+
 /// Creates the TargetMachine for `target` (PIC, O3). Throws kiln::Error for an unknown triple.
 std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target);
 /// The CPU name and the feature string LLVM gets for `target` (-mcpu=native: host features).

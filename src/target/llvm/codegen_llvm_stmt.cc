@@ -1,0 +1,510 @@
+// LLVM IR generation for PrimFuncs, part two (codegen_llvm.cc has the file's design): calls
+// (if_then_else as branches and a phi, math intrinsics and the f32 tanh approximation, the
+// runtime's builtins, argument checks) and statements (serial loops with a phi, parallel loops
+// outlined into closures run by kiln_parallel_for, allocations on the stack or from the
+// workspace, asserts and error returns).
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <numeric>
+
+#include "../target_info.h"
+#include "codegen_llvm.h"
+#include "kiln/ir/op.h"
+#include "kiln/runtime/c_runtime_api.h"
+#include "kiln/tir/packed_api.h"
+#include "llvm_common.h"
+
+namespace kiln::codegen {
+
+// --- calls
+
+llvm::Value* CodeGenLLVM::visit(const Call* op) { return emit_call(op); }
+
+llvm::Value* CodeGenLLVM::emit_if_then_else(const Expr& cond, const Expr& t, const Expr& f,
+                                            DataType type) {
+  if (!cond.dtype().is_scalar()) {
+    // Per-lane choice: both sides are evaluated (documented limitation for vector guards).
+    return b_->CreateSelect(emit_expr(cond), emit_expr(t), emit_expr(f));
+  }
+  llvm::Value* c = emit_expr(cond);
+  llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(*ctx_, "ite_then", cur_.fn);
+  llvm::BasicBlock* else_bb = llvm::BasicBlock::Create(*ctx_, "ite_else", cur_.fn);
+  llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "ite_end", cur_.fn);
+  b_->CreateCondBr(c, then_bb, else_bb);
+  b_->SetInsertPoint(then_bb);
+  llvm::Value* tv = emit_expr(t);
+  llvm::BasicBlock* then_end = b_->GetInsertBlock();
+  b_->CreateBr(end_bb);
+  b_->SetInsertPoint(else_bb);
+  llvm::Value* fv = emit_expr(f);
+  llvm::BasicBlock* else_end = b_->GetInsertBlock();
+  b_->CreateBr(end_bb);
+  b_->SetInsertPoint(end_bb);
+  llvm::PHINode* phi = b_->CreatePHI(ty(type), 2);
+  phi->addIncoming(tv, then_end);
+  phi->addIncoming(fv, else_end);
+  return phi;
+}
+
+llvm::Value* CodeGenLLVM::emit_tanh_f32(llvm::Value* x, DataType t) {
+  // Eigen's generic_fast_tanh_float: x clamped to +-7.90531 (where tanh rounds to +-1 in
+  // float32), then an odd degree-13 over an even degree-6 polynomial; |error| < 4e-7 against
+  // tanhf. Plain arithmetic, so a vector stays a vector: libm's tanhf was one call per lane
+  // (DCGAN's output layer: 0.2-0.3 ms of tanh alone). NaN passes through.
+  llvm::Type* vt = ty(t);
+  auto c = [&](double v) { return llvm::ConstantFP::get(vt, v); };
+  llvm::Value* lim = c(7.90531110763549805);
+  llvm::Value* neg_lim = c(-7.90531110763549805);
+  llvm::Value* xc = b_->CreateSelect(b_->CreateFCmpOGT(x, lim), lim, x);
+  xc = b_->CreateSelect(b_->CreateFCmpOLT(xc, neg_lim), neg_lim, xc);
+  llvm::Value* x2 = b_->CreateFMul(xc, xc);
+  llvm::Value* p =
+      b_->CreateFAdd(b_->CreateFMul(x2, c(-2.76076847742355e-16)), c(2.00018790482477e-13));
+  for (double a : {-8.60467152213735e-11, 5.12229709037114e-08, 1.48572235717979e-05,
+                   6.37261928875436e-04, 4.89352455891786e-03})
+    p = b_->CreateFAdd(b_->CreateFMul(x2, p), c(a));
+  llvm::Value* q =
+      b_->CreateFAdd(b_->CreateFMul(x2, c(1.19825839466702e-06)), c(1.18534705686654e-04));
+  q = b_->CreateFAdd(b_->CreateFMul(x2, q), c(2.26843463243900e-03));
+  q = b_->CreateFAdd(b_->CreateFMul(x2, q), c(4.89352518554385e-03));
+  llvm::Value* r = b_->CreateFDiv(b_->CreateFMul(xc, p), q);
+  // Past the clamp the float32 tanh is exactly +-1 (the polynomial is 1 ulp off there).
+  r = b_->CreateSelect(b_->CreateFCmpOGE(x, lim), c(1.0), r);
+  r = b_->CreateSelect(b_->CreateFCmpOLE(x, neg_lim), c(-1.0), r);
+  return b_->CreateSelect(b_->CreateFCmpUNO(x, x), x, r);
+}
+
+llvm::Value* CodeGenLLVM::emit_math(const Call* op) {
+  static const std::map<std::string, llvm::Intrinsic::ID> intrinsics = {
+      {"exp", llvm::Intrinsic::exp},          {"exp2", llvm::Intrinsic::exp2},
+      {"log", llvm::Intrinsic::log},          {"log2", llvm::Intrinsic::log2},
+      {"log10", llvm::Intrinsic::log10},      {"sqrt", llvm::Intrinsic::sqrt},
+      {"fabs", llvm::Intrinsic::fabs},        {"floor", llvm::Intrinsic::floor},
+      {"ceil", llvm::Intrinsic::ceil},        {"round", llvm::Intrinsic::round},
+      {"trunc", llvm::Intrinsic::trunc},      {"nearbyint", llvm::Intrinsic::nearbyint},
+      {"pow", llvm::Intrinsic::pow},          {"fma", llvm::Intrinsic::fma},
+      {"sin", llvm::Intrinsic::sin},          {"cos", llvm::Intrinsic::cos},
+      {"copysign", llvm::Intrinsic::copysign}};
+  static const std::unordered_set<std::string> libm = {"tanh",  "erf",   "tan",   "atan",
+                                                       "asin",  "acos",  "sinh",  "cosh",
+                                                       "atan2", "log1p", "expm1", "cbrt"};
+  DataType t = op->dtype;
+  std::vector<llvm::Value*> args;
+  for (const Expr& a : op->args) args.push_back(emit_expr(a));
+  auto it = intrinsics.find(op->name);
+  if (it != intrinsics.end()) {
+    if (!t.is_float()) fail("math intrinsic '" + op->name + "' on non-float type " + t.str());
+    return b_->CreateIntrinsic(it->second, {ty(t)}, args);
+  }
+  if (!libm.count(op->name)) return nullptr;
+  if (op->name == "tanh" && t.is_float() && t.bits() == 32) return emit_tanh_f32(args[0], t);
+  if (!t.is_float() || (t.bits() != 32 && t.bits() != 64)) {
+    fail("math function '" + op->name + "' on type " + t.str());
+  }
+  llvm::Type* st = ty(t.element_of());
+  std::string fname = op->name + (t.bits() == 32 ? "f" : "");
+  std::vector<llvm::Type*> ptys(args.size(), st);
+  llvm::Function* fn = runtime_fn(fname, st, ptys);
+  fn->setDoesNotAccessMemory();
+  fn->setDoesNotThrow();
+  if (t.is_scalar()) return b_->CreateCall(fn, args);
+  // Scalarize: one libm call per lane.
+  llvm::Value* out = llvm::PoisonValue::get(ty(t));
+  for (int i = 0; i < t.lanes(); ++i) {
+    std::vector<llvm::Value*> lane;
+    for (llvm::Value* a : args) lane.push_back(b_->CreateExtractElement(a, i));
+    out = b_->CreateInsertElement(out, b_->CreateCall(fn, lane), i);
+  }
+  return out;
+}
+
+llvm::Value* CodeGenLLVM::emit_builtin(const Call* op) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  auto const_arg = [&](size_t i) -> int64_t {
+    if (i >= op->args.size()) fail(op->name + ": missing argument " + std::to_string(i));
+    auto v = as_const_int(op->args[i]);
+    if (!v) fail(op->name + ": argument " + std::to_string(i) + " must be a constant");
+    return *v;
+  };
+  if (op->name == builtin::kAddressOf) {
+    // address_of(Load): the address of the loaded element, for passing buffers to C.
+    const Load* l = op->args.size() == 1 ? op->args[0].as<Load>() : nullptr;
+    if (!l || !l->dtype.is_scalar()) fail("address_of needs one scalar Load argument");
+    return element_ptr(l->buffer_var, l->dtype, l->index);
+  }
+  if (op->name == builtin::kPrefetch) {
+    // prefetch(address_of(Load), locality): llvm.prefetch (read, data cache). The address is a
+    // plain GEP, not inbounds: a prefetch may point past its buffer (the next block of a
+    // stream), where it does nothing.
+    const Call* a = op->args.size() == 2 ? op->args[0].as<Call>() : nullptr;
+    const Load* l = a && a->name == builtin::kAddressOf && a->args.size() == 1
+                        ? a->args[0].as<Load>()
+                        : nullptr;
+    if (!l || !l->dtype.is_scalar()) fail("prefetch needs address_of(scalar Load) and a locality");
+    const int64_t locality = const_arg(1);
+    if (locality < 0 || locality > 3) fail("prefetch: locality must be 0..3");
+    llvm::Value* p = b_->CreateGEP(ty(l->dtype), emit_expr(l->buffer_var), emit_index64(l->index));
+    b_->CreateIntrinsic(
+        llvm::Intrinsic::prefetch, {ptr},
+        {p, b_->getInt32(0), b_->getInt32(static_cast<uint32_t>(locality)), b_->getInt32(1)});
+    return b_->getInt32(0);
+  }
+  if (op->name == builtin::kArgValue) {
+    llvm::Value* args = emit_expr(op->args[0]);
+    llvm::Value* p = b_->CreateInBoundsGEP(b_->getInt64Ty(), args, b_->getInt64(const_arg(1)));
+    return b_->CreateAlignedLoad(ty(op->dtype), p, llvm::Align(8));
+  }
+  if (op->name == builtin::kArgTypeCode) {
+    llvm::Value* codes = emit_expr(op->args[0]);
+    llvm::Value* p = b_->CreateInBoundsGEP(b_->getInt32Ty(), codes, b_->getInt64(const_arg(1)));
+    return b_->CreateAlignedLoad(b_->getInt32Ty(), p, llvm::Align(4));
+  }
+  if (op->name == builtin::kArrayGet) {
+    llvm::Value* arr = emit_expr(op->args[0]);
+    auto field = static_cast<tir::ArrayField>(const_arg(1));
+    auto load_field = [&](unsigned idx, llvm::Type* t) {
+      return b_->CreateLoad(t, b_->CreateStructGEP(array_type_, arr, idx));
+    };
+    switch (field) {
+      case tir::ArrayField::kData: {
+        llvm::Value* data = load_field(0, ptr);
+        llvm::Value* off = load_field(7, b_->getInt64Ty());
+        return b_->CreateInBoundsGEP(b_->getInt8Ty(), data, off);
+      }
+      case tir::ArrayField::kDeviceType:
+        return load_field(1, b_->getInt32Ty());
+      case tir::ArrayField::kDeviceId:
+        return load_field(2, b_->getInt32Ty());
+      case tir::ArrayField::kNDim:
+        return load_field(3, b_->getInt32Ty());
+      case tir::ArrayField::kDTypeWord:
+        return load_field(4, b_->getInt32Ty());
+      case tir::ArrayField::kShape:
+      case tir::ArrayField::kStrides: {
+        llvm::Value* p = load_field(field == tir::ArrayField::kShape ? 5 : 6, ptr);
+        llvm::Value* q = b_->CreateInBoundsGEP(b_->getInt64Ty(), p, b_->getInt64(const_arg(2)));
+        return b_->CreateLoad(b_->getInt64Ty(), q);
+      }
+      case tir::ArrayField::kStridesIsNull:
+        return b_->CreateIsNull(load_field(6, ptr));
+      case tir::ArrayField::kByteOffset:
+        return load_field(7, b_->getInt64Ty());
+    }
+    fail("kiln.array_get: unknown field " + std::to_string(const_arg(1)));
+  }
+  if (op->name == builtin::kSetError) {
+    llvm::Function* fn = runtime_fn("kiln_set_last_error", b_->getVoidTy(), {ptr});
+    b_->CreateCall(fn, {emit_expr(op->args.at(0))});
+    return b_->getInt32(0);
+  }
+  if (op->name == builtin::kArgCheck) fail("kiln.arg_check is only valid as a statement");
+  return nullptr;
+}
+
+llvm::Value* CodeGenLLVM::emit_call(const Call* op) {
+  if (op->call_kind == CallKind::kExtern || op->call_kind == CallKind::kPureExtern) {
+    std::vector<llvm::Value*> args;
+    std::vector<llvm::Type*> ptys;
+    for (const Expr& a : op->args) {
+      args.push_back(emit_expr(a));
+      ptys.push_back(args.back()->getType());
+    }
+    llvm::Type* ret = ty(op->dtype);
+    llvm::Function* fn = module_->getFunction(op->name);
+    if (fn == nullptr) {
+      fn = runtime_fn(op->name, ret, ptys);
+    } else if (fn->getFunctionType() != llvm::FunctionType::get(ret, ptys, false)) {
+      fail("extern function '" + op->name + "' is called with two different signatures");
+    }
+    llvm::Value* r = b_->CreateCall(fn, args);
+    return op->dtype.is_void() ? b_->getInt32(0) : r;
+  }
+  if (op->name == builtin::kLikely) {
+    llvm::Value* c = emit_expr(op->args.at(0));
+    if (!op->dtype.is_scalar()) return c;
+    return b_->CreateIntrinsic(llvm::Intrinsic::expect, {c->getType()}, {c, b_->getTrue()});
+  }
+  if (op->name == builtin::kIfThenElse) {
+    return emit_if_then_else(op->args.at(0), op->args.at(1), op->args.at(2), op->dtype);
+  }
+  if (op->name == builtin::kDpbusd && op->args.size() == 3) {
+    return emit_dpbusd(*b_, target_, emit_expr(op->args[0]), emit_expr(op->args[1]),
+                       emit_expr(op->args[2]));
+  }
+  if (llvm::Value* v = emit_builtin(op)) return v;
+  if (llvm::Value* v = emit_math(op)) return v;
+  fail("unknown intrinsic '" + op->name + "' (" + call_kind_name(op->call_kind) + ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statements
+
+void CodeGenLLVM::emit_arg_check(const Call* op) {
+  if (op->args.size() != 4 || !op->args[1].as<StringImm>()) {
+    fail("kiln.arg_check needs (cond, prefix string, kind, got)");
+  }
+  llvm::Value* cond = emit_expr(op->args[0]);
+  llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "arg_check_fail", cur_.fn);
+  llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "arg_check_ok", cur_.fn);
+  llvm::MDBuilder md(*ctx_);
+  b_->CreateCondBr(cond, ok_bb, fail_bb, md.createBranchWeights(1 << 20, 1));
+  b_->SetInsertPoint(fail_bb);
+  llvm::Value* got = cast_value(op->args[3].dtype(), DataType::Int(64), emit_expr(op->args[3]));
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  llvm::Function* fn =
+      runtime_fn("kiln_set_arg_error", b_->getVoidTy(), {ptr, b_->getInt32Ty(), b_->getInt64Ty()});
+  llvm::Value* kind = cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2]));
+  b_->CreateCall(fn, {emit_expr(op->args[1]), kind, got});
+  emit_error_return(b_->getInt32(-1));
+  b_->CreateBr(ok_bb);
+  b_->SetInsertPoint(ok_bb);
+}
+
+void CodeGenLLVM::visit(const Evaluate* op) {
+  if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kArgCheck) {
+    emit_arg_check(c);
+    return;
+  }
+  if (is_const(op->value)) return;
+  emit_expr(op->value);
+}
+
+void CodeGenLLVM::visit(const LetStmt* op) {
+  llvm::Value* v = emit_expr(op->value);
+  if (op->var.dtype().is_handle()) {
+    if (const Call* c = op->value.as<Call>();
+        c && c->name == builtin::kArrayGet && is_const_int(c->args.at(1), 0)) {
+      aligned_.insert(op->var.get());  // checked by the packed API
+    }
+  }
+  if (llvm::isa<llvm::Instruction>(v) && !v->hasName()) v->setName(op->var.name());
+  vars_[op->var.get()] = v;
+  visit_stmt(op->body);
+}
+
+void CodeGenLLVM::visit(const AttrStmt* op) {
+  if (op->key == attr::kComputeScope) {
+    std::string name = func_name_ + "_compute_";
+    if (const StringImm* s = op->value.as<StringImm>()) name = s->value;
+    std::vector<Var> params = free_vars(op->body);
+    llvm::Function* fn = emit_outlined(
+        name, params, [&] { visit_stmt(op->body); }, false);
+    std::vector<llvm::Value*> args;
+    for (const Var& p : params) args.push_back(vars_.at(p.get()));
+    emit_propagate(b_->CreateCall(fn, args));
+    return;
+  }
+  visit_stmt(op->body);
+}
+
+void CodeGenLLVM::visit(const AssertStmt* op) {
+  llvm::Value* cond = emit_expr(op->condition);
+  llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "assert_fail", cur_.fn);
+  llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "assert_ok", cur_.fn);
+  llvm::MDBuilder md(*ctx_);
+  b_->CreateCondBr(cond, ok_bb, fail_bb, md.createBranchWeights(1 << 20, 1));
+  b_->SetInsertPoint(fail_bb);
+  llvm::Function* fn =
+      runtime_fn("kiln_set_last_error", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
+  b_->CreateCall(fn, {emit_expr(op->message)});
+  emit_error_return(b_->getInt32(-1));
+  b_->CreateBr(ok_bb);
+  b_->SetInsertPoint(ok_bb);
+  visit_stmt(op->body);
+}
+
+void CodeGenLLVM::visit(const IfThenElse* op) {
+  llvm::Value* c = emit_expr(op->condition);
+  llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(*ctx_, "if_then", cur_.fn);
+  llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "if_end", cur_.fn);
+  llvm::BasicBlock* else_bb =
+      op->else_case.defined() ? llvm::BasicBlock::Create(*ctx_, "if_else", cur_.fn) : end_bb;
+  b_->CreateCondBr(c, then_bb, else_bb);
+  b_->SetInsertPoint(then_bb);
+  visit_stmt(op->then_case);
+  b_->CreateBr(end_bb);
+  if (op->else_case.defined()) {
+    b_->SetInsertPoint(else_bb);
+    visit_stmt(op->else_case);
+    b_->CreateBr(end_bb);
+  }
+  b_->SetInsertPoint(end_bb);
+}
+
+void CodeGenLLVM::visit(const SeqStmt* op) {
+  for (const Stmt& s : op->seq) visit_stmt(s);
+}
+
+void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end, ForKind kind,
+                            const std::function<void()>& body) {
+  llvm::BasicBlock* pre = b_->GetInsertBlock();
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(*ctx_, "for_head", cur_.fn);
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(*ctx_, "for_body", cur_.fn);
+  llvm::BasicBlock* end_bb = llvm::BasicBlock::Create(*ctx_, "for_end", cur_.fn);
+  b_->CreateBr(head);
+  b_->SetInsertPoint(head);
+  llvm::PHINode* i = b_->CreatePHI(begin->getType(), 2, loop_var.name());
+  i->addIncoming(begin, pre);
+  b_->CreateCondBr(b_->CreateICmpSLT(i, end), body_bb, end_bb);
+  b_->SetInsertPoint(body_bb);
+  vars_[loop_var.get()] = i;
+  body();
+  llvm::Value* next = b_->CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
+  llvm::BranchInst* back = b_->CreateBr(head);
+  i->addIncoming(next, b_->GetInsertBlock());
+  if (kind == ForKind::kUnrolled) {
+    llvm::MDNode* unroll =
+        llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, "llvm.loop.unroll.full")});
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(*ctx_, {nullptr, unroll});
+    loop->replaceOperandWith(0, loop);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
+  vars_.erase(loop_var.get());
+  b_->SetInsertPoint(end_bb);
+}
+
+void CodeGenLLVM::visit(const For* op) {
+  if (op->for_kind == ForKind::kParallel) {
+    emit_parallel_for(op);
+    return;
+  }
+  if (op->for_kind == ForKind::kThreadBinding) {
+    fail("loop '" + op->loop_var.name() + "' is bound to GPU thread '" + op->thread_tag +
+         "'; the LLVM CPU code generator cannot run it");
+  }
+  llvm::Value* begin = emit_expr(op->min);
+  llvm::Value* end = b_->CreateAdd(begin, emit_expr(op->extent), "", false, true);
+  emit_loop(op->loop_var, begin, end, op->for_kind, [&] { visit_stmt(op->body); });
+}
+
+void CodeGenLLVM::emit_parallel_for(const For* op) {
+  // Captured: the free variables of the body plus the loop's minimum.
+  Var min_var(op->loop_var.name() + "_min", op->loop_var.dtype());
+  vars_[min_var.get()] = emit_expr(op->min);
+  llvm::Value* extent = cast_value(op->extent.dtype(), DataType::Int(64), emit_expr(op->extent));
+  std::vector<Var> captured = free_vars(op->body);
+  captured.push_back(min_var);
+
+  // Inner function: (begin, end, captured...) with noalias pointers, runs the loop.
+  Var begin_var("begin", DataType::Int(64)), end_var("end", DataType::Int(64));
+  std::vector<Var> inner_params{begin_var, end_var};
+  inner_params.insert(inner_params.end(), captured.begin(), captured.end());
+  std::string base = func_name_ + "_parallel_" + op->loop_var.name();
+  llvm::Function* inner = emit_outlined(
+      base + "_body", inner_params,
+      [&] {
+        llvm::Value* b = vars_.at(begin_var.get());
+        llvm::Value* e = vars_.at(end_var.get());
+        Var k("k", DataType::Int(64));
+        emit_loop(k, b, e, ForKind::kSerial, [&] {
+          llvm::Value* kv = cast_value(DataType::Int(64), op->loop_var.dtype(), vars_.at(k.get()));
+          vars_[op->loop_var.get()] =
+              b_->CreateAdd(vars_.at(min_var.get()), kv, op->loop_var.name(), false, true);
+          visit_stmt(op->body);
+          vars_.erase(op->loop_var.get());
+        });
+      },
+      true);
+
+  // Closure struct and the lambda kiln_parallel_for calls.
+  std::vector<llvm::Type*> fields;
+  for (const Var& v : captured) fields.push_back(ty(v.dtype()));
+  llvm::StructType* st = llvm::StructType::create(*ctx_, fields, base + "_closure");
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  auto* lambda_ty =
+      llvm::FunctionType::get(b_->getInt32Ty(), {b_->getInt64Ty(), b_->getInt64Ty(), ptr}, false);
+  llvm::Function* lambda = llvm::Function::Create(lambda_ty, llvm::Function::InternalLinkage,
+                                                  unique_name(base), module_.get());
+  {
+    llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+    b_->SetInsertPoint(llvm::BasicBlock::Create(*ctx_, "entry", lambda));
+    std::vector<llvm::Value*> args{lambda->getArg(0), lambda->getArg(1)};
+    for (size_t i = 0; i < captured.size(); ++i) {
+      args.push_back(b_->CreateLoad(fields[i], b_->CreateStructGEP(st, lambda->getArg(2), i)));
+    }
+    b_->CreateRet(b_->CreateCall(inner, args));
+    b_->restoreIP(ip);
+  }
+
+  // Caller: fill the closure on the stack, run the loop, propagate errors.
+  llvm::Value* closure;
+  {
+    llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+    b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
+    closure = b_->CreateAlloca(st, nullptr, base + "_closure");
+    b_->restoreIP(ip);
+  }
+  for (size_t i = 0; i < captured.size(); ++i) {
+    b_->CreateStore(vars_.at(captured[i].get()), b_->CreateStructGEP(st, closure, i));
+  }
+  llvm::Function* pfor =
+      runtime_fn("kiln_parallel_for", b_->getInt32Ty(), {b_->getInt64Ty(), ptr, ptr});
+  emit_propagate(b_->CreateCall(pfor, {extent, lambda, closure}));
+  vars_.erase(min_var.get());
+}
+
+void CodeGenLLVM::visit(const Allocate* op) {
+  int64_t n = op->constant_size();
+  int64_t elem_bytes = std::max(1, op->dtype.bytes());
+  llvm::Value* p;
+  bool heap = n < 0 || n * elem_bytes > kMaxStackAllocBytes;
+  if (!heap) {
+    llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+    b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
+    llvm::AllocaInst* a = b_->CreateAlloca(
+        llvm::ArrayType::get(b_->getInt8Ty(), std::max<int64_t>(1, n * elem_bytes)), nullptr,
+        op->buffer_var.name());
+    a->setAlignment(llvm::Align(kAllocAlign));
+    b_->restoreIP(ip);
+    p = a;
+  } else {
+    llvm::Value* bytes = b_->getInt64(elem_bytes);
+    for (const Expr& e : op->extents) {
+      bytes = b_->CreateMul(bytes, cast_value(e.dtype(), DataType::Int(64), emit_expr(e)));
+    }
+    llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+    llvm::Function* alloc = runtime_fn("kiln_workspace_alloc", ptr, {b_->getInt64Ty()});
+    p = b_->CreateCall(alloc, {bytes}, op->buffer_var.name());
+    llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "alloc_fail", cur_.fn);
+    llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "alloc_ok", cur_.fn);
+    llvm::MDBuilder md(*ctx_);
+    b_->CreateCondBr(b_->CreateIsNull(p), fail_bb, ok_bb, md.createBranchWeights(1, 1 << 20));
+    b_->SetInsertPoint(fail_bb);
+    emit_error_return(b_->getInt32(-1));  // kiln_workspace_alloc set the message
+    b_->CreateBr(ok_bb);
+    b_->SetInsertPoint(ok_bb);
+    cur_.heap_allocs.push_back(p);
+  }
+  vars_[op->buffer_var.get()] = p;
+  aligned_.insert(op->buffer_var.get());
+  visit_stmt(op->body);
+  vars_.erase(op->buffer_var.get());
+  if (heap) {
+    cur_.heap_allocs.pop_back();
+    llvm::Function* free_fn =
+        runtime_fn("kiln_workspace_free", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
+    b_->CreateCall(free_fn, {p});
+  }
+}
+
+void CodeGenLLVM::visit(const ProducerStore* op) {
+  fail("ProducerStore to '" + op->producer->producer_name() +
+       "' must be flattened before code generation");
+}
+void CodeGenLLVM::visit(const ProducerRealize* op) {
+  fail("ProducerRealize of '" + op->producer->producer_name() +
+       "' must be flattened before code generation");
+}
+
+}  // namespace kiln::codegen
