@@ -5,7 +5,8 @@
 // re-thrown prefixed with the node, so a shape mismatch names both shapes and the node.
 // Every type (inputs, constants, op outputs) is checked for negative extents and for more
 // elements than 32-bit indices reach, with overflow-safe products, before any later pass loops
-// over it; a Gather (take) whose indices are a constant has them checked against the axis.
+// over it; then the op's own check (OpDef::check: a Gather's constant indices against the
+// axis).
 
 #include <cstdint>
 #include <limits>
@@ -42,12 +43,14 @@ void check_extents(const TensorType& t, const std::string& where, const std::str
 
 /// Integer attributes (padding, strides, dilations, kernel sizes, axes, …) become 32-bit
 /// constants in the generated index arithmetic, so each must fit in int32; a larger value (a
-/// Conv with pads 2^40) is a user error here rather than a silent truncation later. Slice
-/// bounds are exempt: ONNX writes INT64_MAX for "to the end" and topi clamps them.
-void check_int_attrs(const Node& n, const std::string& where) {
+/// Conv with pads 2^40) is a user error here rather than a silent truncation later. Attributes
+/// the schema marks `wide` are exempt (slice bounds: ONNX writes INT64_MAX for "to the end"
+/// and topi clamps them).
+void check_int_attrs(const OpDef& def, const Node& n, const std::string& where) {
   constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = kMaxElements;
   for (const auto& [name, v] : n.attrs.map()) {
-    if (n.op == "strided_slice" && (name == "begin" || name == "end")) continue;
+    const AttrSpec* spec = def.find_attr(name);
+    if (spec && spec->wide) continue;
     auto check = [&](int64_t x) {
       KILN_USER_CHECK(x >= lo && x <= hi)
           << where << ": attribute '" << name << "' = " << attr_value_str(v) << " holds " << x
@@ -56,52 +59,6 @@ void check_int_attrs(const Node& n, const std::string& where) {
     if (const int64_t* i = std::get_if<int64_t>(&v)) check(*i);
     if (const auto* is = std::get_if<std::vector<int64_t>>(&v))
       for (int64_t x : *is) check(x);
-  }
-}
-
-/// Gather (take) with constant indices: every index must lie in [-n, n) of the axis' extent n.
-/// Run-time indices are checked by the generated code (topi::take).
-void check_take_indices(const Graph& g, const Node& n, const std::vector<TensorType>& in,
-                        const std::string& where) {
-  if (n.inputs.size() != 2 || in[0].shape.empty()) return;
-  const Node& src = g.node(n.inputs[1].node);
-  if (!src.is_constant() || !src.value.defined()) return;
-  int64_t axis = n.attrs.get_int("axis");
-  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
-  if (axis < -rank || axis >= rank) return;  // the type rule reports it
-  if (axis < 0) axis += rank;
-  const int64_t extent = in[0].shape[static_cast<size_t>(axis)];
-  const runtime::NDArray& v = src.value;
-  const DataType t = v.dtype();
-  if (!(t.is_int() || t.is_uint()) || t.lanes() != 1) return;
-  for (int64_t k = 0; k < v.numel(); ++k) {
-    int64_t idx = 0;
-    const char* p = static_cast<const char*>(v.data()) + k * t.bytes();
-    switch (t.bits()) {
-      case 8:
-        idx =
-            t.is_int() ? *reinterpret_cast<const int8_t*>(p) : *reinterpret_cast<const uint8_t*>(p);
-        break;
-      case 16:
-        idx = t.is_int() ? *reinterpret_cast<const int16_t*>(p)
-                         : *reinterpret_cast<const uint16_t*>(p);
-        break;
-      case 32:
-        idx = t.is_int() ? *reinterpret_cast<const int32_t*>(p)
-                         : *reinterpret_cast<const uint32_t*>(p);
-        break;
-      case 64: {
-        idx = *reinterpret_cast<const int64_t*>(p);
-        if (t.is_uint() && idx < 0) idx = std::numeric_limits<int64_t>::max();
-        break;
-      }
-      default:
-        return;
-    }
-    KILN_USER_CHECK(idx >= -extent && idx < extent)
-        << where << ": index " << idx << " (element " << k << " of constant '" << src.name
-        << "') is out of range for axis " << axis << " of extent " << extent << " (data "
-        << in[0].str() << "); indices must lie in [" << -extent << ", " << extent - 1 << "]";
   }
 }
 
@@ -122,7 +79,7 @@ Graph infer_types(const Graph& g) {
     const OpDef& def = reg.get(n.op, where);
     def.check_num_inputs(static_cast<int>(n.inputs.size()), where);
     n.attrs = def.normalize_attrs(n.attrs, where);
-    check_int_attrs(n, where);
+    check_int_attrs(def, n, where);
     std::vector<TensorType> in;
     for (const Entry& e : n.inputs) in.push_back(out.type_of(e));
     // bfloat16 is a storage type: LLVM cannot select its arithmetic on this target, so only
@@ -149,7 +106,7 @@ Graph infer_types(const Graph& g) {
         << where << ": type rule returned " << types.size() << " types";
     for (size_t o = 0; o < types.size(); ++o)
       check_extents(types[o], where, "output " + std::to_string(o));
-    if (n.op == "take") check_take_indices(out, n, in, where);
+    if (def.check) def.check(out, n, in, where);
     n.outputs = std::move(types);
   }
   return out;

@@ -3,6 +3,8 @@
 // max, min, prod). All use the generic type rule: the topi compute built on placeholders,
 // whose errors name the op and the shapes.
 
+#include <limits>
+
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/reduction.h"
@@ -28,6 +30,52 @@ OpDef injective(const std::string& name, std::vector<AttrSpec> attrs, FCompute f
 
 using ReduceFn = te::Tensor (*)(const te::Tensor&, const std::vector<int>&, bool,
                                 const std::string&);
+
+/// Gather (take) with constant indices: every index must lie in [-n, n) of the axis' extent n.
+/// Run-time indices are checked by the generated code (topi::take).
+void check_take_indices(const Graph& g, const Node& n, const std::vector<TensorType>& in,
+                        const std::string& where) {
+  if (n.inputs.size() != 2 || in[0].shape.empty()) return;
+  const Node& src = g.node(n.inputs[1].node);
+  if (!src.is_constant() || !src.value.defined()) return;
+  int64_t axis = n.attrs.get_int("axis");
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+  if (axis < -rank || axis >= rank) return;  // the type rule reports it
+  if (axis < 0) axis += rank;
+  const int64_t extent = in[0].shape[static_cast<size_t>(axis)];
+  const runtime::NDArray& v = src.value;
+  const DataType t = v.dtype();
+  if (!(t.is_int() || t.is_uint()) || t.lanes() != 1) return;
+  for (int64_t k = 0; k < v.numel(); ++k) {
+    int64_t idx = 0;
+    const char* p = static_cast<const char*>(v.data()) + k * t.bytes();
+    switch (t.bits()) {
+      case 8:
+        idx =
+            t.is_int() ? *reinterpret_cast<const int8_t*>(p) : *reinterpret_cast<const uint8_t*>(p);
+        break;
+      case 16:
+        idx = t.is_int() ? *reinterpret_cast<const int16_t*>(p)
+                         : *reinterpret_cast<const uint16_t*>(p);
+        break;
+      case 32:
+        idx = t.is_int() ? *reinterpret_cast<const int32_t*>(p)
+                         : *reinterpret_cast<const uint32_t*>(p);
+        break;
+      case 64: {
+        idx = *reinterpret_cast<const int64_t*>(p);
+        if (t.is_uint() && idx < 0) idx = std::numeric_limits<int64_t>::max();
+        break;
+      }
+      default:
+        return;
+    }
+    KILN_USER_CHECK(idx >= -extent && idx < extent)
+        << where << ": index " << idx << " (element " << k << " of constant '" << src.name
+        << "') is out of range for axis " << axis << " of extent " << extent << " (data "
+        << in[0].str() << "); indices must lie in [" << -extent << ", " << extent - 1 << "]";
+  }
+}
 
 }  // namespace
 
@@ -71,8 +119,8 @@ void register_transform_ops(OpRegistry& r) {
                                          a.get_float("value"), n));
                   }));
   r.add(injective("strided_slice",
-                  {{"begin", AttrKind::kInts, std::nullopt},
-                   {"end", AttrKind::kInts, std::nullopt},
+                  {{"begin", AttrKind::kInts, std::nullopt, /*wide=*/true},
+                   {"end", AttrKind::kInts, std::nullopt, /*wide=*/true},
                    {"strides", AttrKind::kInts, Ints{}},
                    {"axes", AttrKind::kInts, Ints{}}},
                   [](In in, A a, N n) {
@@ -84,6 +132,7 @@ void register_transform_ops(OpRegistry& r) {
     return one(topi::take(in[0], in[1], static_cast<int>(a.get_int("axis")), n));
   });
   take.min_inputs = take.max_inputs = 2;
+  take.check = check_take_indices;
   r.add(take);
   r.add(injective("layout_transform",
                   {{"src_layout", AttrKind::kString, std::nullopt},

@@ -32,6 +32,9 @@ struct AttrSpec {
   AttrKind kind = AttrKind::kInt;
   /// The value used when the attribute is absent; none for a required attribute.
   std::optional<AttrValue> default_value;
+  /// Integer values may exceed 32 bits (ONNX writes INT64_MAX for "to the end" in slice
+  /// bounds); every other integer attribute must fit Kiln's 32-bit index arithmetic.
+  bool wide = false;
   bool required() const { return !default_value.has_value(); }
 };
 
@@ -58,6 +61,11 @@ struct OpDef {
   /// Optional: the outputs with a data-dependent (bounded) shape (graph.h, BoundedOutput) for
   /// these input types and normalized attributes; absent for static-shape ops.
   std::function<std::vector<BoundedOutput>(const std::vector<TensorType>&, const Attrs&)> bounded;
+  /// Optional: checks node `n` of `g` beyond its types (e.g. constant indices against an axis,
+  /// `in` its input types) and throws a user error naming `where`; run by infer_types.
+  std::function<void(const Graph& g, const Node& n, const std::vector<TensorType>& in,
+                     const std::string& where)>
+      check;
 
   /// The attribute schema entry `name`, or nullptr.
   const AttrSpec* find_attr(const std::string& name) const;

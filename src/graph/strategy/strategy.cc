@@ -93,7 +93,7 @@ void register_implementation(Implementation impl) {
   KILN_ICHECK(static_cast<bool>(impl.schedule))
       << "register_implementation: '" << impl.name << "' has no schedule";
   if (impl.tuning_label.empty()) impl.tuning_label = impl.name;
-  Tables& t = raw_tables();
+  Tables& t = tables();  // the built-ins first, so a name they use is refused
   std::lock_guard<std::recursive_mutex> lock(t.mu);
   KILN_ICHECK(!t.impls.count(impl.name))
       << "register_implementation: '" << impl.name << "' is registered already";
@@ -110,7 +110,7 @@ const Implementation& implementation(const std::string& name) {
 }
 
 void register_strategy(const std::string& op, const std::string& key, FStrategy strategy) {
-  Tables& t = raw_tables();
+  Tables& t = tables();
   std::lock_guard<std::recursive_mutex> lock(t.mu);
   auto [it, fresh] = t.strategies.emplace(std::make_pair(op, key), std::move(strategy));
   KILN_ICHECK(fresh) << "register_strategy: op '" << op << "' has a strategy for key '" << key
