@@ -71,6 +71,8 @@ LstmShapes check_onnx_state(const te::Tensor& xg, const te::Tensor& h, const te:
 /// ONNX's row block of topi's gate q (i, f, g, o): ONNX orders the gates i, o, f, c.
 constexpr int kOnnxGate[4] = {0, 2, 3, 1};
 
+Expr gate_tanh_poly(const Expr& x);
+
 /// tanh in float32 as a rational function (Eigen's generic_fast_tanh_float: x clamped to
 /// ±7.9053 where tanh rounds to ±1, then an odd degree-13 over an even degree-6 polynomial;
 /// |error| < 4e-7). Plain arithmetic, so it vectorizes: libm's tanhf (and expf, for a sigmoid)
@@ -78,8 +80,20 @@ constexpr int kOnnxGate[4] = {0, 2, 3, 1};
 Expr gate_tanh(Expr x) {
   if (x.dtype() != DataType::Float(32)) return ir::tanh(x);
   auto f = [](double v) { return make_const(DataType::Float(32), v); };
-  // NaN-keeping clamp (a NaN input gives a NaN gate, as libm's tanhf does).
-  x = detail::max_bound(detail::min_bound(x, f(7.90531110763549805)), f(-7.90531110763549805));
+  // NaN-keeping clamp (a NaN input gives a NaN gate, as libm's tanhf does). The clamp's
+  // selects read their operand twice and the polynomial reads x three times, so both are
+  // bound by Let: without them the cell's nested gates (tanh of a sum of sigmoids times tanhs)
+  // grow the expression tree ~50x and lowering took seconds.
+  Var in("tanh_in", DataType::Float(32)), clamped("tanh_x", DataType::Float(32));
+  Expr bounded =
+      detail::max_bound(detail::min_bound(in, f(7.90531110763549805)), f(-7.90531110763549805));
+  Expr body = gate_tanh_poly(clamped);
+  return Let::make(in, x, Let::make(clamped, bounded, body));
+}
+
+/// The rational polynomial of gate_tanh at an already clamped `x` (a variable: read 3 times).
+Expr gate_tanh_poly(const Expr& x) {
+  auto f = [](double v) { return make_const(DataType::Float(32), v); };
   Expr x2 = x * x;
   Expr p = x2 * f(-2.76076847742355e-16) + f(2.00018790482477e-13);
   for (double a : {-8.60467152213735e-11, 5.12229709037114e-08, 1.48572235717979e-05,
