@@ -1,20 +1,37 @@
-// Operator fusion (the TVM paper, section 3): partitions a typed graph's op nodes into groups,
-// each of which build_module compiles into one kernel. One forward sweep over the nodes in
-// topological order (no recursion): a node joins the group of one of its producers when that
-// producer has a single output, exactly one consumer node and is not a graph result, the group
-// is not full, and the pair is allowed by the op patterns: injective ops chain (element-wise,
-// broadcast, injective), a reduction takes injective inputs (it becomes the master and ends the
-// group), a complex out-fusable op (conv2d, dense, pooling) takes element-wise / broadcast ops
-// on its output (the epilogue), and opaque ops always stand alone. Because a producer that
-// merges has its only consumer inside the group, every group is an in-tree whose last node is
-// the only one read from outside: groups are convex and can be emitted at their last node.
+// Operator fusion (the TVM paper, section 3, with the post-dominator analysis of TVM's FuseOps):
+// partitions a typed graph's op nodes into groups, each of which build_module compiles into one
+// kernel. First the immediate post-dominator of every node (the nearest node that every path
+// from it to a graph result passes through) is found in one backward sweep (the lowest common
+// ancestor of its consumers in the post-dominator tree). Then node v fuses with the region
+// between it and its post-dominator p — every node on a path from v to p, and p — when the
+// union of their groups is still a valid group: convex, read from outside only at its last
+// node, at most one master (an out-fusable op first, followed by its element-wise / broadcast /
+// shape-only epilogue; or a reduction last, fed by injective ops; opaque ops alone), within the
+// size cap, and cheap: inlining must not recompute an expensive value per element (the cost
+// check below). Two sweeps in topological order, as in TVM: the first grows only the groups of
+// out-fusable masters (so a convolution's epilogue is taken before injective fusion claims its
+// nodes), the second every other node. A chain is the special case where p is the only
+// consumer, so the in-trees of the paper are still built; diamonds (SiLU x·sigmoid(x), GELU,
+// residual adds) now fuse too.
+//
+// The cost check, per candidate group: (1) duplication: a value read by several nodes of the
+// group is inlined into each use; the float work so added per output element (each node's
+// float ops × its extra uses) must stay under kMaxDuplicatedCost. (2) broadcast reads: a value
+// of the group read with a broadcast (a [N,C,1,1] scale multiplied into [N,C,H,W]) would be
+// recomputed per output element, so its cone (it and its producers in the group) may hold no
+// master (no convolution, matmul or reduction) and at most kMaxBroadcastCost float ops. A node's
+// float ops are counted on its own compute (topi), built once on placeholders: one per
+// arithmetic node, kCallCost per intrinsic call (exp, erf, sigmoid, ...); index arithmetic and
+// data movement (reshape, transpose, broadcast_to) cost nothing.
 
-#include <map>
-#include <set>
+#include <algorithm>
+#include <deque>
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
+#include "kiln/ir/functor.h"
 #include "kiln/support/error.h"
+#include "kiln/te/tensor.h"
 
 namespace kiln::graph {
 
@@ -22,80 +39,353 @@ namespace {
 
 using topi::OpPattern;
 
-OpPattern pattern_of(const Node& n) {
-  const OpDef* def = OpRegistry::global().find(n.op);
-  return def ? def->pattern : OpPattern::kOpaque;
+/// Extra float ops per output element that inlining a value into several uses may add.
+constexpr int64_t kMaxDuplicatedCost = 4;
+/// Float ops per output element that may be recomputed for a value read with a broadcast.
+constexpr int64_t kMaxBroadcastCost = 2;
+/// The weight of an intrinsic call (a transcendental function) in a node's cost.
+constexpr int64_t kCallCost = 8;
+/// The cost of a node whose compute cannot be built on placeholders (never inlined twice).
+constexpr int64_t kUnknownCost = 1000;
+
+bool is_master(OpPattern p) {
+  return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce;
 }
 
-bool is_injective(OpPattern p) { return p <= OpPattern::kInjective; }
+class Fuser {
+ public:
+  Fuser(const Graph& g, int max_group_size) : g_(g), max_(max_group_size), n_(g.num_nodes()) {
+    const OpRegistry& reg = OpRegistry::global();
+    consumers_.resize(size(n_));
+    pattern_.assign(size(n_), OpPattern::kOpaque);
+    is_result_.assign(size(n_), false);
+    for (int i = 0; i < n_; ++i) {
+      const Node& node = g.node(i);
+      if (node.is_op()) {
+        const OpDef* def = reg.find(node.op);
+        // Data-dependent shapes only leave the graph: such ops stand alone.
+        if (def && !def->bounded) pattern_[size(i)] = def->pattern;
+      }
+      for (const Entry& e : node.inputs) {
+        std::vector<int>& c = consumers_[size(e.node)];
+        if (c.empty() || c.back() != i) c.push_back(i);
+      }
+    }
+    for (const Entry& e : g.outputs()) is_result_[size(e.node)] = true;
+    cost_.assign(size(n_), -1);
+    mark_.assign(size(n_), 0);
+    parent_.resize(size(n_));
+    members_.resize(size(n_));
+    for (int i = 0; i < n_; ++i) {
+      parent_[size(i)] = i;
+      if (g.node(i).is_op()) members_[size(i)] = {i};
+    }
+    post_dominators();
+  }
 
-/// What a group already holds, for the join rules.
-struct GroupState {
-  std::vector<int> nodes;
-  bool has_master = false;     ///< an out-fusable op (the group's first node)
-  bool has_reduction = false;  ///< a reduction (the group's last node; nothing joins after)
+  std::vector<std::vector<int>> run() {
+    for (int phase = 0; phase < 2; ++phase) {
+      for (int v = 0; v < n_; ++v) {
+        if (!g_.node(v).is_op()) continue;
+        bool master_group = out_fusable_group(find(v));
+        if ((phase == 0) == master_group) try_fuse(v);
+      }
+    }
+    std::vector<std::vector<int>> out;
+    for (int i = 0; i < n_; ++i) {
+      if (g_.node(i).is_op() && find(i) == i) out.push_back(members_[size(i)]);
+    }
+    std::sort(out.begin(), out.end());  // by first node (members are sorted)
+    return out;
+  }
+
+ private:
+  static size_t size(int i) { return static_cast<size_t>(i); }
+  OpPattern pattern(int i) const { return pattern_[size(i)]; }
+  int64_t numel(int i) const { return g_.node(i).outputs.at(0).numel(); }
+
+  int find(int i) {
+    while (parent_[size(i)] != i) {
+      parent_[size(i)] = parent_[size(parent_[size(i)])];
+      i = parent_[size(i)];
+    }
+    return i;
+  }
+
+  bool out_fusable_group(int root) const {
+    for (int i : members_[size(root)])
+      if (pattern(i) == OpPattern::kOutEWiseFusable) return true;
+    return false;
+  }
+
+  /// ipdom_[v]: v's immediate post-dominator, -1 when only the exit post-dominates v (v is a
+  /// graph result, has no consumer, or its paths meet only at the exit). One backward sweep: a
+  /// node's post-dominator is the lowest common ancestor of its consumers in the tree.
+  void post_dominators() {
+    ipdom_.assign(size(n_), -1);
+    depth_.assign(size(n_), 1);  // the exit is the root, at depth 0
+    for (int v = n_ - 1; v >= 0; --v) {
+      const std::vector<int>& cs = consumers_[size(v)];
+      if (is_result_[size(v)] || cs.empty()) continue;
+      int d = cs[0];
+      for (size_t k = 1; k < cs.size() && d >= 0; ++k) d = lca(d, cs[k]);
+      ipdom_[size(v)] = d;
+      depth_[size(v)] = d < 0 ? 1 : depth_[size(d)] + 1;
+    }
+  }
+
+  int lca(int a, int b) const {
+    while (a != b && a >= 0 && b >= 0) {
+      if (depth_[size(a)] < depth_[size(b)]) std::swap(a, b);
+      a = ipdom_[size(a)];  // a is at least as deep as b
+    }
+    return a == b ? a : -1;
+  }
+
+  /// Fuses v with the region up to its post-dominator when the merged group is valid.
+  void try_fuse(int v) {
+    const int p = ipdom_[size(v)];
+    if (p < 0 || g_.node(v).num_outputs() != 1 || find(v) == find(p)) return;
+    // The region: every node reachable from v without passing p (all reach p), and p.
+    std::vector<int> region{p};
+    std::deque<int> work{v};
+    ++stamp_;
+    mark_[size(p)] = stamp_;
+    while (!work.empty()) {
+      int u = work.front();
+      work.pop_front();
+      for (int c : consumers_[size(u)]) {
+        if (mark_[size(c)] == stamp_) continue;
+        mark_[size(c)] = stamp_;
+        region.push_back(c);
+        if (static_cast<int>(region.size()) > max_) return;
+        work.push_back(c);
+      }
+    }
+    std::vector<int> roots{find(v)};
+    for (int u : region) roots.push_back(find(u));
+    std::sort(roots.begin(), roots.end());
+    roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+    std::vector<int> merged;
+    for (int r : roots) {
+      merged.insert(merged.end(), members_[size(r)].begin(), members_[size(r)].end());
+      if (static_cast<int>(merged.size()) > max_) return;
+    }
+    std::sort(merged.begin(), merged.end());
+    if (!valid(merged)) return;
+    int root = roots[0];
+    for (int r : roots) {
+      parent_[size(r)] = root;
+      if (r != root) members_[size(r)].clear();
+    }
+    members_[size(root)] = std::move(merged);
+  }
+
+  /// Whether the sorted op nodes `s` may form one group (the rules in the file comment).
+  bool valid(const std::vector<int>& s) {
+    const int last = s.back();
+    int master = -1;
+    ++stamp_;
+    for (int i : s) mark_[size(i)] = stamp_;
+    for (int i : s) {
+      OpPattern p = pattern(i);
+      if (p == OpPattern::kOpaque) return false;
+      if (is_master(p)) {
+        if (master >= 0) return false;
+        master = i;
+      }
+      if (i == last) continue;
+      // Only the last node is read outside the group.
+      if (is_result_[size(i)] || g_.node(i).num_outputs() != 1) return false;
+      for (int c : consumers_[size(i)])
+        if (mark_[size(c)] != stamp_) return false;
+    }
+    if (master >= 0 && pattern(master) == OpPattern::kOutEWiseFusable) {
+      if (master != s.front()) return false;
+      const std::vector<int64_t>& ms = g_.node(master).outputs.at(0).shape;
+      for (int i : s)
+        if (i != master && !epilogue_node(i, ms)) return false;
+    } else if (master >= 0) {  // a reduction: the last node, fed by injective ops
+      if (master != last) return false;
+    }
+    for (int i : s)
+      if (i != master && pattern(i) > OpPattern::kInjective) return false;
+    return convex(s) && cheap(s, master);
+  }
+
+  /// An epilogue node of an out-fusable master whose output has shape `ms`: element-wise or
+  /// broadcast, or a shape-only op (reshape, squeeze, expand_dims: one input, the same non-unit
+  /// extents in the same order); its output has the master's shape, or for a 2-D master that
+  /// shape behind leading unit extents (ScheduleInput::epilogue_shape). Broadcast reads of the
+  /// master's value are refused by the cost check.
+  bool epilogue_node(int i, const std::vector<int64_t>& ms) const {
+    const std::vector<int64_t>& os = g_.node(i).outputs.at(0).shape;
+    bool shape_ok = os == ms;
+    if (!shape_ok && ms.size() == 2 && os.size() > 2) {
+      shape_ok = std::equal(ms.begin(), ms.end(), os.end() - 2) &&
+                 std::all_of(os.begin(), os.end() - 2, [](int64_t d) { return d == 1; });
+    }
+    if (!shape_ok) return false;
+    if (pattern(i) <= OpPattern::kBroadcast) return true;
+    return pattern(i) == OpPattern::kInjective && shape_only(i);
+  }
+
+  bool shape_only(int i) const {
+    const Node& n = g_.node(i);
+    if (n.inputs.size() != 1) return false;
+    const std::vector<int64_t>& in = g_.type_of(n.inputs[0]).shape;
+    const std::vector<int64_t>& out = n.outputs.at(0).shape;
+    auto non_unit = [](const std::vector<int64_t>& s) {
+      std::vector<int64_t> r;
+      for (int64_t d : s)
+        if (d != 1) r.push_back(d);
+      return r;
+    };
+    return in != out && non_unit(in) == non_unit(out);
+  }
+
+  /// No path leaves `s` and comes back (so the group can be emitted at its last node).
+  bool convex(const std::vector<int>& s) {
+    // mark_ == stamp_: in s (set by valid); outside_ == stamp_: reached from s through a node
+    // outside it.
+    if (outside_.size() != mark_.size()) outside_.assign(mark_.size(), 0);
+    for (int k = s.front() + 1; k <= s.back(); ++k) {
+      bool in_s = mark_[size(k)] == stamp_;
+      bool tainted = false;
+      for (const Entry& e : g_.node(k).inputs) {
+        size_t j = size(e.node);
+        tainted = tainted || outside_[j] == stamp_ || (!in_s && mark_[j] == stamp_);
+      }
+      if (!tainted) continue;
+      if (in_s) return false;
+      outside_[size(k)] = stamp_;
+    }
+    return true;
+  }
+
+  /// The cost check (file comment): duplicated inlined work and broadcast reads.
+  bool cheap(const std::vector<int>& s, int master) {
+    // Uses of each node's value inside the group when everything but the master is inlined:
+    // the number of paths from it to the last node, one per reading occurrence.
+    std::vector<int64_t> uses(s.size(), 0);
+    auto pos = [&](int node) {
+      return static_cast<size_t>(std::lower_bound(s.begin(), s.end(), node) - s.begin());
+    };
+    uses.back() = 1;
+    for (size_t k = s.size() - 1; k-- > 0;) {
+      for (int c : consumers_[size(s[k])]) {
+        int64_t occurrences = 0;
+        for (const Entry& e : g_.node(c).inputs) occurrences += e.node == s[k];
+        uses[k] = std::min<int64_t>(uses[k] + occurrences * uses[pos(c)], 1 << 20);
+      }
+    }
+    int64_t duplicated = 0;
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (s[k] == master || uses[k] <= 1) continue;
+      duplicated += cost(s[k]) * (uses[k] - 1);
+      if (duplicated > kMaxDuplicatedCost) return false;
+    }
+    for (int c : s) {
+      for (const Entry& e : g_.node(c).inputs) {
+        if (mark_[size(e.node)] != stamp_ || !broadcast_read(e.node, c)) continue;
+        // The cone of the value: it and its producers in the group, recomputed per element.
+        int64_t total = 0;
+        std::vector<int> stack{e.node};
+        std::vector<int> seen;
+        while (!stack.empty()) {
+          int u = stack.back();
+          stack.pop_back();
+          if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
+          seen.push_back(u);
+          if (is_master(pattern(u))) return false;
+          total += cost(u);
+          if (total > kMaxBroadcastCost) return false;
+          for (const Entry& in : g_.node(u).inputs)
+            if (mark_[size(in.node)] == stamp_) stack.push_back(in.node);
+        }
+      }
+    }
+    return true;
+  }
+
+  /// Whether node c reads the value of node u with a broadcast (several output elements per
+  /// element of u): u is smaller than c's output, and for an injective op (concatenate, …)
+  /// smaller than its inputs together.
+  bool broadcast_read(int u, int c) const {
+    if (numel(u) >= numel(c)) return false;
+    if (pattern(c) <= OpPattern::kBroadcast) return true;
+    int64_t in_total = 0;
+    for (const Entry& e : g_.node(c).inputs) in_total += g_.type_of(e).numel();
+    return in_total < numel(c);
+  }
+
+  /// Float ops per output element of node i's compute (file comment), built once.
+  int64_t cost(int i) {
+    int64_t& c = cost_[size(i)];
+    if (c >= 0) return c;
+    c = kUnknownCost;
+    const Node& n = g_.node(i);
+    const OpDef* def = OpRegistry::global().find(n.op);
+    if (!def) return c;
+    std::vector<TensorType> in;
+    for (const Entry& e : n.inputs) in.push_back(g_.type_of(e));
+    std::vector<te::Tensor> outs;
+    try {
+      outs = def->compute(placeholders_for(in), n.attrs, "cost");
+    } catch (const Error&) {
+      return c;
+    }
+    std::vector<te::Operation> ops;
+    for (const te::Tensor& t : outs) ops.push_back(t.op());
+    int64_t total = 0;
+    for (const te::Operation& op : te::post_dfs_order(ops)) {
+      if (op->kind != te::OpKind::kCompute) continue;
+      for (const ir::Expr& body : static_cast<const te::ComputeOpNode*>(op.get())->body) {
+        ir::post_order_visit(body, [&](const ir::IRNode* node) {
+          int64_t w = 0;
+          switch (node->kind) {
+            case ir::NodeKind::Call:
+              w = kCallCost;
+              break;
+            case ir::NodeKind::Add:
+            case ir::NodeKind::Sub:
+            case ir::NodeKind::Mul:
+            case ir::NodeKind::Div:
+            case ir::NodeKind::Min:
+            case ir::NodeKind::Max:
+            case ir::NodeKind::Select:
+            case ir::NodeKind::Cast:
+              w = 1;
+              break;
+            default:
+              return;
+          }
+          if (static_cast<const ir::BaseExprNode*>(node)->dtype.is_float()) total += w;
+        });
+      }
+    }
+    return c = total;
+  }
+
+  const Graph& g_;
+  const int max_;
+  const int n_;
+  std::vector<std::vector<int>> consumers_;  ///< distinct consumer nodes, in order
+  std::vector<OpPattern> pattern_;
+  std::vector<bool> is_result_;
+  std::vector<int> ipdom_, depth_;
+  std::vector<int> parent_;                ///< union-find over nodes
+  std::vector<std::vector<int>> members_;  ///< a group's sorted nodes, at its root
+  std::vector<int64_t> cost_;              ///< cost(i), -1 until computed
+  std::vector<int> mark_, outside_;        ///< scratch marks, valid when equal to stamp_
+  int stamp_ = 0;
 };
 
 }  // namespace
 
 std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size) {
   KILN_ICHECK(max_group_size >= 1) << "fuse_ops: max_group_size must be positive";
-  const int n = g.num_nodes();
-  // Distinct consumer nodes per node, and graph results.
-  std::vector<int> num_consumers(static_cast<size_t>(n), 0);
-  std::vector<int> last_consumer(static_cast<size_t>(n), -1);
-  for (int i = 0; i < n; ++i) {
-    for (const Entry& e : g.node(i).inputs) {
-      if (last_consumer[static_cast<size_t>(e.node)] == i) continue;
-      last_consumer[static_cast<size_t>(e.node)] = i;
-      ++num_consumers[static_cast<size_t>(e.node)];
-    }
-  }
-  std::vector<bool> is_result(static_cast<size_t>(n), false);
-  for (const Entry& e : g.outputs()) is_result[static_cast<size_t>(e.node)] = true;
-
-  std::vector<GroupState> groups;
-  std::vector<int> group_of(static_cast<size_t>(n), -1);
-  for (int i = 0; i < n; ++i) {
-    const Node& node = g.node(i);
-    if (!node.is_op()) continue;
-    OpPattern p = pattern_of(node);
-    int joined = -1;
-    if (p != OpPattern::kOpaque && p != OpPattern::kOutEWiseFusable) {
-      for (const Entry& e : node.inputs) {
-        const Node& prod = g.node(e.node);
-        size_t pi = static_cast<size_t>(e.node);
-        if (!prod.is_op() || prod.num_outputs() != 1 || num_consumers[pi] != 1 || is_result[pi])
-          continue;
-        GroupState& grp = groups[static_cast<size_t>(group_of[pi])];
-        if (static_cast<int>(grp.nodes.size()) >= max_group_size || grp.has_reduction) continue;
-        OpPattern pp = pattern_of(prod);
-        if (pp == OpPattern::kOpaque) continue;
-        bool ok = false;
-        if (grp.has_master) {
-          ok = p == OpPattern::kElemWise || p == OpPattern::kBroadcast;  // the epilogue
-        } else if (is_injective(pp)) {
-          ok = is_injective(p) || p == OpPattern::kCommReduce;
-        }
-        if (!ok) continue;
-        joined = group_of[pi];
-        break;
-      }
-    }
-    if (joined < 0) {
-      joined = static_cast<int>(groups.size());
-      groups.emplace_back();
-      groups.back().has_master = p == OpPattern::kOutEWiseFusable;
-    }
-    GroupState& grp = groups[static_cast<size_t>(joined)];
-    grp.nodes.push_back(i);
-    if (p == OpPattern::kCommReduce) grp.has_reduction = true;
-    group_of[static_cast<size_t>(i)] = joined;
-  }
-  std::vector<std::vector<int>> out;
-  out.reserve(groups.size());
-  for (GroupState& grp : groups) out.push_back(std::move(grp.nodes));
-  return out;
+  return Fuser(g, max_group_size).run();
 }
 
 std::vector<std::vector<int>> partition_unfused(const Graph& g) {

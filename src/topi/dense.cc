@@ -148,8 +148,13 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
   } else {
     s[D].set_scope("local");
   }
+  // An epilogue through a reshape may give `out` leading unit axes ([1, M, N]): tile the last
+  // two.
   auto oax = so.op_axis();
-  auto [io, jo, ii, ji] = so.tile(oax[0], oax[1], detail::ci(mr), detail::ci(nb));
+  KILN_USER_CHECK(oax.size() >= 2)
+      << "schedule_dense_packed: output '" << out.name() << "' must be [.., M, N]";
+  auto [io, jo, ii, ji] =
+      so.tile(oax[oax.size() - 2], oax[oax.size() - 1], detail::ci(mr), detail::ci(nb));
   so.reorder({jo, io, ii, ji});
   auto [jio, jii] = so.split(ji, detail::ci(lanes));
   so.vectorize(jii);

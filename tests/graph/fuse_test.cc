@@ -1,6 +1,6 @@
 // Tests of operator fusion (fuse_ops, src/graph/fuse.cc) and of fused compilation in
 // build_module: golden groups for a residual block, long element-wise chains (capped groups),
-// a node with two consumers, a reduction with injective inputs and a 10,000-node chain; then
+// a costly diamond, a reduction with injective inputs and a 10,000-node chain; then
 // build_module at opt_level 2 against opt_level 0 on the same graphs with seeded random inputs,
 // both run through the GraphExecutor: same outputs, fewer kernels when fused.
 
@@ -76,7 +76,7 @@ TEST(Fuse, LongElemwiseChainIsCapped) {
   EXPECT_EQ(fuse_ops(t, 32).size(), 1u);
 }
 
-TEST(Fuse, TwoConsumersEndTheGroup) {
+TEST(Fuse, CostlyDiamondAndGraphOutputEndTheGroup) {
   Graph g;
   Entry x = g.add_input("x", {8, 8}, f32);
   Entry a = g.add_op("exp", {x});
@@ -87,10 +87,12 @@ TEST(Fuse, TwoConsumersEndTheGroup) {
   Entry f = g.add_op("abs", {e});  // e is also a graph output
   g.add_output(g.add_op("negative", {f}));
   g.add_output(e);
+  // The diamond exp → {relu, sigmoid} → add: exp (a transcendental) is not computed twice per
+  // element, so it stays alone; relu and sigmoid join the add. tanh, a graph output, ends its
+  // group.
   EXPECT_EQ(fused(g),
             "{exp %1}\n"
-            "{relu %2, add %4, tanh %5}\n"
-            "{sigmoid %3}\n"
+            "{relu %2, sigmoid %3, add %4, tanh %5}\n"
             "{abs %6, negative %7}\n");
 }
 

@@ -63,8 +63,11 @@ struct ScheduleInput {
   std::vector<te::Tensor> outs;  ///< the kernel's outputs (the group's exposed tensors)
   const Target& target;
   mutable autotune::Config config;  ///< the tuned config of the node's task, else fallback
-  /// True when the kernel's first output has the master's shape (an element-wise epilogue):
-  /// the templates that assume it fall back to schedule_by_pattern otherwise.
+  /// True when the kernel's first output has the master's shape (an element-wise epilogue), or
+  /// for a 2-D master ([M, N], a dense) that shape behind leading unit extents ([1, M, N]: the
+  /// epilogue went through a reshape / expand_dims that keeps the element order; the template
+  /// tiles the last two axes). The templates that assume it fall back to schedule_by_pattern
+  /// otherwise; fuse_ops only builds epilogues that pass.
   bool epilogue_shape() const;
 };
 

@@ -65,20 +65,26 @@ Graph fold_batch_norm(const Graph& g);
 /// (tuning.h) instead of the default.
 Graph alter_op_layout(const Graph& g, const Target& target, TunedConfigs* tuned = nullptr);
 
-/// Operator fusion (src/graph/fuse.cc; the TVM paper, section 3). Partitions the op nodes of
-/// a typed graph into groups, each compiled into ONE kernel by build_module. Returns the groups
-/// in order of their first node; each lists op-node indices in topological order, and every op
-/// node is in exactly one group. One forward sweep, no recursion. A node joins the group of one
-/// of its producers when the producer has one output, exactly one consumer node and is not a
-/// graph result (so only a group's last node is read outside it), the group has fewer than
-/// `max_group_size` nodes, and the pattern kinds allow it:
-/// * injective → injective (element-wise, broadcast and injective ops chain);
-/// * injective → reduction: the reduction becomes the group's master and ends the group;
-/// * out-fusable (conv2d, dense, pooling; always a group's first node, its master) →
-///   element-wise / broadcast ops on its output (the epilogue; not reshape-like injectives);
-/// * nothing fuses into or out of an opaque op (softmax, …).
-/// Consequently a group is convex, and its last node is the only one whose output is read
-/// outside the group or is a graph result.
+/// Operator fusion (src/graph/fuse.cc; the TVM paper, section 3, with TVM's post-dominator
+/// analysis). Partitions the op nodes of a typed graph into groups, each compiled into ONE
+/// kernel by build_module. Returns the groups in order of their first node; each lists op-node
+/// indices in topological order, and every op node is in exactly one group. No recursion. A
+/// node fuses with everything on its paths to its immediate post-dominator (so diamonds such as
+/// SiLU x·sigmoid(x), GELU and residual adds fuse, chains as before) when the union of their
+/// groups stays valid:
+/// * convex, and only its last node is read outside it or is a graph result (so the group is
+///   emitted at its last node); at most `max_group_size` nodes;
+/// * injective ops (element-wise, broadcast, injective) fuse with each other;
+/// * a reduction (the group's master) is its last node and takes injective inputs;
+/// * an out-fusable op (conv2d, dense, pooling) is its first node (the master) and takes an
+///   epilogue of element-wise / broadcast ops and, for a 2-D master, shape-only ops (reshape,
+///   expand_dims, squeeze keeping the element order), every epilogue output having the
+///   master's shape (2-D: behind leading unit extents); these groups are grown first;
+/// * nothing fuses with an opaque op (softmax, …) or an op with a data-dependent shape;
+/// * never costs: a value inlined into several uses may add at most a few float ops per output
+///   element (a transcendental is too many), and a value read with a broadcast (the SE block's
+///   [N,C,1,1] scale) is not recomputed per element when it comes from a master or costs more
+///   than two float ops: the group reads it instead.
 std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size = 16);
 
 /// One group per op node (what build_module uses at opt_level 0).

@@ -78,7 +78,11 @@ bool OpCall::is_f32_constant(size_t k) const {
 }
 
 bool ScheduleInput::epilogue_shape() const {
-  return tensor_type(outs[0]).shape == tensor_type(main).shape;
+  const std::vector<int64_t> os = tensor_type(outs[0]).shape, ms = tensor_type(main).shape;
+  if (os == ms) return true;
+  // A 2-D master's output behind leading unit extents: dense [M, N] → reshape [1, M, N] → ….
+  return ms.size() == 2 && os.size() > 2 && std::equal(ms.begin(), ms.end(), os.end() - 2) &&
+         std::all_of(os.begin(), os.end() - 2, [](int64_t d) { return d == 1; });
 }
 
 te::Schedule schedule_by_pattern(const ScheduleInput& in) {
