@@ -28,6 +28,7 @@
 #include <deque>
 
 #include "kiln/graph/op_registry.h"
+#include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
 #include "kiln/ir/functor.h"
 #include "kiln/support/error.h"
@@ -45,6 +46,8 @@ constexpr int64_t kMaxDuplicatedCost = 4;
 constexpr int64_t kMaxBroadcastCost = 2;
 /// The weight of an intrinsic call (a transcendental function) in a node's cost.
 constexpr int64_t kCallCost = 8;
+/// How many further post-dominators an epilogue tries when its own is not a valid last node.
+constexpr int kMaxSinkHops = 2;
 /// The cost of a node whose compute cannot be built on placeholders (never inlined twice).
 constexpr int64_t kUnknownCost = 1000;
 
@@ -143,9 +146,22 @@ class Fuser {
   }
 
   /// Fuses v with the region up to its post-dominator when the merged group is valid.
+  /// When that fails and v is in an epilogue, the next post-dominators are tried (up to
+  /// kMaxSinkHops): an epilogue may pass through a shape the template cannot write out
+  /// (dense [M, N] → reshape [M, 1, N] → transpose [1, M, N]).
   void try_fuse(int v) {
-    const int p = ipdom_[size(v)];
-    if (p < 0 || g_.node(v).num_outputs() != 1 || find(v) == find(p)) return;
+    if (g_.node(v).num_outputs() != 1) return;
+    const bool epilogue = out_fusable_group(find(v));
+    int p = ipdom_[size(v)];
+    for (int hop = 0; hop <= kMaxSinkHops && p >= 0 && find(v) != find(p); ++hop) {
+      if (fuse_region(v, p) || !epilogue || numel(p) != numel(v)) return;
+      p = ipdom_[size(p)];
+    }
+  }
+
+  /// Fuses v with every node on its paths to p (a post-dominator of v) when the merged group
+  /// is valid; false otherwise.
+  bool fuse_region(int v, int p) {
     // The region: every node reachable from v without passing p (all reach p), and p.
     std::vector<int> region{p};
     std::deque<int> work{v};
@@ -158,7 +174,7 @@ class Fuser {
         if (mark_[size(c)] == stamp_) continue;
         mark_[size(c)] = stamp_;
         region.push_back(c);
-        if (static_cast<int>(region.size()) > max_) return;
+        if (static_cast<int>(region.size()) > max_) return false;
         work.push_back(c);
       }
     }
@@ -169,16 +185,17 @@ class Fuser {
     std::vector<int> merged;
     for (int r : roots) {
       merged.insert(merged.end(), members_[size(r)].begin(), members_[size(r)].end());
-      if (static_cast<int>(merged.size()) > max_) return;
+      if (static_cast<int>(merged.size()) > max_) return false;
     }
     std::sort(merged.begin(), merged.end());
-    if (!valid(merged)) return;
+    if (!valid(merged)) return false;
     int root = roots[0];
     for (int r : roots) {
       parent_[size(r)] = root;
       if (r != root) members_[size(r)].clear();
     }
     members_[size(root)] = std::move(merged);
+    return true;
   }
 
   /// Whether the sorted op nodes `s` may form one group (the rules in the file comment).
@@ -204,7 +221,7 @@ class Fuser {
       if (master != s.front()) return false;
       const std::vector<int64_t>& ms = g_.node(master).outputs.at(0).shape;
       for (int i : s)
-        if (i != master && !epilogue_node(i, ms)) return false;
+        if (i != master && !epilogue_node(i, ms, i == last)) return false;
     } else if (master >= 0) {  // a reduction: the last node, fed by injective ops
       if (master != last) return false;
     }
@@ -214,23 +231,24 @@ class Fuser {
   }
 
   /// An epilogue node of an out-fusable master whose output has shape `ms`: element-wise or
-  /// broadcast, or a shape-only op (reshape, squeeze, expand_dims: one input, the same non-unit
-  /// extents in the same order); its output has the master's shape, or for a 2-D master that
-  /// shape behind leading unit extents (ScheduleInput::epilogue_shape). Broadcast reads of the
-  /// master's value are refused by the cost check.
-  bool epilogue_node(int i, const std::vector<int64_t>& ms) const {
-    const std::vector<int64_t>& os = g_.node(i).outputs.at(0).shape;
-    bool shape_ok = os == ms;
-    if (!shape_ok && ms.size() == 2 && os.size() > 2) {
-      shape_ok = std::equal(ms.begin(), ms.end(), os.end() - 2) &&
-                 std::all_of(os.begin(), os.end() - 2, [](int64_t d) { return d == 1; });
-    }
-    if (!shape_ok) return false;
+  /// broadcast, or shape-only (reshape, squeeze, expand_dims, … adding or removing unit
+  /// extents). The group's last node (the kernel's output) has the master's shape, or for a 2-D
+  /// master that shape with unit extents added (is_epilogue_shape, strategy.h); the others,
+  /// inlined, the master's number of elements. Broadcast reads of the master's value are
+  /// refused by the cost check.
+  bool epilogue_node(int i, const std::vector<int64_t>& ms, bool last) {
+    int64_t m = 1;
+    for (int64_t d : ms) m *= d;
+    if (last ? !is_epilogue_shape(ms, g_.node(i).outputs.at(0).shape) : numel(i) != m) return false;
     if (pattern(i) <= OpPattern::kBroadcast) return true;
     return pattern(i) == OpPattern::kInjective && shape_only(i);
   }
 
-  bool shape_only(int i) const {
+  /// Whether node i only adds, removes or moves unit extents, reading its input directly: its
+  /// compute is one stage whose body loads its one input at the output's axis variables (in
+  /// order) and zeros. (A flat-index reshape would hide the tile of the master's value that an
+  /// epilogue element reads from bound inference.)
+  bool shape_only(int i) {
     const Node& n = g_.node(i);
     if (n.inputs.size() != 1) return false;
     const std::vector<int64_t>& in = g_.type_of(n.inputs[0]).shape;
@@ -241,7 +259,29 @@ class Fuser {
         if (d != 1) r.push_back(d);
       return r;
     };
-    return in != out && non_unit(in) == non_unit(out);
+    if (in == out || non_unit(in) != non_unit(out)) return false;
+    std::vector<te::Tensor> outs = compute_of(i);
+    if (outs.size() != 1 || outs[0].op()->kind != te::OpKind::kCompute) return false;
+    const auto* op = static_cast<const te::ComputeOpNode*>(outs[0].op().get());
+    const ir::ProducerLoad* load =
+        op->body.size() == 1 ? op->body[0].as<ir::ProducerLoad>() : nullptr;
+    if (!load || op->input_tensors().size() != 1 ||
+        op->input_tensors()[0].op()->kind != te::OpKind::kPlaceholder)
+      return false;
+    size_t next_axis = 0;
+    for (const ir::Expr& idx : load->indices) {
+      if (const ir::IntImm* c = idx.as<ir::IntImm>()) {
+        if (c->value != 0) return false;
+        continue;
+      }
+      size_t j = 0;
+      while (j < op->axis.size() && idx.get() != op->axis[j]->var.get()) ++j;
+      if (j == op->axis.size()) return false;
+      if (out[j] == 1) continue;  // a unit axis' variable is 0
+      if (j < next_axis) return false;
+      next_axis = j + 1;
+    }
+    return true;
   }
 
   /// No path leaves `s` and comes back (so the group can be emitted at its last node).
@@ -319,22 +359,27 @@ class Fuser {
     return in_total < numel(c);
   }
 
+  /// Node i's compute (topi) on placeholders of its input types; empty when it fails.
+  std::vector<te::Tensor> compute_of(int i) const {
+    const Node& n = g_.node(i);
+    const OpDef* def = OpRegistry::global().find(n.op);
+    if (!def) return {};
+    std::vector<TensorType> in;
+    for (const Entry& e : n.inputs) in.push_back(g_.type_of(e));
+    try {
+      return def->compute(placeholders_for(in), n.attrs, n.op);
+    } catch (const Error&) {
+      return {};
+    }
+  }
+
   /// Float ops per output element of node i's compute (file comment), built once.
   int64_t cost(int i) {
     int64_t& c = cost_[size(i)];
     if (c >= 0) return c;
     c = kUnknownCost;
-    const Node& n = g_.node(i);
-    const OpDef* def = OpRegistry::global().find(n.op);
-    if (!def) return c;
-    std::vector<TensorType> in;
-    for (const Entry& e : n.inputs) in.push_back(g_.type_of(e));
-    std::vector<te::Tensor> outs;
-    try {
-      outs = def->compute(placeholders_for(in), n.attrs, "cost");
-    } catch (const Error&) {
-      return c;
-    }
+    std::vector<te::Tensor> outs = compute_of(i);
+    if (outs.empty()) return c;
     std::vector<te::Operation> ops;
     for (const te::Tensor& t : outs) ops.push_back(t.op());
     int64_t total = 0;

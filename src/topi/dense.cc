@@ -148,13 +148,25 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
   } else {
     s[D].set_scope("local");
   }
-  // An epilogue through a reshape may give `out` leading unit axes ([1, M, N]): tile the last
-  // two.
+  // An epilogue through a reshape may give `out` unit axes ([1, M, N], [M, 1, N]): they go
+  // outermost, and the M and N axes are tiled.
   auto oax = so.op_axis();
-  KILN_USER_CHECK(oax.size() >= 2)
-      << "schedule_dense_packed: output '" << out.name() << "' must be [.., M, N]";
-  auto [io, jo, ii, ji] =
-      so.tile(oax[oax.size() - 2], oax[oax.size() - 1], detail::ci(mr), detail::ci(nb));
+  const std::vector<int64_t> os = detail::const_shape(out, "schedule_dense_packed");
+  KILN_USER_CHECK(os.size() >= 2 && os.back() == N)
+      << "schedule_dense_packed: output '" << out.name() << "' must be [M, N] = [" << M << ", " << N
+      << "] (unit axes may be added before N)";
+  size_t m_axis = os.size() - 2;
+  for (size_t d = 0; d + 1 < os.size(); ++d)
+    if (os[d] != 1) m_axis = d;
+  if (os.size() > 2) {
+    std::vector<te::IterVar> order;
+    for (size_t d = 0; d + 1 < os.size(); ++d)
+      if (d != m_axis) order.push_back(oax[d]);
+    order.push_back(oax[m_axis]);
+    order.push_back(oax.back());
+    so.reorder(order);
+  }
+  auto [io, jo, ii, ji] = so.tile(oax[m_axis], oax.back(), detail::ci(mr), detail::ci(nb));
   so.reorder({jo, io, ii, ji});
   auto [jio, jii] = so.split(ji, detail::ci(lanes));
   so.vectorize(jii);

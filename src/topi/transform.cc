@@ -1,10 +1,11 @@
 // Shape operators as injective te computes: each output index is mapped back to one input
-// index. reshape goes through the row-major flat position; concat and pad choose between
-// inputs (or the pad value) with select over clamped, always in-bounds indices; strided_slice
-// normalizes begin/end/stride like numpy and ONNX and reads start + i * step; take reads its
-// indices through an extern stage that wraps negatives and makes the kernel fail on an index
-// out of range (never a clamp); layout_transform maps the logical channel between
-// plain and blocked layouts.
+// index. reshape goes through the row-major flat position (or maps the axes one to one when
+// it only adds or removes unit extents); concat and pad choose between inputs (or the pad
+// value) with select over clamped, always in-bounds indices; strided_slice normalizes
+// begin/end/stride like numpy and ONNX and reads start + i * step; take reads its indices
+// through an extern stage that wraps negatives and makes the kernel fail on an index out of
+// range (never a clamp); layout_transform maps the logical channel between plain and blocked
+// layouts.
 #include "kiln/topi/transform.h"
 
 #include <algorithm>
@@ -37,6 +38,22 @@ te::Tensor reshape_impl(const te::Tensor& x, const std::vector<int64_t>& in,
       detail::to_exprs(out),
       [&](const std::vector<Var>& i) {
         if (in == out) return x(std::vector<Expr>(i.begin(), i.end()));
+        // Only unit extents added or removed ([M, N] ↔ [1, M, N]): the non-unit axes map one to
+        // one, with no flat index (its floordiv / floormod defeat bound inference when the
+        // reshape is inlined into a dense's epilogue).
+        std::vector<size_t> in_axes, out_axes;
+        for (size_t d = 0; d < in.size(); ++d)
+          if (in[d] != 1) in_axes.push_back(d);
+        for (size_t d = 0; d < out.size(); ++d)
+          if (out[d] != 1) out_axes.push_back(d);
+        bool unit_only = in_axes.size() == out_axes.size();
+        for (size_t k = 0; unit_only && k < in_axes.size(); ++k)
+          unit_only = in[in_axes[k]] == out[out_axes[k]];
+        if (unit_only) {
+          std::vector<Expr> idx(in.size(), ci(0));
+          for (size_t k = 0; k < in_axes.size(); ++k) idx[in_axes[k]] = i[out_axes[k]];
+          return x(idx);
+        }
         Expr flat = ci(0);
         for (size_t d = 0; d < out.size(); ++d)
           flat = d == 0 ? Expr(i[0]) : flat * ci(out[d]) + i[d];

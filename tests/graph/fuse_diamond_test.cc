@@ -205,21 +205,44 @@ TEST(FuseCost, ReductionIsNotInlinedIntoItsConsumer) {
             "{divide %3}\n");
 }
 
-TEST(FuseCost, EpilogueShapeAcceptsLeadingUnitAxesOfA2DMaster) {
-  te::Tensor main = te::placeholder({te::Expr(8), te::Expr(48)}, f32, "d");
-  auto input = [&](std::vector<ir::Expr> shape) {
-    static Node master;
-    return ScheduleInput{master,
-                         main,
-                         {te::placeholder(std::move(shape), f32, "o")},
-                         Target::host(),
-                         autotune::Config::fallback()};
-  };
-  EXPECT_TRUE(input({8, 48}).epilogue_shape());
-  EXPECT_TRUE(input({1, 8, 48}).epilogue_shape());
-  EXPECT_TRUE(input({1, 1, 8, 48}).epilogue_shape());
-  EXPECT_FALSE(input({8, 1, 48}).epilogue_shape());
-  EXPECT_FALSE(input({48, 8}).epilogue_shape());
+TEST(FuseDiamond, EpilogueShapes) {
+  EXPECT_TRUE(is_epilogue_shape({8, 48}, {8, 48}));
+  EXPECT_TRUE(is_epilogue_shape({8, 48}, {1, 8, 48}));
+  EXPECT_TRUE(is_epilogue_shape({8, 48}, {8, 1, 48}));
+  EXPECT_TRUE(is_epilogue_shape({8, 48}, {1, 8, 1, 48}));
+  EXPECT_TRUE(is_epilogue_shape({1, 48}, {1, 1, 48}));
+  EXPECT_TRUE(is_epilogue_shape({1, 4, 8, 8, 16}, {1, 4, 8, 8, 16}));
+  EXPECT_FALSE(is_epilogue_shape({8, 48}, {48, 8}));
+  EXPECT_FALSE(is_epilogue_shape({8, 48}, {8, 48, 1}));  // N must stay the last axis
+  EXPECT_FALSE(is_epilogue_shape({8, 48}, {2, 4, 48}));  // a split M is a real reshape
+  EXPECT_FALSE(is_epilogue_shape({1, 4, 8, 8, 16}, {1, 1, 4, 8, 8, 16}));  // 2-D masters only
+}
+
+// ViT's attention projections: dense → reshape [M, 1, N] → bias (the QKV projection, whose
+// sum feeds three slices), and dense → bias → reshape [M, 1, N] → transpose [1, M, N] →
+// residual add (the output projection).
+Graph attention_projections(std::mt19937& rng) {
+  const int64_t M = 12, K = 32, N = 48;
+  Graph g;
+  Entry x = g.add_input("x", {M, K}, f32);
+  Entry d = g.add_op("dense", {x, g.add_constant("wqkv", random_array({N, K}, rng))});
+  Entry r = g.add_op("reshape", {d}, {{"newshape", std::vector<int64_t>{M, 1, N}}});
+  Entry qkv = g.add_op("add", {r, g.add_constant("bqkv", random_array({N}, rng))});
+  g.add_output(qkv);
+  Entry o = g.add_op("dense", {x, g.add_constant("wo", random_array({N, K}, rng))});
+  Entry ob = g.add_op("add", {o, g.add_constant("bo", random_array({N}, rng))});
+  Entry t = g.add_op("transpose",
+                     {g.add_op("reshape", {ob}, {{"newshape", std::vector<int64_t>{M, 1, N}}})},
+                     {{"axes", std::vector<int64_t>{1, 0, 2}}});
+  g.add_output(g.add_op("add", {t, g.add_input("residual", {1, M, N}, f32)}));
+  return g;
+}
+
+TEST(FuseDiamond, EpilogueThroughUnitAxes) {
+  std::mt19937 rng(6);
+  EXPECT_EQ(fused(attention_projections(rng)),
+            "{dense %2, reshape %3, add %5}\n"
+            "{dense %7, add %9, reshape %10, transpose %11, add %13}\n");
 }
 
 // Builds `g` at opt_level 0 and 2, runs both on the same random inputs, compares all outputs.
@@ -239,6 +262,46 @@ TEST(FuseDiamondBuild, GeluMatchesUnfused) {
   std::mt19937 rng(13);
   expect_matches_unfused(dense_gelu(rng, false), 14, 1, "dense + gelu (erf)");
   expect_matches_unfused(dense_gelu(rng, true), 15, 1, "dense + gelu (tanh)");
+}
+
+TEST(FuseDiamondBuild, EpilogueThroughUnitAxesMatchesUnfused) {
+  std::mt19937 rng(21);
+  expect_matches_unfused(attention_projections(rng), 22, 2, "attention projections");
+}
+
+// The dense template schedules an epilogue through reshapes: its accumulator is a register
+// tile, not the whole [M, N] product (a flat-index reshape inlined into the epilogue once made
+// bound inference compute the whole product per tile).
+TEST(FuseDiamondBuild, DenseEpilogueKeepsTheTemplatesTiles) {
+  const int64_t M = 64, K = 32, N = 128;
+  std::mt19937 rng(23);
+  Graph g;
+  Entry x = g.add_input("x", {M, K}, f32);
+  Entry d = g.add_op("dense", {x, g.add_constant("w", random_array({N, K}, rng))});
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{1, M, N}, std::vector<int64_t>{M, 1, N}}) {
+    Entry r = g.add_op("reshape", {d}, {{"newshape", shape}});
+    Entry b = g.add_op("add",
+                       {r, g.add_constant("b" + std::to_string(shape[0]), random_array({N}, rng))});
+    g.add_output(g.add_op("multiply", {b, g.add_op("sigmoid", {b})}));
+    d = g.add_op("dense",
+                 {x, g.add_constant("w" + std::to_string(shape[0]), random_array({N, K}, rng))});
+  }
+  g.add_output(d);
+  CompiledModule m = build_module(infer_types(g), Target::host(), BuildOptions{2, true, true});
+  int epilogues = 0;
+  for (const KernelInfo& k : m.kernels) {
+    if (k.group.find("dense_packed") == std::string::npos) continue;
+    epilogues += k.group.find("sigmoid") != std::string::npos;
+    size_t at = k.tir.find("allocate dense");
+    ASSERT_NE(at, std::string::npos) << k.tir;
+    size_t star = k.tir.find("* ", at);
+    int64_t elems = std::stoll(k.tir.substr(star + 2));
+    EXPECT_LT(elems, M * N / 4) << k.group << "\n" << k.tir;
+    EXPECT_NE(k.tir.find("parallel for"), std::string::npos) << k.tir;
+  }
+  EXPECT_EQ(epilogues, 2);
+  expect_matches_unfused(g, 24, 3, "dense epilogues through reshapes");
 }
 
 TEST(FuseDiamondBuild, SqueezeExcitationMatchesUnfused) {

@@ -63,13 +63,17 @@ struct ScheduleInput {
   std::vector<te::Tensor> outs;  ///< the kernel's outputs (the group's exposed tensors)
   const Target& target;
   mutable autotune::Config config;  ///< the tuned config of the node's task, else fallback
-  /// True when the kernel's first output has the master's shape (an element-wise epilogue), or
-  /// for a 2-D master ([M, N], a dense) that shape behind leading unit extents ([1, M, N]: the
-  /// epilogue went through a reshape / expand_dims that keeps the element order; the template
-  /// tiles the last two axes). The templates that assume it fall back to schedule_by_pattern
-  /// otherwise; fuse_ops only builds epilogues that pass.
+  /// is_epilogue_shape of the master's and the kernel's first output's shapes: the templates
+  /// that assume it fall back to schedule_by_pattern otherwise; fuse_ops only builds epilogues
+  /// that pass.
   bool epilogue_shape() const;
 };
+
+/// Whether a kernel whose master writes `master` may write its epilogue's result of shape `out`
+/// in the master's template: the same shape, or for a 2-D master [M, N] (a dense) that shape
+/// with unit extents added before the last axis ([1, M, N], [M, 1, N]: the epilogue went
+/// through a reshape that keeps the element order; the template tiles the M and N axes).
+bool is_epilogue_shape(const std::vector<int64_t>& master, const std::vector<int64_t>& out);
 
 /// The schedule of a group by its master's pattern kind: topi's injective or reduction
 /// schedule, else the default schedule with the outputs' two outer axes fused and parallel.

@@ -77,12 +77,18 @@ bool OpCall::is_f32_constant(size_t k) const {
   return c && c->dtype() == DataType::Float(32);
 }
 
+bool is_epilogue_shape(const std::vector<int64_t>& master, const std::vector<int64_t>& out) {
+  if (out == master) return true;
+  // A 2-D master's [M, N] with unit extents added before N: dense → reshape [1, M, N] → ….
+  if (master.size() != 2 || out.size() < 2 || out.back() != master[1]) return false;
+  std::vector<int64_t> rows;
+  for (size_t d = 0; d + 1 < out.size(); ++d)
+    if (out[d] != 1) rows.push_back(out[d]);
+  return rows.empty() ? master[0] == 1 : rows == std::vector<int64_t>{master[0]};
+}
+
 bool ScheduleInput::epilogue_shape() const {
-  const std::vector<int64_t> os = tensor_type(outs[0]).shape, ms = tensor_type(main).shape;
-  if (os == ms) return true;
-  // A 2-D master's output behind leading unit extents: dense [M, N] → reshape [1, M, N] → ….
-  return ms.size() == 2 && os.size() > 2 && std::equal(ms.begin(), ms.end(), os.end() - 2) &&
-         std::all_of(os.begin(), os.end() - 2, [](int64_t d) { return d == 1; });
+  return is_epilogue_shape(tensor_type(main).shape, tensor_type(outs[0]).shape);
 }
 
 te::Schedule schedule_by_pattern(const ScheduleInput& in) {
