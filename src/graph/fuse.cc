@@ -12,7 +12,11 @@
 // out-fusable masters (so a convolution's epilogue is taken before injective fusion claims its
 // nodes), the second every other node. A chain is the special case where p is the only
 // consumer, so the in-trees of the paper are still built; diamonds (SiLU x·sigmoid(x), GELU,
-// residual adds) now fuse too.
+// residual adds) now fuse too. An epilogue's last node must have a shape the master's template
+// writes (is_epilogue_shape, strategy.h: a dense's [M, N] may gain unit extents); when the
+// post-dominator's shape is only a step on the way ([M, 1, N] before a transpose to
+// [1, M, N]), the next post-dominators are tried. Shape-only epilogue ops are recognised on
+// their compute: one direct load of the input at the output's axis variables, in order.
 //
 // The cost check, per candidate group: (1) duplication: a value read by several nodes of the
 // group is inlined into each use; the float work so added per output element (each node's
