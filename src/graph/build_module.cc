@@ -161,6 +161,12 @@ class ModuleBuilder {
     Kernel k;
     // Interface: external inputs (deduplicated), and the outputs read outside the group, by
     // the results, or produced by the master.
+    // Members are named by their position in the group (groups with the same structure share
+    // a function however other nodes interleave with them in the graph).
+    auto pos = [&](int node) {
+      return std::to_string(std::lower_bound(grp.nodes.begin(), grp.nodes.end(), node) -
+                            grp.nodes.begin());
+    };
     std::string key;
     std::map<Entry, int> ext_index;
     for (int i : grp.nodes) {
@@ -168,8 +174,7 @@ class ModuleBuilder {
       key += n.op + "[" + n.impl.name + "](" + n.attrs.str() + "):";
       for (const Entry& e : n.inputs) {
         if (members.count(e.node)) {
-          key +=
-              " local" + std::to_string(e.node - grp.nodes.front()) + "." + std::to_string(e.index);
+          key += " local" + pos(e.node) + "." + std::to_string(e.index);
           continue;
         }
         auto [it, fresh] = ext_index.emplace(e, static_cast<int>(k.inputs.size()));
@@ -185,7 +190,7 @@ class ModuleBuilder {
         for (int c : consumers_[e]) exposed = exposed || !members.count(c);
         if (exposed) {
           k.outputs.push_back(e);
-          key += " out" + std::to_string(i - grp.nodes.front()) + "." + std::to_string(o);
+          key += " out" + pos(i) + "." + std::to_string(o);
         }
       }
     }
