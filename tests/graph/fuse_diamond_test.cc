@@ -178,6 +178,23 @@ TEST(FuseCost, CheapDiamondFusesCostlyOneDoesNot) {
             "{relu %6, sigmoid %7, multiply %8}\n");
 }
 
+TEST(FuseCost, DuplicationCountsWholeInlinedCones) {
+  // 3,000 SiLU diamonds in a row, no recursion: a value inlined twice duplicates everything
+  // inlined into it, so each diamond reads the previous one's result from memory instead of
+  // recomputing 2, 4, 8, … sigmoids per element.
+  const int n = 3000;
+  Graph g;
+  Entry e = g.add_op("relu", {g.add_input("x", {4, 16}, f32)});
+  for (int i = 0; i < n; ++i) e = g.add_op("multiply", {e, g.add_op("sigmoid", {e})});
+  g.add_output(e);
+  Graph t = infer_types(g);
+  std::vector<std::vector<int>> groups = fuse_ops(t);
+  ASSERT_EQ(groups.size(), static_cast<size_t>(n));
+  EXPECT_EQ(groups[0], (std::vector<int>{1, 2, 3}));
+  for (int i = 1; i < n; ++i)
+    EXPECT_EQ(groups[static_cast<size_t>(i)], (std::vector<int>{2 * i + 2, 2 * i + 3}));
+}
+
 TEST(FuseCost, BroadcastReadOfCostlyValueIsNotRecomputed) {
   // s = sigmoid(y) has 8 elements, x·s 512: recomputing the sigmoid per element costs more
   // than reading s. A negation (one float op) is recomputed.
