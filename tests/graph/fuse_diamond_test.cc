@@ -2,10 +2,12 @@
 // patterns of the models Kiln is judged on: SiLU x·sigmoid(x) after a convolution
 // (EfficientNet, MobileNet v3), GELU after a dense behind a reshape (ViT, BERT, GPT-2: the
 // erf and the tanh forms), the squeeze-and-excitation block (its [N,C,1,1] scale is read, not
-// recomputed per pixel) and a residual diamond. Golden fused-group text on the typed graphs and
-// on the optimized (opt_level 2) graphs, then every graph built at opt_level 2 against
-// opt_level 0 on seeded random inputs through the GraphExecutor, the fused build's buffers
-// poisoned (NaN) first.
+// recomputed per pixel), a residual diamond and ViT's attention projections (epilogues through
+// [M, 1, N]); the cost check on costly diamonds, broadcast reads, reductions and a chain of
+// 3,000 diamonds. Golden fused-group text on the typed graphs and on the optimized (opt_level
+// 2) graphs; the dense template's register tile in the TIR of reshaped epilogues; every graph
+// built at opt_level 2 against opt_level 0 on seeded random inputs through the GraphExecutor,
+// the fused build's buffers poisoned (NaN) first.
 
 #include <gtest/gtest.h>
 
