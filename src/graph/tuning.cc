@@ -37,6 +37,13 @@ autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target) {
       "dense M" + std::to_string(wl.M) + " N" + std::to_string(wl.N) + " K" + std::to_string(wl.K));
 }
 
+autotune::Task batch_matmul_task(const topi::BatchMatmulWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::batch_matmul_template(wl, target), target,
+                              "batch_matmul B" + std::to_string(wl.batch) + " M" +
+                                  std::to_string(wl.M) + " N" + std::to_string(wl.N) + " K" +
+                                  std::to_string(wl.K) + (wl.transpose_b ? " NT" : ""));
+}
+
 autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target) {
   return autotune::Task::make(
       topi::lstm_cell_onnx_template({batch, 1, hidden}, target), target,

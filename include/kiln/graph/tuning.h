@@ -29,6 +29,7 @@
 #include "kiln/autotune/task.h"
 #include "kiln/graph/graph.h"
 #include "kiln/target/target.h"
+#include "kiln/topi/batch_matmul.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/dense.h"
 
@@ -65,6 +66,7 @@ autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Targe
 autotune::Task conv2d_winograd_task(const topi::Conv2DWorkload& wl, const Target& target);
 autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target);
 /// The ONNX-form LSTM cell (topi::lstm_cell_onnx_template) of batch B and hidden size H.
+autotune::Task batch_matmul_task(const topi::BatchMatmulWorkload& wl, const Target& target);
 autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target);
 
 /// Looks up tuned configs for build_module and reports what it used.
