@@ -95,12 +95,14 @@ TEST(GroupedBlocks, ChosenPerGroupWidth) {
   // RegNet (width 16) and ResNeXt's wider layers keep the lanes-wide blocks of their neighbours.
   EXPECT_EQ(blocks(gwl(128, 28, 128, 3, 1, p1, 8), avx512), "16/16 R1");
   EXPECT_EQ(blocks(gwl(1024, 7, 1024, 3, 1, p1, 32), avx512), "16/16 R2");
-  // Widths 8, 24, 56: 8-wide blocks, no zero multiply-add.
-  EXPECT_EQ(blocks(gwl(256, 28, 256, 3, 1, p1, 32), avx512), "8/8 R1");
+  // Widths 24 and 56: 8-wide blocks, no zero multiply-add.
   EXPECT_EQ(blocks(gwl(48, 28, 48, 3, 1, p1, 2), avx512), "8/8 R3");
   EXPECT_EQ(blocks(gwl(112, 28, 112, 3, 1, p1, 2), avx512), "8/8 R7");
-  // Width 4: two groups per 8-wide block (half the work of four per 16-wide block).
-  EXPECT_EQ(blocks(gwl(128, 28, 128, 3, 1, p1, 32), avx512), "8/8 R1");
+  // Widths 8 and 4 (ResNeXt): the neighbours' 16-wide blocks, two or four groups per block.
+  EXPECT_EQ(blocks(gwl(256, 28, 256, 3, 1, p1, 32), avx512), "16/16 R1");
+  EXPECT_EQ(blocks(gwl(128, 28, 128, 3, 1, p1, 32), avx512), "16/16 R1");
+  // Two input channels per group: 16-wide blocks would waste 8x, 8-wide ones 4x.
+  EXPECT_EQ(blocks(gwl(64, 28, 64, 3, 1, p1, 32), avx512), "8/8 R1");
   // AVX2: 8 lanes.
   EXPECT_EQ(blocks(gwl(128, 28, 128, 3, 1, p1, 8), avx2), "8/8 R2");
   EXPECT_EQ(blocks(gwl(128, 28, 128, 3, 1, p1, 32), avx2), "8/8 R1");
@@ -218,6 +220,8 @@ INSTANTIATE_TEST_SUITE_P(Widths, Conv2DGroupedNCHWc,
                              GroupedCase{gwl(128, 8, 128, 3, 2, Padding2D::all(1), 32), 1},
                              // a channel multiplier: 4 inputs and 8 outputs per group
                              GroupedCase{gwl(16, 7, 32, 3, 1, Padding2D::all(1), 4), 2},
+                             // 2 input channels per group: 8-wide blocks of four groups
+                             GroupedCase{gwl(64, 6, 64, 3, 1, Padding2D::all(1), 32), 1},
                              // 1x1 grouped
                              GroupedCase{gwl(64, 6, 32, 1, 1, Padding2D{}, 4), 2}));
 

@@ -10,9 +10,10 @@
 /// pair an input channel with an output channel of another group are zero. When x divides the
 /// input and y the output group width, each output block reads exactly its group's blocks (no
 /// zero); when a block holds several whole groups (group width 4 or 8 with 16-wide blocks), R = 1
-/// and the packed kernel is block diagonal (the zeros cost group-count-per-block times the
-/// multiply-adds, still far faster than the scalar NCHW schedule). Other widths (24 channels in
-/// 16-wide blocks) read the blocks their groups overlap.
+/// and the packed kernel is block diagonal (the zeros cost groups-per-block times the
+/// multiply-adds, still far faster than the NCHW schedule, and cheaper than layout transforms to
+/// narrower blocks). Other widths (24 channels in 16-wide blocks) read the blocks their groups
+/// overlap.
 ///
 /// The main stage has conv2d_nchwc's tag and reduction structure (input block, kh, kw, channel
 /// in block), so conv2d_nchwc's schedule and knobs apply unchanged; only the input block an
@@ -65,12 +66,13 @@ struct GroupedConv2DBlocks {
 };
 
 /// The default blocks of a grouped workload on `target`: the lanes-wide blocks conv2d_nchwc
-/// uses (no layout transform next to its neighbours) when they waste no multiply-add; else the
-/// block of at least 8 channels (at most the lanes) wasting the fewest (group width 8 or 24: 8-wide
-/// blocks, exact), when it at least halves the waste; else the lanes-wide ones. A user error when
-/// the workload is not a grouped convolution (groups 1 or depthwise, or groups not dividing the
-/// channels), or when the blocks would compute more than 4 multiply-adds per useful one (one or
-/// two input channels per group: the NCHW schedule is the better choice).
+/// uses (no layout transform next to its neighbours), unless groups of 16 or more input channels
+/// would waste multiply-adds in them (24 or 56 channels in 16-wide blocks) and a block of at least
+/// 8 channels (at most the lanes) at least halves the waste, or the lanes-wide blocks would
+/// compute more than 4 multiply-adds per useful one: then the block wasting the fewest. A user
+/// error when the workload is not a grouped convolution (groups 1 or depthwise, or groups not
+/// dividing the channels), or when no block computes at most 4 multiply-adds per useful one (one
+/// or two input channels per group: the NCHW schedule is the better choice).
 GroupedConv2DBlocks choose_grouped_conv2d_blocks(const Conv2DWorkload& wl, const Target& target);
 
 /// [O/oc_bn, R, KH, KW, ic_bn, oc_bn] for a grouped OIHW kernel [O, C/groups, KH, KW].
