@@ -34,8 +34,9 @@ Conv2DWorkload gwl(int64_t c, int64_t hw, int64_t o, int64_t k, int64_t stride, 
   return r;
 }
 
-NDArray run_instance(const Instance& inst, const std::vector<NDArray>& inputs) {
-  runtime::Module m = build(inst.sch, inst.args, host_target(), "f");
+NDArray run_instance(const Instance& inst, const std::vector<NDArray>& inputs,
+                     const Target& target = host_target()) {
+  runtime::Module m = build(inst.sch, inst.args, target, "f");
   NDArray out = poisoned(shape_of(inst.args.back()), f32);
   std::vector<NDArray> all = inputs;
   all.push_back(out);
@@ -168,16 +169,17 @@ TEST(GroupedBlocks, PackedKernelIsTheGroupsBlockDiagonal) {
 }
 
 /// Runs the template's fallback and `samples` sampled configs against the reference.
-void check_grouped(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, uint64_t seed) {
+void check_grouped(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples, uint64_t seed,
+                   const Target& target = host_target()) {
   SCOPED_TRACE(w.str());
-  autotune::Template t = conv2d_grouped_nchwc_template(w, ep, host_target());
+  autotune::Template t = conv2d_grouped_nchwc_template(w, ep, target);
   NDArray data = random_array(w.data_shape(), f32, 11);
   NDArray kernel = random_array(w.kernel_shape(), f32, 12);
   NDArray bias = random_array({w.out_channel}, f32, 13);
   NDArray residual = random_array(w.out_shape(), f32, 14);
   NDArray want = ref_conv2d_nchw(data, kernel, w.params);
   apply_ref_epilogue(want, bias, residual, ep);
-  GroupedConv2DBlocks b = choose_grouped_conv2d_blocks(w, host_target());
+  GroupedConv2DBlocks b = choose_grouped_conv2d_blocks(w, target);
   SCOPED_TRACE(b.str());
   for (const Config& c : sample_configs(t, samples, seed)) {
     Instance inst = autotune::instantiate(t, c);
@@ -185,7 +187,7 @@ void check_grouped(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples
     std::vector<NDArray> ins = {to_nchwc(data, b.ic_bn), pack_grouped_conv2d_weight(kernel, b)};
     if (ep.bias) ins.push_back(bias);
     if (ep.residual) ins.push_back(to_nchwc(residual, b.oc_bn));
-    NDArray got = run_instance(inst, ins);
+    NDArray got = run_instance(inst, ins, target);
     EXPECT_EQ(got.shape(), nchwc_shape(w.out_shape(), b.oc_bn));
     EXPECT_TRUE(all_close(from_nchwc(got), want, {1e-4, 1e-4}));
   }
@@ -227,6 +229,15 @@ INSTANTIATE_TEST_SUITE_P(Widths, Conv2DGroupedNCHWc,
 
 TEST(Conv2DGroupedNCHWcEpilogue, BiasReluResidual) {
   check_grouped(gwl(64, 7, 64, 3, 1, Padding2D::all(1), 4), {true, true, true}, 2, 5);
+}
+
+TEST(Conv2DGroupedNCHWc, Avx2BlocksMatchTheReference) {
+  // 8-lane blocks and the 16-register tile rules: width 16 reads two blocks per group, width 4
+  // puts two groups in a block. AVX2 code runs on any AVX2 or AVX-512 host.
+  if (host_target().vector_bits() < 256) GTEST_SKIP() << "the host has no AVX2";
+  const Target avx2("llvm -mcpu=znver1");
+  check_grouped(gwl(64, 9, 64, 3, 1, Padding2D::all(1), 4), {}, 2, 41, avx2);
+  check_grouped(gwl(32, 10, 32, 3, 2, Padding2D::all(1), 8), {true, true, false}, 1, 42, avx2);
 }
 
 TEST(Conv2DGroupedNCHWc, StraddlingBlocksMatchTheReference) {
