@@ -2,6 +2,7 @@
 // layout_transform, registered in ops_transform.cc):
 //   conv2d_nchwc(data, packed_kernel, …)           topi's x86 fast convolution (groups 1)
 //   depthwise_conv2d_nchwc(data, packed_kernel, …) the blocked depthwise convolution
+//   conv2d_grouped_nchwc(data, packed_kernel, …)   a blocked grouped convolution (groups > 1)
 //   dense_packed(x, Wp, units)                      dense over weights packed in panels
 //   dilate2d(x, strides)                            zeros between pixels (transposed convs)
 //   subpixel_interleave(phases…, …)                 the phases of a transposed conv (one stacked
@@ -11,6 +12,7 @@
 #include "kiln/graph/op_registry.h"
 #include "kiln/ir/op.h"
 #include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -106,6 +108,26 @@ void register_layout_ops(OpRegistry& r) {
          in[0].dtype}};
   };
   r.add(dw);
+
+  // Grouped (1 < groups, not depthwise): the kernel packed by topi::pack_grouped_conv2d_weight
+  // into [O/y, R, KH, KW, x, y]; the groups attribute says which input blocks each output block
+  // reads.
+  OpDef grouped = conv;
+  grouped.name = "conv2d_grouped_nchwc";
+  grouped.attrs.push_back({"groups", AttrKind::kInt, std::nullopt});
+  grouped.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::conv2d_grouped_nchwc(in[0], in[1],
+                                          detail::conv_params(a, "conv2d_grouped_nchwc"), {}, n));
+  };
+  grouped.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    KILN_USER_CHECK(in[0].dtype == in[1].dtype) << "conv2d_grouped_nchwc: dtype mismatch: data "
+                                                << in[0].str() << " and kernel " << in[1].str();
+    return std::vector<TensorType>{
+        {topi::conv2d_grouped_nchwc_shape(in[0].shape, in[1].shape,
+                                          detail::conv_params(a, "conv2d_grouped_nchwc")),
+         in[0].dtype}};
+  };
+  r.add(grouped);
 
   // dilate2d(x, strides): x [N, C, H, W] with strides - 1 zeros between neighbours along H and
   // W: out[n, c, y, x] = x[n, c, y / sh, x / sw] where both divide, else 0. The input of a

@@ -8,6 +8,7 @@
 
 #include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
+#include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/lstm.h"
@@ -24,6 +25,11 @@ autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Targe
                                      topi::ChannelBlocks blocks) {
   return autotune::Task::make(topi::depthwise_conv2d_nchwc_template(wl, target, false, blocks),
                               target, "depthwise " + wl.str());
+}
+
+autotune::Task conv2d_grouped_task(const topi::Conv2DWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::conv2d_grouped_nchwc_template(wl, {}, target), target,
+                              wl.str());
 }
 
 autotune::Task conv2d_winograd_task(const topi::Conv2DWorkload& wl, const Target& target) {

@@ -7,6 +7,8 @@
 // its NCHW schedule; pooling, softmax, norms and conv3d: their CPU schedules. The tunable ones
 // build their tuning task from the node here (graph/tuning.h's task functions) — the only place
 // a node's workload key is made.
+// Grouped convolutions (groups > 1, not depthwise): blocked grouped NCHWc, priority 10
+// (topi/conv2d_grouped.h, layout hook in cpu_layout_grouped.cc).
 #include <functional>
 
 #include "../op_attrs.h"
@@ -15,6 +17,7 @@
 #include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/batch_matmul.h"
+#include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_transpose.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/conv_nd.h"
@@ -113,6 +116,13 @@ void register_implementations() {
        }),
        [](const OpCall& c) { return conv2d_winograd_task(conv2d_workload_or_throw(c), c.target); },
        alter_conv2d_winograd, "conv2d_winograd"});
+  // Grouped convolutions (1 < groups, not depthwise) in NCHW<x>c (topi/conv2d_grouped.h).
+  register_implementation(
+      {"conv2d_grouped_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
+         topi::schedule_conv2d_grouped_nchwc(in.config, s, in.outs[0], in.target);
+       }),
+       [](const OpCall& c) { return conv2d_grouped_task(conv2d_workload_or_throw(c), c.target); },
+       alter_conv2d_grouped, "conv2d_grouped"});
   register_implementation(
       {"depthwise_conv2d_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
          topi::schedule_depthwise_conv2d_nchwc(in.config, s, in.outs[0], in.target);
@@ -205,6 +215,9 @@ void register_cpu_strategies() {
         r.push_back({"conv2d_winograd_nchwc.cpu", prefer ? 20 : 5, true});
       }
     }
+    // Grouped, not depthwise: the blocked grouped template (ResNeXt, RegNet).
+    if (wl->params.groups > 1 && !is_depthwise(*wl))
+      r.push_back({"conv2d_grouped_nchwc.cpu", 10, true});
     return r;
   });
   register_strategy("conv2d_transpose", "cpu", [](const OpCall&) {
@@ -239,6 +252,7 @@ void register_cpu_strategies() {
   register_strategy("conv2d_nchwc", "cpu", always("conv2d_nchwc.cpu"));
   register_strategy("conv2d_winograd_nchwc", "cpu", always("conv2d_winograd_nchwc.cpu"));
   register_strategy("depthwise_conv2d_nchwc", "cpu", always("depthwise_conv2d_nchwc.cpu"));
+  register_strategy("conv2d_grouped_nchwc", "cpu", always("conv2d_grouped_nchwc.cpu"));
   register_strategy("dense_packed", "cpu", always("dense_packed.cpu"));
   register_strategy("lstm_cell_packed", "cpu", always("lstm_cell_packed.cpu"));
   register_strategy("conv3d", "cpu", always("conv3d_ncdhw.cpu"));
