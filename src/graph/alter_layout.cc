@@ -14,6 +14,7 @@
 // Constants are packed on the host, so the pass compiles nothing. Node names are kept (kiln
 // compare matches nodes by name).
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -50,6 +51,17 @@ bool is_per_channel(const TensorType& c, const TensorType& x) {
   return true;
 }
 
+/// The 4-D shape operand type `t` has when it broadcasts (numpy rules, aligned on the right)
+/// against 4-D type `x`: each extent 1 or x's; nullopt when it does not broadcast.
+std::optional<std::vector<int64_t>> broadcast_shape4(const TensorType& t, const TensorType& x) {
+  if (t.shape.size() > 4 || x.shape.size() != 4) return std::nullopt;
+  std::vector<int64_t> s(4 - t.shape.size(), 1);
+  s.insert(s.end(), t.shape.begin(), t.shape.end());
+  for (size_t d = 0; d < 4; ++d)
+    if (s[d] != 1 && s[d] != x.shape[d]) return std::nullopt;
+  return s;
+}
+
 /// A per-channel constant of C values as [1, C/bn, 1, 1, bn].
 NDArray blocked_per_channel(const NDArray& c, int64_t bn) {
   const int64_t C = c.numel();
@@ -73,7 +85,7 @@ class LayoutAlterer : public LayoutRewriter {
         continue;
       }
       if (n.impl.name.empty() && try_strategy(i)) continue;
-      if (try_blocked_elemwise(i)) continue;
+      if (try_blocked_elemwise(i) || try_blocked_concat(i) || try_blocked_slice(i)) continue;
       emit_plain(i);
     }
     std::vector<Entry> outs;
@@ -224,6 +236,10 @@ class LayoutAlterer : public LayoutRewriter {
   }
 
   /// An element-wise / broadcast op or a pooling op with a blocked operand, computed blocked.
+  /// For an element-wise / broadcast op the pass moves the fewer elements: computing blocked
+  /// transforms the operands that carry channels and are in another layout (a per-channel
+  /// [N, C, 1, 1] scale costs C values, the SE block's case), computing in NCHW unblocks every
+  /// blocked operand; on a tie the op computes blocked.
   bool try_blocked_elemwise(int i) {
     const Node& n = g_.node(i);
     const OpDef* def = OpRegistry::global().find(n.op);
@@ -235,14 +251,7 @@ class LayoutAlterer : public LayoutRewriter {
       return false;
     const TensorType& ot = n.outputs[0];
     if (ot.shape.size() != 4) return false;
-    std::string L;
-    for (const Entry& e : n.inputs) {
-      const std::string& l = layout_of(map_[e]);
-      if (!l.empty()) {
-        L = l;
-        break;
-      }
-    }
+    const std::string L = dominant_layout(n);
     if (L.empty()) return false;
     const int64_t bn = block_of(L);
     if (ot.shape[1] % bn != 0) return false;
@@ -250,32 +259,175 @@ class LayoutAlterer : public LayoutRewriter {
     if (pool) {
       if (n.inputs.size() != 1) return false;
       r.attrs.set("layout", L);
-    } else {
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const TensorType& lt = g_.type_of(n.inputs[k]);
-        Entry ne = r.inputs[k];
-        if (layout_of(ne) == L) continue;
-        if (lt.shape == ot.shape) {
-          r.inputs[k] = as_layout(ne, lt, L);
-        } else if (lt.numel() == 1 && lt.shape.size() <= 4) {
-          // a scalar broadcasts in any layout
-        } else if (is_f32_constant(g_, n.inputs[k]) && is_per_channel(lt, ot)) {
+      r.outputs = {blocked_type(ot, bn)};
+      emit(i, std::move(r), L);
+      return true;
+    }
+    // How each operand is read in L (nothing is added before the decision).
+    enum class Read { kAsIs, kConstant, kTransform, kUnitChannel };
+    std::vector<Read> plan;
+    int64_t cost_blocked = 0, cost_plain = 0;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const TensorType& lt = g_.type_of(n.inputs[k]);
+      const std::string& l = layout_of(r.inputs[k]);
+      if (!l.empty()) cost_plain += lt.numel();
+      const std::optional<std::vector<int64_t>> s4 = broadcast_shape4(lt, ot);
+      if (l == L) {
+        if (!s4 || (*s4)[1] != ot.shape[1]) return false;  // not a blocked operand of the output
+        plan.push_back(Read::kAsIs);
+      } else if (lt.numel() == 1 && lt.shape.size() <= 4) {
+        plan.push_back(Read::kAsIs);  // a scalar broadcasts in any layout
+      } else if (is_f32_constant(g_, n.inputs[k]) && is_per_channel(lt, ot)) {
+        plan.push_back(Read::kConstant);  // re-laid out at compile time
+      } else if (s4 && (*s4)[1] == ot.shape[1]) {
+        plan.push_back(Read::kTransform);
+        cost_blocked += lt.numel();
+      } else if (s4 && (*s4)[1] == 1 && l.empty()) {
+        plan.push_back(Read::kUnitChannel);  // [N, 1, H, W] broadcasts as [N, 1, H, W, 1]
+      } else {
+        return false;
+      }
+    }
+    if (cost_blocked > cost_plain) return false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const TensorType& lt = g_.type_of(n.inputs[k]);
+      switch (plan[k]) {
+        case Read::kAsIs:
+          break;
+        case Read::kConstant: {
           const Node& c = g_.node(n.inputs[k].node);
           r.inputs[k] = add_constant(c.name + "_" + L, blocked_per_channel(c.value, bn));
-        } else {
-          return false;
+          break;
         }
-      }
-      // A blocked operand of another block size, or one that broadcasts into the output,
-      // is not handled: compute in NCHW.
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const std::string& l = layout_of(r.inputs[k]);
-        if (!l.empty() && (l != L || g_.type_of(n.inputs[k]).shape != ot.shape)) return false;
+        case Read::kTransform: {
+          const std::vector<int64_t> s4 = *broadcast_shape4(lt, ot);
+          r.inputs[k] = as_layout(reshaped(r.inputs[k], lt, s4), {s4, lt.dtype}, L);
+          break;
+        }
+        case Read::kUnitChannel: {
+          std::vector<int64_t> s5 = *broadcast_shape4(lt, ot);
+          s5.push_back(1);
+          r.inputs[k] = reshaped(r.inputs[k], lt, s5);
+          break;
+        }
       }
     }
     r.outputs = {blocked_type(ot, bn)};
     emit(i, std::move(r), L);
     return true;
+  }
+
+  /// A concat of 4-D tensors with a blocked input, computed blocked when the block of the
+  /// inputs' dominant layout divides every input's channels: along channels it concatenates
+  /// whole blocks (axis 1 of [N, C/b, H, W, b]), along another axis the same axis. Inputs in
+  /// another layout are transformed (once per tensor).
+  bool try_blocked_concat(int i) {
+    const Node& n = g_.node(i);
+    if (n.op != "concat" || n.num_outputs() != 1) return false;
+    const TensorType& ot = n.outputs[0];
+    if (ot.shape.size() != 4) return false;
+    int64_t axis = n.attrs.has("axis") ? n.attrs.get_int("axis") : 0;
+    if (axis < 0) axis += 4;
+    if (axis < 0 || axis > 3) return false;
+    const std::string L = dominant_layout(n, [&](int64_t bn) {
+      for (const Entry& e : n.inputs) {
+        const TensorType& t = g_.type_of(e);
+        if (t.shape.size() != 4 || t.shape[1] % bn != 0) return false;
+      }
+      return true;
+    });
+    if (L.empty()) return false;
+    Node r = map_.remap(n);
+    for (size_t k = 0; k < r.inputs.size(); ++k)
+      r.inputs[k] = as_layout(r.inputs[k], g_.type_of(n.inputs[k]), L);
+    r.attrs.set("axis", axis);
+    r.outputs = {blocked_type(ot, block_of(L))};
+    emit(i, std::move(r), L);
+    return true;
+  }
+
+  /// A strided_slice of a blocked 4-D tensor, computed blocked when it keeps whole channel
+  /// blocks (stride 1 along channels, begin and end multiples of the block; a Split on
+  /// channels is such slices); the other axes are sliced as they are.
+  bool try_blocked_slice(int i) {
+    const Node& n = g_.node(i);
+    if (n.op != "strided_slice" || n.inputs.size() != 1 || n.num_outputs() != 1) return false;
+    const Entry x = map_[n.inputs[0]];
+    const std::string L = layout_of(x);
+    const TensorType& it = g_.type_of(n.inputs[0]);
+    const TensorType& ot = n.outputs[0];
+    if (L.empty() || it.shape.size() != 4 || ot.shape.size() != 4) return false;
+    const int64_t bn = block_of(L);
+    using Ints = std::vector<int64_t>;
+    auto ints = [&](const char* name) {
+      return n.attrs.has(name) ? n.attrs.get_ints(name) : Ints{};
+    };
+    Ints begin = ints("begin"), end = ints("end"), strides = ints("strides");
+    const Ints axes = ints("axes");
+    if (begin.size() != end.size() || begin.size() > 4 ||
+        (!axes.empty() && axes.size() != begin.size()) ||
+        (!strides.empty() && strides.size() != begin.size()))
+      return false;  // the type rule reports it
+    Ints new_axes;
+    for (size_t j = 0; j < begin.size(); ++j) {
+      int64_t ax = axes.empty() ? static_cast<int64_t>(j) : axes[j];
+      if (ax < 0) ax += 4;
+      if (ax < 0 || ax > 3) return false;
+      new_axes.push_back(ax);
+      if (ax != 1) continue;
+      const int64_t c = it.shape[1];
+      if (!strides.empty() && strides[j] != 1) return false;
+      int64_t bg = begin[j] < 0 ? begin[j] + c : begin[j];
+      int64_t en = end[j] < 0 ? end[j] + c : end[j];
+      bg = std::clamp<int64_t>(bg, 0, c);
+      en = std::clamp<int64_t>(en, 0, c);
+      if (en <= bg || bg % bn != 0 || en % bn != 0) return false;
+      begin[j] = bg / bn;
+      end[j] = en / bn;
+    }
+    Node r = map_.remap(n);
+    r.attrs.set("begin", begin);
+    r.attrs.set("end", end);
+    if (!strides.empty()) r.attrs.set("strides", strides);
+    r.attrs.set("axes", new_axes);
+    r.outputs = {blocked_type(ot, bn)};
+    emit(i, std::move(r), L);
+    return true;
+  }
+
+  /// The blocked layout among node `n`'s operands (new graph) that holds the most elements and
+  /// whose block `ok` accepts; "" when none.
+  std::string dominant_layout(
+      const Node& n, const std::function<bool(int64_t)>& ok = [](int64_t) { return true; }) const {
+    std::map<std::string, int64_t> held;
+    for (const Entry& e : n.inputs) {
+      const std::string& l = layout_of(map_[e]);
+      if (!l.empty()) held[l] += g_.type_of(e).numel();
+    }
+    std::string best;
+    int64_t most = -1;
+    for (const auto& [l, count] : held)
+      if (count > most && ok(block_of(l))) {
+        best = l;
+        most = count;
+      }
+    return best;
+  }
+
+  /// `e` (a new-graph entry of type `t`) as shape `shape` of the same elements: itself, or a
+  /// (memoized) reshape.
+  Entry reshaped(Entry e, const TensorType& t, const std::vector<int64_t>& shape) {
+    if (t.shape == shape) return e;
+    auto key = std::make_pair(e, shape);
+    if (auto it = reshapes_.find(key); it != reshapes_.end()) return it->second;
+    Node n;
+    n.op = "reshape";
+    n.attrs.set("newshape", shape);
+    n.inputs = {e};
+    n.outputs = {TensorType{shape, t.dtype}};
+    Entry r{out_.add_node(std::move(n)), 0};
+    reshapes_[key] = r;
+    return r;
   }
 
   const Graph& g_;
@@ -286,11 +438,46 @@ class LayoutAlterer : public LayoutRewriter {
   Graph out_;
   detail::EntryMap map_;
   detail::NameGen names_;
-  std::map<Entry, std::string> layout_;                        // new entry → "NCHW<b>c"
-  std::map<std::pair<Entry, std::string>, Entry> transforms_;  // memoized layout_transforms
+  std::map<Entry, std::string> layout_;                               // new entry → "NCHW<b>c"
+  std::map<std::pair<Entry, std::string>, Entry> transforms_;         // memoized layout_transforms
+  std::map<std::pair<Entry, std::vector<int64_t>>, Entry> reshapes_;  // memoized reshapes
 };
 
 }  // namespace
+
+namespace detail {
+
+std::vector<int> layout_round_trips(const Graph& g) {
+  auto is_transform = [&](int i, bool to_blocked) {
+    const Node& n = g.node(i);
+    if (!n.is_op() || n.op != "layout_transform") return false;
+    const bool dst_plain = block_of(n.attrs.get_string("dst_layout")) == 0;
+    const bool src_plain = block_of(n.attrs.get_string("src_layout")) == 0;
+    return to_blocked ? src_plain && !dst_plain : !src_plain && dst_plain;
+  };
+  std::vector<int> trips;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    if (!is_transform(i, true)) continue;
+    // Back from its input through op nodes, stopping at layout_transforms.
+    std::vector<int> stack{g.node(i).inputs[0].node};
+    std::set<int> seen;
+    bool trip = false;
+    while (!stack.empty() && !trip) {
+      const int j = stack.back();
+      stack.pop_back();
+      if (!seen.insert(j).second || !g.node(j).is_op()) continue;
+      if (g.node(j).op == "layout_transform") {
+        trip = is_transform(j, false);
+        continue;
+      }
+      for (const Entry& e : g.node(j).inputs) stack.push_back(e.node);
+    }
+    if (trip) trips.push_back(i);
+  }
+  return trips;
+}
+
+}  // namespace detail
 
 Graph alter_op_layout(const Graph& g, const Target& target, TunedConfigs* tuned) {
   return LayoutAlterer(g, target, tuned).run();
