@@ -75,7 +75,11 @@ NDArray blocked_per_channel(const NDArray& c, int64_t bn) {
 class LayoutAlterer : public LayoutRewriter {
  public:
   LayoutAlterer(const Graph& g, const Target& target, TunedConfigs* tuned)
-      : g_(g), target_(target), tuned_(tuned), map_(g), names_(g) {}
+      : g_(g), target_(target), tuned_(tuned), map_(g), names_(g), readers_(g.num_nodes()) {
+    for (int i = 0; i < g.num_nodes(); ++i)
+      for (const Entry& e : g.node(i).inputs) readers_[e.node].push_back(i);
+    for (const Entry& e : g.outputs()) readers_[e.node].push_back(-1);
+  }
 
   Graph run() {
     for (int i = 0; i < g_.num_nodes(); ++i) {
@@ -85,7 +89,9 @@ class LayoutAlterer : public LayoutRewriter {
         continue;
       }
       if (n.impl.name.empty() && try_strategy(i)) continue;
-      if (try_blocked_elemwise(i) || try_blocked_concat(i) || try_blocked_slice(i)) continue;
+      if (try_blocked_elemwise(i) || try_blocked_concat(i) || try_blocked_slice(i) ||
+          try_channel_shuffle(i))
+        continue;
       emit_plain(i);
     }
     std::vector<Entry> outs;
@@ -395,6 +401,57 @@ class LayoutAlterer : public LayoutRewriter {
     return true;
   }
 
+  /// ShuffleNet's channel shuffle of a blocked x — reshape x [N, C, H, W] to [N, g, C/g, H, W],
+  /// transpose (0, 2, 1, 3, 4), reshape to [N, C, H, W] — as one channel_shuffle in x's layout.
+  /// The pattern is matched at the first reshape (each intermediate read only by the next);
+  /// the two intermediates are not emitted, the last reshape becomes the shuffle.
+  bool try_channel_shuffle(int i) {
+    if (auto it = shuffles_.find(i); it != shuffles_.end()) {
+      if (it->second < 0) return true;  // the transpose: read only by the last reshape
+      const Node& r = g_.node(it->second);
+      const Entry x = map_[r.inputs[0]];
+      const std::string L = layout_of(x);
+      Node s;
+      s.op = "channel_shuffle";
+      s.name = g_.node(i).name;
+      s.attrs.set("groups", r.outputs[0].shape[1]);
+      s.attrs.set("layout", L);
+      s.inputs = {x};
+      s.outputs = {blocked_type(g_.type_of(r.inputs[0]), block_of(L))};
+      emit(i, std::move(s), L);
+      return true;
+    }
+    const Node& r = g_.node(i);
+    if (r.op != "reshape" || r.inputs.size() != 1 || r.num_outputs() != 1) return false;
+    const TensorType& xt = g_.type_of(r.inputs[0]);
+    const std::vector<int64_t>& rs = r.outputs[0].shape;
+    if (layout_of(map_[r.inputs[0]]).empty() || xt.shape.size() != 4 || rs.size() != 5 ||
+        rs[0] != xt.shape[0] || rs[1] * rs[2] != xt.shape[1] || rs[3] != xt.shape[2] ||
+        rs[4] != xt.shape[3])
+      return false;
+    const int t = sole_reader(i);
+    if (t < 0 || g_.node(t).op != "transpose" || !g_.node(t).attrs.has("axes") ||
+        g_.node(t).attrs.get_ints("axes") != std::vector<int64_t>{0, 2, 1, 3, 4})
+      return false;
+    const int f = sole_reader(t);
+    if (f < 0 || g_.node(f).op != "reshape" || g_.node(f).num_outputs() != 1 ||
+        g_.node(f).outputs[0].shape != xt.shape)
+      return false;
+    shuffles_[t] = -1;
+    shuffles_[f] = i;
+    return true;  // the first reshape: not emitted
+  }
+
+  /// The node that reads old node `i`'s outputs when it is the only reader (and they are not
+  /// graph results); -1 otherwise.
+  int sole_reader(int i) const {
+    const std::vector<int>& r = readers_[i];
+    if (r.empty() || r[0] < 0) return -1;
+    for (int k : r)
+      if (k != r[0]) return -1;
+    return g_.node(r[0]).num_outputs() == 1 ? r[0] : -1;
+  }
+
   /// The blocked layout among node `n`'s operands (new graph) that holds the most elements and
   /// whose block `ok` accepts; "" when none.
   std::string dominant_layout(
@@ -441,6 +498,8 @@ class LayoutAlterer : public LayoutRewriter {
   std::map<Entry, std::string> layout_;                               // new entry → "NCHW<b>c"
   std::map<std::pair<Entry, std::string>, Entry> transforms_;         // memoized layout_transforms
   std::map<std::pair<Entry, std::vector<int64_t>>, Entry> reshapes_;  // memoized reshapes
+  std::vector<std::vector<int>> readers_;  // old node → the nodes reading it (-1: a result)
+  std::map<int, int> shuffles_;  // channel shuffle: last reshape → first, transpose → -1
 };
 
 }  // namespace

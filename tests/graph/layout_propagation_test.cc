@@ -14,6 +14,7 @@
 #include "common/golden.h"
 #include "graph/graph_test_util.h"
 #include "kiln/graph/transform.h"
+#include "kiln/support/error.h"
 
 namespace kiln::graph {
 namespace {
@@ -99,9 +100,14 @@ TEST(AlterLayout, DenseBlockConcatenatesBlocked) {
   // Only the graph's input is blocked and its result unblocked; both concats run on blocks.
   EXPECT_EQ(round_trips(a), "") << a.str();
   EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
-  for (const Node& n : a.nodes())
-    if (n.is_op() && n.op == "concat") EXPECT_EQ(n.outputs[0].shape.size(), 5u) << a.str();
-  if (host_has_16_lanes()) KILN_EXPECT_GOLDEN("alter_layout_dense_block", a.str());
+  for (const Node& n : a.nodes()) {
+    if (n.is_op() && n.op == "concat") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 5u) << a.str();
+    }
+  }
+  if (host_has_16_lanes()) {
+    KILN_EXPECT_GOLDEN("alter_layout_dense_block", a.str());
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 31).max_err, 1e-4);
 }
 
@@ -132,7 +138,9 @@ TEST(AlterLayout, SqueezeExcitationScalesBlocked) {
   EXPECT_EQ(round_trips(a), "") << a.str();
   EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
   EXPECT_EQ(count_op(a, "conv2d"), 0u) << a.str();
-  if (host_has_16_lanes()) KILN_EXPECT_GOLDEN("alter_layout_se_block", a.str());
+  if (host_has_16_lanes()) {
+    KILN_EXPECT_GOLDEN("alter_layout_se_block", a.str());
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 32).max_err, 1e-4);
 }
 
@@ -172,26 +180,83 @@ TEST(AlterLayout, SplitAndConcatStayBlocked) {
   Graph a = altered(g);
   EXPECT_EQ(round_trips(a), "") << a.str();
   EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
-  if (host_has_16_lanes()) KILN_EXPECT_GOLDEN("alter_layout_split_concat", a.str());
+  if (host_has_16_lanes()) {
+    KILN_EXPECT_GOLDEN("alter_layout_split_concat", a.str());
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 34).max_err, 1e-4);
 }
 
-TEST(AlterLayout, ChannelShuffleKeepsItsNumerics) {
-  // concat → reshape [N, 2, C/2, H, W] → transpose → reshape: the shuffle itself runs in NCHW,
-  // the concat before it blocked; one conversion each way around the shuffle.
-  std::mt19937 rng(25);
+// ShuffleNet-v2's unit with its channel shuffle: concat → reshape [N, 2, C/2, H, W] →
+// transpose (0, 2, 1, 3, 4) → reshape [N, C, H, W] → split in halves, the second through a
+// conv, concat again. The shuffle becomes one blocked channel_shuffle.
+Graph shuffle_unit(std::mt19937& rng, int64_t C, int64_t H) {
   Graph g;
-  Entry x = g.add_input("x", {1, 8, 6, 6}, f32);
-  Entry a = g.add_op("relu", {conv(g, rng, x, 8, 32, 3, "stem")});
-  Entry b = conv(g, rng, a, 32, 32, 1, "branch");
-  Entry c = g.add_op("concat", {a, b}, {{"axis", int64_t{1}}});
-  Entry s = g.add_op("reshape", {c}, {{"newshape", Ints{1, 2, 32, 6, 6}}});
+  Entry x = g.add_input("x", {1, 8, H, H}, f32);
+  Entry a = g.add_op("relu", {conv(g, rng, x, 8, C / 2, 3, "stem")});
+  Entry b = conv(g, rng, a, C / 2, C / 2, 1, "branch");
+  Entry c = g.add_op("concat", {a, b}, {{"axis", int64_t{1}}}, "cat");
+  Entry s = g.add_op("reshape", {c}, {{"newshape", Ints{1, 2, C / 2, H, H}}});
   s = g.add_op("transpose", {s}, {{"axes", Ints{0, 2, 1, 3, 4}}});
-  s = g.add_op("reshape", {s}, {{"newshape", Ints{1, 64, 6, 6}}});
-  g.add_output(conv(g, rng, s, 64, 32, 1, "out"));
+  s = g.add_op("reshape", {s}, {{"newshape", Ints{1, -1, H, H}}}, "shuffle");
+  Entry l =
+      g.add_op("strided_slice", {s}, {{"begin", Ints{0}}, {"end", Ints{C / 2}}, {"axes", Ints{1}}});
+  Entry r =
+      g.add_op("strided_slice", {s}, {{"begin", Ints{C / 2}}, {"end", Ints{C}}, {"axes", Ints{1}}});
+  r = g.add_op("relu", {conv(g, rng, r, C / 2, C / 2, 1, "branch2")});
+  g.add_output(g.add_op("concat", {l, r}, {{"axis", int64_t{1}}}, "cat2"));
+  return g;
+}
+
+TEST(AlterLayout, ChannelShuffleRunsBlocked) {
+  std::mt19937 rng(25);
+  Graph g = shuffle_unit(rng, 64, 6);
   Graph t = altered(g);
-  EXPECT_LE(count_op(t, "layout_transform"), 4u) << t.str();
+  EXPECT_EQ(round_trips(t), "") << t.str();
+  EXPECT_EQ(count_op(t, "channel_shuffle"), 1u) << t.str();
+  EXPECT_EQ(count_op(t, "transpose"), 0u) << t.str();
+  EXPECT_EQ(count_op(t, "layout_transform"), 2u) << t.str();
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 35).max_err, 1e-4);
+  // 48 channels: blocks of 12 (24 per half), the shuffle reading one block and writing another.
+  Graph h = shuffle_unit(rng, 48, 5);
+  EXPECT_EQ(count_op(altered(h), "channel_shuffle"), 1u) << altered(h).str();
+  EXPECT_LT(test_util::compare_with_unoptimized(h, 2, 36).max_err, 1e-4);
+}
+
+TEST(AlterLayout, ChannelShuffleOfAPlainTensorStaysAsItIs) {
+  // The reshape's input is NCHW (a graph input): nothing to keep blocked.
+  Graph g;
+  Entry x = g.add_input("x", {1, 12, 2, 2}, f32);
+  Entry s = g.add_op("reshape", {x}, {{"newshape", Ints{1, 3, 4, 2, 2}}});
+  s = g.add_op("transpose", {s}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  g.add_output(g.add_op("reshape", {s}, {{"newshape", Ints{1, 12, 2, 2}}}));
+  Graph t = altered(g);
+  EXPECT_EQ(count_op(t, "channel_shuffle"), 0u) << t.str();
+  EXPECT_EQ(count_op(t, "transpose"), 1u) << t.str();
+}
+
+TEST(ChannelShuffleOp, RejectsBadLayoutsAndGroups) {
+  auto type_error = [](std::vector<int64_t> shape, Attrs attrs) {
+    Graph g;
+    Entry x = g.add_input("x", std::move(shape), f32);
+    g.add_output(g.add_op("channel_shuffle", {x}, std::move(attrs), "shuffle"));
+    try {
+      infer_types(g);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      type_error({1, 2, 3, 3, 16}, {{"groups", int64_t{2}}, {"layout", std::string("NCHW8c")}})
+          .find("channel_shuffle: expected a [N, C/b, H, W, b] tensor for layout NCHW8c, got "
+                "float32[1, 2, 3, 3, 16]"),
+      std::string::npos);
+  EXPECT_NE(type_error({1, 6, 3, 3}, {{"groups", int64_t{4}}})
+                .find("channel_shuffle: 6 channels are not divisible into 4 groups"),
+            std::string::npos);
+  EXPECT_NE(type_error({1, 6, 3, 3}, {{"groups", int64_t{2}}, {"layout", std::string("NHWC")}})
+                .find("channel_shuffle: layout 'NHWC' is neither NCHW nor NCHW<b>c"),
+            std::string::npos);
 }
 
 TEST(AlterLayout, SlicesOfPartialBlocksComputeInNCHW) {
@@ -209,8 +274,11 @@ TEST(AlterLayout, SlicesOfPartialBlocksComputeInNCHW) {
       {{"begin", Ints{0, 0}}, {"end", Ints{64, 6}}, {"strides", Ints{2, 1}}, {"axes", Ints{1, 2}}});
   g.add_output(conv(g, rng, g.add_op("add", {p, q}), 32, 16, 1, "out"));
   Graph t = altered(g);
-  for (const Node& n : t.nodes())
-    if (n.is_op() && n.op == "strided_slice") EXPECT_EQ(n.outputs[0].shape.size(), 4u) << t.str();
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "strided_slice") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 4u) << t.str();
+    }
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 36).max_err, 1e-4);
 }
 
@@ -231,9 +299,11 @@ TEST(AlterLayout, BroadcastOperandsAreBlockedNotTheActivation) {
   EXPECT_EQ(round_trips(t), "") << t.str();
   // x and s blocked, the result unblocked; the activation never.
   EXPECT_EQ(count_op(t, "layout_transform"), 3u) << t.str();
-  for (const Node& n : t.nodes())
-    if (n.is_op() && n.op == "layout_transform")
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "layout_transform") {
       EXPECT_LE(n.outputs[0].numel(), 16 * 36) << t.str();
+    }
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 37).max_err, 1e-4);
 }
 
@@ -246,8 +316,11 @@ TEST(AlterLayout, PlainBigOperandKeepsTheOpInNCHW) {
   Entry s = g.add_op("global_avg_pool2d", {conv(g, rng, x, 32, 32, 1, "conv")});
   g.add_output(g.add_op("multiply", {g.add_op("softmax", {x}, {{"axis", int64_t{1}}}), s}));
   Graph t = altered(g);
-  for (const Node& n : t.nodes())
-    if (n.is_op() && n.op == "multiply") EXPECT_EQ(n.outputs[0].shape.size(), 4u) << t.str();
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "multiply") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 4u) << t.str();
+    }
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 38).max_err, 1e-4);
 }
 
