@@ -141,6 +141,16 @@ TEST(AlterLayout, SqueezeExcitationScalesBlocked) {
   if (host_has_16_lanes()) {
     KILN_EXPECT_GOLDEN("alter_layout_se_block", a.str());
   }
+  // The excitation x · s (x's shape) is not fused as an epilogue of the convolution computing
+  // s (one pixel): that would recompute s per pixel.
+  for (const std::vector<int>& grp : fuse_ops(a)) {
+    bool excite = false, conv = false;
+    for (int i : grp) {
+      excite = excite || a.node(i).name == "excite";
+      conv = conv || a.node(i).op == "conv2d_nchwc";
+    }
+    EXPECT_FALSE(excite && conv) << groups_str(a, fuse_ops(a));
+  }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 32).max_err, 1e-4);
 }
 
