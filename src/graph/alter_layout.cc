@@ -5,14 +5,21 @@
 // rewrites the node for its implementation through the LayoutRewriter below (the CPU hooks are
 // in strategy/cpu_layout.cc: blocked NCHWc convolutions with packed weights, packed dense and
 // LSTM weights) and records the choice on the node it emits; a choice that needs no rewrite is
-// recorded on the node as it is. The pass keeps tensors blocked between layers: element-wise /
-// broadcast ops and ops with a "layout" attribute (pooling) whose input is blocked compute in
-// the blocked layout (per-channel constants such as biases are re-laid out at compile time;
-// same-shaped operands in another layout are transformed); every other op, and the graph's
-// results, get their operands back in NCHW. A layout_transform is added only where a
-// producer's layout differs from what its consumer needs, and once per (tensor, layout).
-// Constants are packed on the host, so the pass compiles nothing. Node names are kept (kiln
-// compare matches nodes by name).
+// recorded on the node as it is. The pass keeps tensors blocked between layers (layout
+// propagation, docs/graph-compiler.md):
+//   - element-wise / broadcast ops compute where fewer elements move: blocked, transforming
+//     the operands that carry channels in another layout (a computed per-channel scale costs C
+//     values), or NCHW, unblocking the blocked operands; per-channel constants such as biases
+//     are re-laid out at compile time; ops with a "layout" attribute (pooling) compute blocked;
+//   - concat of blocked tensors runs on whole channel blocks, strided_slice (Split) too when it
+//     keeps whole blocks;
+//   - ShuffleNet's channel shuffle (reshape, transpose, reshape) of a blocked tensor becomes one
+//     blocked channel_shuffle.
+// Every other op, and the graph's results, get their operands back in NCHW. A layout_transform
+// is added only where a producer's layout differs from what its consumer needs, and once per
+// (tensor, layout). Constants are packed on the host, so the pass compiles nothing. Node names
+// are kept (kiln compare matches nodes by name). detail::layout_round_trips (end of file) finds
+// the tensors a graph still converts back and forth.
 
 #include <algorithm>
 #include <functional>
