@@ -166,6 +166,28 @@ TEST(AlterLayout, SqueezeExcitationWithNarrowSqueeze) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 33).max_err, 1e-4);
 }
 
+TEST(AlterLayout, ConcatBlocksAPlainInputOnce) {
+  // The graph input x (NCHW) concatenated with a blocked conv output twice, on channels and on
+  // rows: x is blocked once and both concats run blocked.
+  std::mt19937 rng(30);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 5, 5}, f32);
+  Entry a = conv(g, rng, x, 16, 32, 3, "a");
+  Entry c = g.add_op("concat", {x, a}, {{"axis", int64_t{1}}}, "on_channels");
+  Entry b = conv(g, rng, c, 48, 16, 1, "b");
+  Entry r = g.add_op("concat", {b, x}, {{"axis", int64_t{2}}}, "on_rows");
+  g.add_output(conv(g, rng, r, 16, 16, 1, "out"));
+  Graph t = altered(g);
+  EXPECT_EQ(round_trips(t), "") << t.str();
+  EXPECT_EQ(count_op(t, "layout_transform"), 2u) << t.str();  // x blocked, the result unblocked
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "concat") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 5u) << t.str();
+    }
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 39).max_err, 1e-4);
+}
+
 // ShuffleNet-v2's unit: conv (→ 64) → split in two halves (Slice) → the second half through
 // 1x1 conv → relu → 1x1 conv → concat with the first half → 1x1 conv.
 Graph split_concat(std::mt19937& rng) {
