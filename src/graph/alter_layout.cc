@@ -82,11 +82,7 @@ NDArray blocked_per_channel(const NDArray& c, int64_t bn) {
 class LayoutAlterer : public LayoutRewriter {
  public:
   LayoutAlterer(const Graph& g, const Target& target, TunedConfigs* tuned)
-      : g_(g), target_(target), tuned_(tuned), map_(g), names_(g), readers_(g.num_nodes()) {
-    for (int i = 0; i < g.num_nodes(); ++i)
-      for (const Entry& e : g.node(i).inputs) readers_[e.node].push_back(i);
-    for (const Entry& e : g.outputs()) readers_[e.node].push_back(-1);
-  }
+      : g_(g), target_(target), tuned_(tuned), map_(g), names_(g) {}
 
   Graph run() {
     for (int i = 0; i < g_.num_nodes(); ++i) {
@@ -96,9 +92,7 @@ class LayoutAlterer : public LayoutRewriter {
         continue;
       }
       if (n.impl.name.empty() && try_strategy(i)) continue;
-      if (try_blocked_elemwise(i) || try_blocked_concat(i) || try_blocked_slice(i) ||
-          try_channel_shuffle(i))
-        continue;
+      if (try_blocked_elemwise(i) || try_blocked_form(i)) continue;
       emit_plain(i);
     }
     std::vector<Entry> outs;
@@ -330,133 +324,26 @@ class LayoutAlterer : public LayoutRewriter {
     return true;
   }
 
-  /// A concat of 4-D tensors with a blocked input, computed blocked when the block of the
-  /// inputs' dominant layout divides every input's channels: along channels it concatenates
-  /// whole blocks (axis 1 of [N, C/b, H, W, b]), along another axis the same axis. Inputs in
-  /// another layout are transformed (once per tensor).
-  bool try_blocked_concat(int i) {
+  /// A node whose op has a blocked form (OpDef::blocked: concat, channel slices, a channel
+  /// shuffle) for the layouts its operands are in: that form, its operands transformed to its
+  /// layout where they are in another (once per tensor).
+  bool try_blocked_form(int i) {
     const Node& n = g_.node(i);
-    if (n.op != "concat" || n.num_outputs() != 1) return false;
-    const TensorType& ot = n.outputs[0];
-    if (ot.shape.size() != 4) return false;
-    int64_t axis = n.attrs.has("axis") ? n.attrs.get_int("axis") : 0;
-    if (axis < 0) axis += 4;
-    if (axis < 0 || axis > 3) return false;
-    const std::string L = dominant_layout(n, [&](int64_t bn) {
-      for (const Entry& e : n.inputs) {
-        const TensorType& t = g_.type_of(e);
-        if (t.shape.size() != 4 || t.shape[1] % bn != 0) return false;
-      }
-      return true;
-    });
-    if (L.empty()) return false;
-    Node r = map_.remap(n);
-    for (size_t k = 0; k < r.inputs.size(); ++k)
-      r.inputs[k] = as_layout(r.inputs[k], g_.type_of(n.inputs[k]), L);
-    r.attrs.set("axis", axis);
-    r.outputs = {blocked_type(ot, block_of(L))};
+    const OpDef* def = OpRegistry::global().find(n.op);
+    if (!def || !def->blocked || n.num_outputs() != 1 || n.outputs[0].shape.size() != 4)
+      return false;
+    std::optional<BlockedForm> f =
+        def->blocked(g_, n, [&](Entry e) { return block_of(layout_of(map_[e])); });
+    if (!f || f->block <= 0 || n.outputs[0].shape[1] % f->block != 0) return false;
+    const std::string L = blocked_layout(f->block);
+    Node r;
+    r.op = f->op;
+    r.name = n.name;
+    r.attrs = f->attrs;
+    for (const Entry& e : f->inputs) r.inputs.push_back(as_layout(map_[e], g_.type_of(e), L));
+    r.outputs = {blocked_type(n.outputs[0], f->block)};
     emit(i, std::move(r), L);
     return true;
-  }
-
-  /// A strided_slice of a blocked 4-D tensor, computed blocked when it keeps whole channel
-  /// blocks (stride 1 along channels, begin and end multiples of the block; a Split on
-  /// channels is such slices); the other axes are sliced as they are.
-  bool try_blocked_slice(int i) {
-    const Node& n = g_.node(i);
-    if (n.op != "strided_slice" || n.inputs.size() != 1 || n.num_outputs() != 1) return false;
-    const Entry x = map_[n.inputs[0]];
-    const std::string L = layout_of(x);
-    const TensorType& it = g_.type_of(n.inputs[0]);
-    const TensorType& ot = n.outputs[0];
-    if (L.empty() || it.shape.size() != 4 || ot.shape.size() != 4) return false;
-    const int64_t bn = block_of(L);
-    using Ints = std::vector<int64_t>;
-    auto ints = [&](const char* name) {
-      return n.attrs.has(name) ? n.attrs.get_ints(name) : Ints{};
-    };
-    Ints begin = ints("begin"), end = ints("end"), strides = ints("strides");
-    const Ints axes = ints("axes");
-    if (begin.size() != end.size() || begin.size() > 4 ||
-        (!axes.empty() && axes.size() != begin.size()) ||
-        (!strides.empty() && strides.size() != begin.size()))
-      return false;  // the type rule reports it
-    Ints new_axes;
-    for (size_t j = 0; j < begin.size(); ++j) {
-      int64_t ax = axes.empty() ? static_cast<int64_t>(j) : axes[j];
-      if (ax < 0) ax += 4;
-      if (ax < 0 || ax > 3) return false;
-      new_axes.push_back(ax);
-      if (ax != 1) continue;
-      const int64_t c = it.shape[1];
-      if (!strides.empty() && strides[j] != 1) return false;
-      int64_t bg = begin[j] < 0 ? begin[j] + c : begin[j];
-      int64_t en = end[j] < 0 ? end[j] + c : end[j];
-      bg = std::clamp<int64_t>(bg, 0, c);
-      en = std::clamp<int64_t>(en, 0, c);
-      if (en <= bg || bg % bn != 0 || en % bn != 0) return false;
-      begin[j] = bg / bn;
-      end[j] = en / bn;
-    }
-    Node r = map_.remap(n);
-    r.attrs.set("begin", begin);
-    r.attrs.set("end", end);
-    if (!strides.empty()) r.attrs.set("strides", strides);
-    r.attrs.set("axes", new_axes);
-    r.outputs = {blocked_type(ot, bn)};
-    emit(i, std::move(r), L);
-    return true;
-  }
-
-  /// ShuffleNet's channel shuffle of a blocked x — reshape x [N, C, H, W] to [N, g, C/g, H, W],
-  /// transpose (0, 2, 1, 3, 4), reshape to [N, C, H, W] — as one channel_shuffle in x's layout.
-  /// The pattern is matched at the first reshape (each intermediate read only by the next);
-  /// the two intermediates are not emitted, the last reshape becomes the shuffle.
-  bool try_channel_shuffle(int i) {
-    if (auto it = shuffles_.find(i); it != shuffles_.end()) {
-      if (it->second < 0) return true;  // the transpose: read only by the last reshape
-      const Node& r = g_.node(it->second);
-      const Entry x = map_[r.inputs[0]];
-      const std::string L = layout_of(x);
-      Node s;
-      s.op = "channel_shuffle";
-      s.name = g_.node(i).name;
-      s.attrs.set("groups", r.outputs[0].shape[1]);
-      s.attrs.set("layout", L);
-      s.inputs = {x};
-      s.outputs = {blocked_type(g_.type_of(r.inputs[0]), block_of(L))};
-      emit(i, std::move(s), L);
-      return true;
-    }
-    const Node& r = g_.node(i);
-    if (r.op != "reshape" || r.inputs.size() != 1 || r.num_outputs() != 1) return false;
-    const TensorType& xt = g_.type_of(r.inputs[0]);
-    const std::vector<int64_t>& rs = r.outputs[0].shape;
-    if (layout_of(map_[r.inputs[0]]).empty() || xt.shape.size() != 4 || rs.size() != 5 ||
-        rs[0] != xt.shape[0] || rs[1] * rs[2] != xt.shape[1] || rs[3] != xt.shape[2] ||
-        rs[4] != xt.shape[3])
-      return false;
-    const int t = sole_reader(i);
-    if (t < 0 || g_.node(t).op != "transpose" || !g_.node(t).attrs.has("axes") ||
-        g_.node(t).attrs.get_ints("axes") != std::vector<int64_t>{0, 2, 1, 3, 4})
-      return false;
-    const int f = sole_reader(t);
-    if (f < 0 || g_.node(f).op != "reshape" || g_.node(f).num_outputs() != 1 ||
-        g_.node(f).outputs[0].shape != xt.shape)
-      return false;
-    shuffles_[t] = -1;
-    shuffles_[f] = i;
-    return true;  // the first reshape: not emitted
-  }
-
-  /// The node that reads old node `i`'s outputs when it is the only reader (and they are not
-  /// graph results); -1 otherwise.
-  int sole_reader(int i) const {
-    const std::vector<int>& r = readers_[i];
-    if (r.empty() || r[0] < 0) return -1;
-    for (int k : r)
-      if (k != r[0]) return -1;
-    return g_.node(r[0]).num_outputs() == 1 ? r[0] : -1;
   }
 
   /// The blocked layout among node `n`'s operands (new graph) that holds the most elements and
@@ -505,8 +392,6 @@ class LayoutAlterer : public LayoutRewriter {
   std::map<Entry, std::string> layout_;                               // new entry → "NCHW<b>c"
   std::map<std::pair<Entry, std::string>, Entry> transforms_;         // memoized layout_transforms
   std::map<std::pair<Entry, std::vector<int64_t>>, Entry> reshapes_;  // memoized reshapes
-  std::vector<std::vector<int>> readers_;  // old node → the nodes reading it (-1: a result)
-  std::map<int, int> shuffles_;  // channel shuffle: last reshape → first, transpose → -1
 };
 
 }  // namespace
@@ -514,16 +399,17 @@ class LayoutAlterer : public LayoutRewriter {
 namespace detail {
 
 std::vector<int> layout_round_trips(const Graph& g) {
-  auto is_transform = [&](int i, bool to_blocked) {
+  // A layout_transform is the node recording both layouts (read as data, not by op name).
+  auto layouts = [&](int i) -> std::optional<std::pair<int64_t, int64_t>> {
     const Node& n = g.node(i);
-    if (!n.is_op() || n.op != "layout_transform") return false;
-    const bool dst_plain = block_of(n.attrs.get_string("dst_layout")) == 0;
-    const bool src_plain = block_of(n.attrs.get_string("src_layout")) == 0;
-    return to_blocked ? src_plain && !dst_plain : !src_plain && dst_plain;
+    if (!n.is_op() || !n.attrs.has("src_layout") || !n.attrs.has("dst_layout")) return std::nullopt;
+    return std::make_pair(block_of(n.attrs.get_string("src_layout")),
+                          block_of(n.attrs.get_string("dst_layout")));
   };
   std::vector<int> trips;
   for (int i = 0; i < g.num_nodes(); ++i) {
-    if (!is_transform(i, true)) continue;
+    std::optional<std::pair<int64_t, int64_t>> t = layouts(i);
+    if (!t || t->first != 0 || t->second == 0) continue;  // not NCHW → NCHW<b>c
     // Back from its input through op nodes, stopping at layout_transforms.
     std::vector<int> stack{g.node(i).inputs[0].node};
     std::set<int> seen;
@@ -532,8 +418,8 @@ std::vector<int> layout_round_trips(const Graph& g) {
       const int j = stack.back();
       stack.pop_back();
       if (!seen.insert(j).second || !g.node(j).is_op()) continue;
-      if (g.node(j).op == "layout_transform") {
-        trip = is_transform(j, false);
+      if (std::optional<std::pair<int64_t, int64_t>> u = layouts(j)) {
+        trip = u->first != 0 && u->second == 0;  // NCHW<b>c → NCHW
         continue;
       }
       for (const Entry& e : g.node(j).inputs) stack.push_back(e.node);
