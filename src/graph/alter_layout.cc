@@ -11,10 +11,10 @@
 //     the operands that carry channels in another layout (a computed per-channel scale costs C
 //     values), or NCHW, unblocking the blocked operands; per-channel constants such as biases
 //     are re-laid out at compile time; ops with a "layout" attribute (pooling) compute blocked;
-//   - concat of blocked tensors runs on whole channel blocks, strided_slice (Split) too when it
-//     keeps whole blocks;
-//   - ShuffleNet's channel shuffle (reshape, transpose, reshape) of a blocked tensor becomes one
-//     blocked channel_shuffle.
+//   - an op with a blocked form (OpDef::blocked, declared in its registration) computes in it:
+//     concat of blocked tensors on whole channel blocks, strided_slice (Split) when it keeps
+//     whole blocks, ShuffleNet's channel shuffle (reshape, transpose, reshape) of a blocked
+//     tensor as one blocked channel_shuffle.
 // Every other op, and the graph's results, get their operands back in NCHW. A layout_transform
 // is added only where a producer's layout differs from what its consumer needs, and once per
 // (tensor, layout). Constants are packed on the host, so the pass compiles nothing. Node names
