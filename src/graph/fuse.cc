@@ -73,7 +73,9 @@ std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size) {
         if (pp == OpPattern::kOpaque) continue;
         bool ok = false;
         if (grp.has_master) {
-          ok = p == OpPattern::kElemWise || p == OpPattern::kBroadcast;  // the epilogue
+          // the epilogue, of the master's shape (an SE block's x · s is not s's epilogue)
+          ok = (p == OpPattern::kElemWise || p == OpPattern::kBroadcast) &&
+               node.outputs[0].shape == prod.outputs[0].shape;
         } else if (is_injective(pp)) {
           ok = is_injective(p) || p == OpPattern::kCommReduce;
         }

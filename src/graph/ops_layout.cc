@@ -7,6 +7,8 @@
 //   dilate2d(x, strides)                            zeros between pixels (transposed convs)
 //   subpixel_interleave(phases…, …)                 the phases of a transposed conv (one stacked
 //                                                   conv, or one conv per phase) interleaved
+//   channel_shuffle(x, groups, layout)              ShuffleNet's channel shuffle (reshape to
+//                                                   groups, transpose, reshape) on NCHW<b>c data
 // The packed weights are constants computed by the pass, so nothing packs at run time.
 
 #include "kiln/graph/op_registry.h"
@@ -46,6 +48,17 @@ topi::SubpixelParams subpixel_params(const Attrs& a) {
     p.phase_offsets_w.assign(po.begin() + p.stride_h, po.end());
   }
   return p;
+}
+
+/// The block b of layout "NCHW<b>c"; a user error naming `op` for any other text.
+int64_t nchwc_block(const std::string& layout, const char* op) {
+  const bool ok = layout.size() > 5 && layout.rfind("NCHW", 0) == 0 && layout.back() == 'c' &&
+                  layout.find_first_not_of("0123456789", 4) == layout.size() - 1 &&
+                  layout.size() - 5 <= 6;
+  const int64_t b = ok ? std::stoll(layout.substr(4, layout.size() - 5)) : 0;
+  KILN_USER_CHECK(b > 0) << op << ": layout '" << layout
+                         << "' is neither NCHW nor NCHW<b>c with a positive block b";
+  return b;
 }
 
 /// The attribute schema of a blocked convolution (groups are implied by the op).
@@ -191,6 +204,43 @@ void register_layout_ops(OpRegistry& r) {
         {topi::subpixel_interleave_shape(shapes, subpixel_params(a)), in[0].dtype}};
   };
   r.add(sub);
+
+  // channel_shuffle(x, groups, layout): output channel j = i·groups + g reads input channel
+  // g·(C/groups) + i — ShuffleNet's reshape [N, groups, C/groups, H, W], transpose (0, 2, 1, 3,
+  // 4), reshape [N, C, H, W], which alter_layout.cc rewrites to this op when x is blocked: x and
+  // the result in `layout` (NCHW or NCHW<b>c).
+  OpDef shuffle;
+  shuffle.name = "channel_shuffle";
+  shuffle.pattern = topi::OpPattern::kInjective;
+  shuffle.attrs = {{"groups", AttrKind::kInt, std::nullopt},
+                   {"layout", AttrKind::kString, std::string("NCHW")}};
+  shuffle.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    const te::Tensor& x = in[0];
+    const TensorType t = tensor_type(x);
+    const std::string& layout = a.get_string("layout");
+    const int64_t b = layout == "NCHW" ? 0 : nchwc_block(layout, "channel_shuffle");
+    KILN_USER_CHECK(t.shape.size() == (b ? 5u : 4u) && (!b || t.shape[4] == b))
+        << "channel_shuffle: expected a " << (b ? "[N, C/b, H, W, b]" : "[N, C, H, W]")
+        << " tensor for layout " << layout << ", got " << t.str();
+    const int64_t C = b ? t.shape[1] * b : t.shape[1], g = a.get_int("groups");
+    KILN_USER_CHECK(g >= 1 && C % g == 0)
+        << "channel_shuffle: " << C << " channels are not divisible into " << g << " groups";
+    auto ci = [](int64_t v) { return ir::Expr(static_cast<int32_t>(v)); };
+    auto source = [&](ir::Expr j) {
+      return ir::floormod(j, ci(g)) * ci(C / g) + ir::floordiv(j, ci(g));
+    };
+    std::vector<ir::Expr> shape;
+    for (int64_t d : t.shape) shape.push_back(ci(d));
+    return one(te::compute(
+        shape,
+        [&](const std::vector<ir::Var>& i) {
+          if (!b) return x(i[0], source(i[1]), i[2], i[3]);
+          ir::Expr c = source(i[1] * ci(b) + i[4]);
+          return x(i[0], ir::floordiv(c, ci(b)), i[2], i[3], ir::floormod(c, ci(b)));
+        },
+        n, std::string(topi::tag::kInjective) + ",channel_shuffle"));
+  };
+  r.add(shuffle);
 
   OpDef dense;
   dense.name = "dense_packed";
