@@ -5,15 +5,23 @@
 // rewrites the node for its implementation through the LayoutRewriter below (the CPU hooks are
 // in strategy/cpu_layout.cc: blocked NCHWc convolutions with packed weights, packed dense and
 // LSTM weights) and records the choice on the node it emits; a choice that needs no rewrite is
-// recorded on the node as it is. The pass keeps tensors blocked between layers: element-wise /
-// broadcast ops and ops with a "layout" attribute (pooling) whose input is blocked compute in
-// the blocked layout (per-channel constants such as biases are re-laid out at compile time;
-// same-shaped operands in another layout are transformed); every other op, and the graph's
-// results, get their operands back in NCHW. A layout_transform is added only where a
-// producer's layout differs from what its consumer needs, and once per (tensor, layout).
-// Constants are packed on the host, so the pass compiles nothing. Node names are kept (kiln
-// compare matches nodes by name).
+// recorded on the node as it is. The pass keeps tensors blocked between layers (layout
+// propagation, docs/graph-compiler.md):
+//   - element-wise / broadcast ops compute where fewer elements move: blocked, transforming
+//     the operands that carry channels in another layout (a computed per-channel scale costs C
+//     values), or NCHW, unblocking the blocked operands; per-channel constants such as biases
+//     are re-laid out at compile time; ops with a "layout" attribute (pooling) compute blocked;
+//   - an op with a blocked form (OpDef::blocked, declared in its registration) computes in it:
+//     concat of blocked tensors on whole channel blocks, strided_slice (Split) when it keeps
+//     whole blocks, ShuffleNet's channel shuffle (reshape, transpose, reshape) of a blocked
+//     tensor as one blocked channel_shuffle.
+// Every other op, and the graph's results, get their operands back in NCHW. A layout_transform
+// is added only where a producer's layout differs from what its consumer needs, and once per
+// (tensor, layout). Constants are packed on the host, so the pass compiles nothing. Node names
+// are kept (kiln compare matches nodes by name). detail::layout_round_trips (end of file) finds
+// the tensors a graph still converts back and forth.
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -50,6 +58,17 @@ bool is_per_channel(const TensorType& c, const TensorType& x) {
   return true;
 }
 
+/// The 4-D shape operand type `t` has when it broadcasts (numpy rules, aligned on the right)
+/// against 4-D type `x`: each extent 1 or x's; nullopt when it does not broadcast.
+std::optional<std::vector<int64_t>> broadcast_shape4(const TensorType& t, const TensorType& x) {
+  if (t.shape.size() > 4 || x.shape.size() != 4) return std::nullopt;
+  std::vector<int64_t> s(4 - t.shape.size(), 1);
+  s.insert(s.end(), t.shape.begin(), t.shape.end());
+  for (size_t d = 0; d < 4; ++d)
+    if (s[d] != 1 && s[d] != x.shape[d]) return std::nullopt;
+  return s;
+}
+
 /// A per-channel constant of C values as [1, C/bn, 1, 1, bn].
 NDArray blocked_per_channel(const NDArray& c, int64_t bn) {
   const int64_t C = c.numel();
@@ -73,7 +92,7 @@ class LayoutAlterer : public LayoutRewriter {
         continue;
       }
       if (n.impl.name.empty() && try_strategy(i)) continue;
-      if (try_blocked_elemwise(i)) continue;
+      if (try_blocked_elemwise(i) || try_blocked_form(i)) continue;
       emit_plain(i);
     }
     std::vector<Entry> outs;
@@ -224,6 +243,10 @@ class LayoutAlterer : public LayoutRewriter {
   }
 
   /// An element-wise / broadcast op or a pooling op with a blocked operand, computed blocked.
+  /// For an element-wise / broadcast op the pass moves the fewer elements: computing blocked
+  /// transforms the operands that carry channels and are in another layout (a per-channel
+  /// [N, C, 1, 1] scale costs C values, the SE block's case), computing in NCHW unblocks every
+  /// blocked operand; on a tie the op computes blocked.
   bool try_blocked_elemwise(int i) {
     const Node& n = g_.node(i);
     const OpDef* def = OpRegistry::global().find(n.op);
@@ -235,14 +258,7 @@ class LayoutAlterer : public LayoutRewriter {
       return false;
     const TensorType& ot = n.outputs[0];
     if (ot.shape.size() != 4) return false;
-    std::string L;
-    for (const Entry& e : n.inputs) {
-      const std::string& l = layout_of(map_[e]);
-      if (!l.empty()) {
-        L = l;
-        break;
-      }
-    }
+    const std::string L = dominant_layout(n);
     if (L.empty()) return false;
     const int64_t bn = block_of(L);
     if (ot.shape[1] % bn != 0) return false;
@@ -250,32 +266,119 @@ class LayoutAlterer : public LayoutRewriter {
     if (pool) {
       if (n.inputs.size() != 1) return false;
       r.attrs.set("layout", L);
-    } else {
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const TensorType& lt = g_.type_of(n.inputs[k]);
-        Entry ne = r.inputs[k];
-        if (layout_of(ne) == L) continue;
-        if (lt.shape == ot.shape) {
-          r.inputs[k] = as_layout(ne, lt, L);
-        } else if (lt.numel() == 1 && lt.shape.size() <= 4) {
-          // a scalar broadcasts in any layout
-        } else if (is_f32_constant(g_, n.inputs[k]) && is_per_channel(lt, ot)) {
+      r.outputs = {blocked_type(ot, bn)};
+      emit(i, std::move(r), L);
+      return true;
+    }
+    // How each operand is read in L (nothing is added before the decision).
+    enum class Read { kAsIs, kConstant, kTransform, kUnitChannel };
+    std::vector<Read> plan;
+    int64_t cost_blocked = 0, cost_plain = 0;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const TensorType& lt = g_.type_of(n.inputs[k]);
+      const std::string& l = layout_of(r.inputs[k]);
+      if (!l.empty()) cost_plain += lt.numel();
+      const std::optional<std::vector<int64_t>> s4 = broadcast_shape4(lt, ot);
+      if (l == L) {
+        if (!s4 || (*s4)[1] != ot.shape[1]) return false;  // not a blocked operand of the output
+        plan.push_back(Read::kAsIs);
+      } else if (lt.numel() == 1 && lt.shape.size() <= 4) {
+        plan.push_back(Read::kAsIs);  // a scalar broadcasts in any layout
+      } else if (is_f32_constant(g_, n.inputs[k]) && is_per_channel(lt, ot)) {
+        plan.push_back(Read::kConstant);  // re-laid out at compile time
+      } else if (s4 && (*s4)[1] == ot.shape[1]) {
+        plan.push_back(Read::kTransform);
+        cost_blocked += lt.numel();
+      } else if (s4 && (*s4)[1] == 1 && l.empty()) {
+        plan.push_back(Read::kUnitChannel);  // [N, 1, H, W] broadcasts as [N, 1, H, W, 1]
+      } else {
+        return false;
+      }
+    }
+    if (cost_blocked > cost_plain) return false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const TensorType& lt = g_.type_of(n.inputs[k]);
+      switch (plan[k]) {
+        case Read::kAsIs:
+          break;
+        case Read::kConstant: {
           const Node& c = g_.node(n.inputs[k].node);
           r.inputs[k] = add_constant(c.name + "_" + L, blocked_per_channel(c.value, bn));
-        } else {
-          return false;
+          break;
         }
-      }
-      // A blocked operand of another block size, or one that broadcasts into the output,
-      // is not handled: compute in NCHW.
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const std::string& l = layout_of(r.inputs[k]);
-        if (!l.empty() && (l != L || g_.type_of(n.inputs[k]).shape != ot.shape)) return false;
+        case Read::kTransform: {
+          const std::vector<int64_t> s4 = *broadcast_shape4(lt, ot);
+          r.inputs[k] = as_layout(reshaped(r.inputs[k], lt, s4), {s4, lt.dtype}, L);
+          break;
+        }
+        case Read::kUnitChannel: {
+          std::vector<int64_t> s5 = *broadcast_shape4(lt, ot);
+          s5.push_back(1);
+          r.inputs[k] = reshaped(r.inputs[k], lt, s5);
+          break;
+        }
       }
     }
     r.outputs = {blocked_type(ot, bn)};
     emit(i, std::move(r), L);
     return true;
+  }
+
+  /// A node whose op has a blocked form (OpDef::blocked: concat, channel slices, a channel
+  /// shuffle) for the layouts its operands are in: that form, its operands transformed to its
+  /// layout where they are in another (once per tensor).
+  bool try_blocked_form(int i) {
+    const Node& n = g_.node(i);
+    const OpDef* def = OpRegistry::global().find(n.op);
+    if (!def || !def->blocked || n.num_outputs() != 1 || n.outputs[0].shape.size() != 4)
+      return false;
+    std::optional<BlockedForm> f =
+        def->blocked(g_, n, [&](Entry e) { return block_of(layout_of(map_[e])); });
+    if (!f || f->block <= 0 || n.outputs[0].shape[1] % f->block != 0) return false;
+    const std::string L = blocked_layout(f->block);
+    Node r;
+    r.op = f->op;
+    r.name = n.name;
+    r.attrs = f->attrs;
+    for (const Entry& e : f->inputs) r.inputs.push_back(as_layout(map_[e], g_.type_of(e), L));
+    r.outputs = {blocked_type(n.outputs[0], f->block)};
+    emit(i, std::move(r), L);
+    return true;
+  }
+
+  /// The blocked layout among node `n`'s operands (new graph) that holds the most elements and
+  /// whose block `ok` accepts; "" when none.
+  std::string dominant_layout(
+      const Node& n, const std::function<bool(int64_t)>& ok = [](int64_t) { return true; }) const {
+    std::map<std::string, int64_t> held;
+    for (const Entry& e : n.inputs) {
+      const std::string& l = layout_of(map_[e]);
+      if (!l.empty()) held[l] += g_.type_of(e).numel();
+    }
+    std::string best;
+    int64_t most = -1;
+    for (const auto& [l, count] : held)
+      if (count > most && ok(block_of(l))) {
+        best = l;
+        most = count;
+      }
+    return best;
+  }
+
+  /// `e` (a new-graph entry of type `t`) as shape `shape` of the same elements: itself, or a
+  /// (memoized) reshape.
+  Entry reshaped(Entry e, const TensorType& t, const std::vector<int64_t>& shape) {
+    if (t.shape == shape) return e;
+    auto key = std::make_pair(e, shape);
+    if (auto it = reshapes_.find(key); it != reshapes_.end()) return it->second;
+    Node n;
+    n.op = "reshape";
+    n.attrs.set("newshape", shape);
+    n.inputs = {e};
+    n.outputs = {TensorType{shape, t.dtype}};
+    Entry r{out_.add_node(std::move(n)), 0};
+    reshapes_[key] = r;
+    return r;
   }
 
   const Graph& g_;
@@ -286,11 +389,47 @@ class LayoutAlterer : public LayoutRewriter {
   Graph out_;
   detail::EntryMap map_;
   detail::NameGen names_;
-  std::map<Entry, std::string> layout_;                        // new entry → "NCHW<b>c"
-  std::map<std::pair<Entry, std::string>, Entry> transforms_;  // memoized layout_transforms
+  std::map<Entry, std::string> layout_;                               // new entry → "NCHW<b>c"
+  std::map<std::pair<Entry, std::string>, Entry> transforms_;         // memoized layout_transforms
+  std::map<std::pair<Entry, std::vector<int64_t>>, Entry> reshapes_;  // memoized reshapes
 };
 
 }  // namespace
+
+namespace detail {
+
+std::vector<int> layout_round_trips(const Graph& g) {
+  // A layout_transform is the node recording both layouts (read as data, not by op name).
+  auto layouts = [&](int i) -> std::optional<std::pair<int64_t, int64_t>> {
+    const Node& n = g.node(i);
+    if (!n.is_op() || !n.attrs.has("src_layout") || !n.attrs.has("dst_layout")) return std::nullopt;
+    return std::make_pair(block_of(n.attrs.get_string("src_layout")),
+                          block_of(n.attrs.get_string("dst_layout")));
+  };
+  std::vector<int> trips;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    std::optional<std::pair<int64_t, int64_t>> t = layouts(i);
+    if (!t || t->first != 0 || t->second == 0) continue;  // not NCHW → NCHW<b>c
+    // Back from its input through op nodes, stopping at layout_transforms.
+    std::vector<int> stack{g.node(i).inputs[0].node};
+    std::set<int> seen;
+    bool trip = false;
+    while (!stack.empty() && !trip) {
+      const int j = stack.back();
+      stack.pop_back();
+      if (!seen.insert(j).second || !g.node(j).is_op()) continue;
+      if (std::optional<std::pair<int64_t, int64_t>> u = layouts(j)) {
+        trip = u->first != 0 && u->second == 0;  // NCHW<b>c → NCHW
+        continue;
+      }
+      for (const Entry& e : g.node(j).inputs) stack.push_back(e.node);
+    }
+    if (trip) trips.push_back(i);
+  }
+  return trips;
+}
+
+}  // namespace detail
 
 Graph alter_op_layout(const Graph& g, const Target& target, TunedConfigs* tuned) {
   return LayoutAlterer(g, target, tuned).run();

@@ -28,6 +28,7 @@
 #include "kiln/runtime/params.h"
 #include "kiln/support/error.h"
 #include "kiln/target/build.h"
+#include "kiln/tir/cost.h"
 #include "kiln/tir/lower.h"
 #include "kiln/topi/schedule_injective.h"
 #include "op_attrs.h"
@@ -245,6 +246,7 @@ class ModuleBuilder {
       std::vector<te::Tensor> params = ins;
       params.insert(params.end(), outs.begin(), outs.end());
       funcs_.push_back(tir::lower(s, params, k.func_name));
+      costs_[k.func_name] = tir::kernel_cost(funcs_.back());
       if (opt_.keep_ir) {
         kernels_.push_back(KernelInfo{k.func_name, groups_str(g_, {grp.nodes}), ""});
         kernels_.back().group.pop_back();  // groups_str ends each group with a newline
@@ -402,6 +404,10 @@ class ModuleBuilder {
         jn["attrs"] = {{"func_name", en.func_name},
                        {"num_inputs", en.inputs.size()},
                        {"num_outputs", en.outputs.size()}};
+        if (auto c = costs_.find(en.func_name); c != costs_.end()) {
+          jn["attrs"]["flops"] = c->second.flops;  // per call, for kiln bench --profile
+          jn["attrs"]["bytes"] = c->second.bytes;
+        }
       }
       nodes.push_back(jn);
       for (const TensorType& t : en.outputs) {
@@ -465,6 +471,7 @@ class ModuleBuilder {
   std::set<Entry> heads_;
   std::map<std::string, std::string> cache_;
   std::vector<tir::PrimFunc> funcs_;
+  std::map<std::string, tir::KernelCost> costs_;  ///< per function (tir/cost.h)
   std::vector<KernelInfo> kernels_;
 };
 

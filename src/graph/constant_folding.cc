@@ -1,10 +1,12 @@
-// Constant folding: one forward walk. An op node whose (mapped) inputs are all constant nodes
-// is evaluated now: its registered compute is built on placeholders of the constants' types,
-// scheduled with the default te schedule, compiled for the host with kiln::build and run on
-// the constants' arrays; each output becomes a new constant node. Because the walk maps
-// inputs before looking at a node, a node fed by folded nodes folds in turn, so a whole
-// constant sub-graph (e.g. a shape computation) collapses in one pass.
+// Constant folding: an op node whose inputs are all constants, or fold themselves, is evaluated
+// at compile time: its registered compute is built on placeholders of its inputs' types,
+// scheduled with the default te schedule and lowered; all folding nodes are compiled for the
+// host as one module without LLVM optimization (kiln::build for "llvm -opt=0": these kernels
+// run once, on small shape, index and mask tensors), then run in graph order on
+// the constants' arrays, each output becoming a new constant node. A whole constant sub-graph
+// (e.g. a shape computation) collapses in one pass.
 
+#include <map>
 #include <set>
 
 #include "kiln/graph/op_registry.h"
@@ -18,16 +20,16 @@ namespace kiln::graph {
 
 namespace {
 
-std::vector<runtime::NDArray> evaluate(const OpDef& def, const Node& n,
+/// One folding node's kernel: its function name, output types and where its inputs come from
+/// (a constant of the input graph, or an output of an earlier folding node).
+struct FoldJob {
+  std::string fn;
+  std::vector<TensorType> outs;
+};
+
+/// Calls `fn` of `mod` on `args`, returning fresh arrays of `outs`' types.
+std::vector<runtime::NDArray> run_fold(runtime::Module& mod, const FoldJob& job,
                                        const std::vector<runtime::NDArray>& args) {
-  std::vector<TensorType> in_types;
-  for (const runtime::NDArray& a : args) in_types.push_back(type_of(a));
-  std::vector<te::Tensor> ins = placeholders_for(in_types);
-  std::vector<te::Tensor> outs = def.compute(ins, n.attrs, "folded");
-  std::vector<te::Tensor> params = ins;
-  params.insert(params.end(), outs.begin(), outs.end());
-  static const Target host = Target::parse("llvm");
-  runtime::Module mod = build(te::create_schedule(outs), params, host, "fold");
   std::vector<runtime::NDArray> results;
   std::vector<KilnValue> values;
   std::vector<int32_t> codes;
@@ -37,15 +39,14 @@ std::vector<runtime::NDArray> evaluate(const OpDef& def, const Node& n,
     values.push_back(v);
     codes.push_back(kKilnArrayHandle);
   }
-  for (const te::Tensor& t : outs) {
-    TensorType tt = tensor_type(t);
+  for (const TensorType& tt : job.outs) {
     results.push_back(runtime::NDArray::empty(tt.shape, tt.dtype));
     KilnValue v{};
     v.v_handle = results.back().raw();
     values.push_back(v);
     codes.push_back(kKilnArrayHandle);
   }
-  mod.get_function("fold").call_packed(values.data(), codes.data(),
+  mod.get_function(job.fn).call_packed(values.data(), codes.data(),
                                        static_cast<int32_t>(values.size()));
   return results;
 }
@@ -53,30 +54,69 @@ std::vector<runtime::NDArray> evaluate(const OpDef& def, const Node& n,
 }  // namespace
 
 Graph constant_folding(const Graph& g) {
+  const OpRegistry& reg = OpRegistry::global();
+  // Which nodes fold: ops (not of data-dependent shape, ops_dynamic.cc) whose every input is a
+  // constant or folds. Each one's compute is lowered, and all of them are compiled as one
+  // module: one code generation for the pass, not one per node.
+  std::vector<bool> folds(static_cast<size_t>(g.num_nodes()), false);
+  std::map<int, FoldJob> jobs;
+  std::vector<tir::PrimFunc> funcs;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    const Node& n = g.node(i);
+    bool foldable = n.is_op() && !n.inputs.empty();
+    for (const Entry& e : n.inputs)
+      foldable = foldable && (g.node(e.node).is_constant() || folds[static_cast<size_t>(e.node)]);
+    if (const OpDef* d = foldable ? reg.find(n.op) : nullptr; d && d->bounded) foldable = false;
+    if (!foldable) continue;
+    folds[static_cast<size_t>(i)] = true;
+    std::string where = "constant_folding: " + detail::describe_node(g, i);
+    const OpDef& def = reg.get(n.op, where);
+    FoldJob job{"fold_" + std::to_string(i), n.outputs};
+    try {
+      std::vector<TensorType> in_types;
+      for (const Entry& e : n.inputs) in_types.push_back(g.type_of(e));
+      std::vector<te::Tensor> ins = placeholders_for(in_types);
+      std::vector<te::Tensor> outs = def.compute(ins, n.attrs, "folded");
+      std::vector<te::Tensor> params = ins;
+      params.insert(params.end(), outs.begin(), outs.end());
+      funcs.push_back(tir::lower(te::create_schedule(outs), params, job.fn));
+    } catch (const Error& err) {
+      KILN_ERROR << where << ": " << err.what();
+    }
+    jobs.emplace(i, std::move(job));
+  }
+  runtime::Module mod;
+  if (!funcs.empty()) {
+    // Each kernel runs once, mostly on small shape, index and mask tensors: LLVM without
+    // optimization (swin_t's ~2,000 folded ops: 4 s of graph passes; 22 s at O1, 46 s at O3).
+    static const Target host = Target::parse("llvm -opt=0");
+    try {
+      mod = build(funcs, host);
+    } catch (const Error& err) {
+      KILN_ERROR << "constant_folding: compiling " << funcs.size()
+                 << " folded op(s): " << err.what();
+    }
+  }
+
   Graph out;
   detail::EntryMap map(g);
   std::set<std::string> names;
   for (const Node& n : g.nodes())
     if (!n.is_op()) names.insert(n.name);
-  const OpRegistry& reg = OpRegistry::global();
   for (int i = 0; i < g.num_nodes(); ++i) {
     Node n = map.remap(g.node(i));
-    bool foldable = n.is_op() && !n.inputs.empty();
-    for (const Entry& e : n.inputs) foldable = foldable && out.node(e.node).is_constant();
-    if (const OpDef* d = foldable ? reg.find(n.op) : nullptr; d && d->bounded)
-      foldable = false;  // a data-dependent shape stays for the executor (ops_dynamic.cc)
-    if (!foldable) {
+    if (!folds[static_cast<size_t>(i)]) {
       int outs = n.num_outputs();
       map.set_node(i, out.add_node(std::move(n)), outs);
       continue;
     }
+    // The inputs are constant nodes of `out` by now (folded ones included).
     std::string where = "constant_folding: " + detail::describe_node(g, i);
-    const OpDef& def = reg.get(n.op, where);
     std::vector<runtime::NDArray> args;
     for (const Entry& e : n.inputs) args.push_back(out.node(e.node).value);
     std::vector<runtime::NDArray> vals;
     try {
-      vals = evaluate(def, n, args);
+      vals = run_fold(mod, jobs.at(i), args);
     } catch (const Error& err) {
       KILN_ERROR << where << ": " << err.what();
     }

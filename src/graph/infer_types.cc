@@ -66,8 +66,13 @@ void check_int_attrs(const OpDef& def, const Node& n, const std::string& where) 
 
 Graph infer_types(const Graph& g) {
   Graph out = g;
+  infer_types_from(out, 0);
+  return out;
+}
+
+void infer_types_from(Graph& out, int first) {
   const OpRegistry& reg = OpRegistry::global();
-  for (int i = 0; i < out.num_nodes(); ++i) {
+  for (int i = first; i < out.num_nodes(); ++i) {
     Node& n = out.mutable_node(i);
     if (!n.is_op()) {
       if (!n.outputs.empty())
@@ -109,7 +114,6 @@ Graph infer_types(const Graph& g) {
     if (def.check) def.check(out, n, in, where);
     n.outputs = std::move(types);
   }
-  return out;
 }
 
 }  // namespace kiln::graph

@@ -2,15 +2,19 @@
 // layout_transform, registered in ops_transform.cc):
 //   conv2d_nchwc(data, packed_kernel, …)           topi's x86 fast convolution (groups 1)
 //   depthwise_conv2d_nchwc(data, packed_kernel, …) the blocked depthwise convolution
+//   conv2d_grouped_nchwc(data, packed_kernel, …)   a blocked grouped convolution (groups > 1)
 //   dense_packed(x, Wp, units)                      dense over weights packed in panels
 //   dilate2d(x, strides)                            zeros between pixels (transposed convs)
 //   subpixel_interleave(phases…, …)                 the phases of a transposed conv (one stacked
 //                                                   conv, or one conv per phase) interleaved
+//   channel_shuffle(x, groups, layout)              ShuffleNet's channel shuffle (reshape to
+//                                                   groups, transpose, reshape) on NCHW<b>c data
 // The packed weights are constants computed by the pass, so nothing packs at run time.
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/ir/op.h"
 #include "kiln/topi/conv2d.h"
+#include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -44,6 +48,17 @@ topi::SubpixelParams subpixel_params(const Attrs& a) {
     p.phase_offsets_w.assign(po.begin() + p.stride_h, po.end());
   }
   return p;
+}
+
+/// The block b of layout "NCHW<b>c"; a user error naming `op` for any other text.
+int64_t nchwc_block(const std::string& layout, const char* op) {
+  const bool ok = layout.size() > 5 && layout.rfind("NCHW", 0) == 0 && layout.back() == 'c' &&
+                  layout.find_first_not_of("0123456789", 4) == layout.size() - 1 &&
+                  layout.size() - 5 <= 6;
+  const int64_t b = ok ? std::stoll(layout.substr(4, layout.size() - 5)) : 0;
+  KILN_USER_CHECK(b > 0) << op << ": layout '" << layout
+                         << "' is neither NCHW nor NCHW<b>c with a positive block b";
+  return b;
 }
 
 /// The attribute schema of a blocked convolution (groups are implied by the op).
@@ -107,6 +122,26 @@ void register_layout_ops(OpRegistry& r) {
   };
   r.add(dw);
 
+  // Grouped (1 < groups, not depthwise): the kernel packed by topi::pack_grouped_conv2d_weight
+  // into [O/y, R, KH, KW, x, y]; the groups attribute says which input blocks each output block
+  // reads.
+  OpDef grouped = conv;
+  grouped.name = "conv2d_grouped_nchwc";
+  grouped.attrs.push_back({"groups", AttrKind::kInt, std::nullopt});
+  grouped.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::conv2d_grouped_nchwc(in[0], in[1],
+                                          detail::conv_params(a, "conv2d_grouped_nchwc"), {}, n));
+  };
+  grouped.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    KILN_USER_CHECK(in[0].dtype == in[1].dtype) << "conv2d_grouped_nchwc: dtype mismatch: data "
+                                                << in[0].str() << " and kernel " << in[1].str();
+    return std::vector<TensorType>{
+        {topi::conv2d_grouped_nchwc_shape(in[0].shape, in[1].shape,
+                                          detail::conv_params(a, "conv2d_grouped_nchwc")),
+         in[0].dtype}};
+  };
+  r.add(grouped);
+
   // dilate2d(x, strides): x [N, C, H, W] with strides - 1 zeros between neighbours along H and
   // W: out[n, c, y, x] = x[n, c, y / sh, x / sw] where both divide, else 0. The input of a
   // transposed convolution rewritten as a convolution (alter_layout.cc).
@@ -169,6 +204,43 @@ void register_layout_ops(OpRegistry& r) {
         {topi::subpixel_interleave_shape(shapes, subpixel_params(a)), in[0].dtype}};
   };
   r.add(sub);
+
+  // channel_shuffle(x, groups, layout): output channel j = i·groups + g reads input channel
+  // g·(C/groups) + i — ShuffleNet's reshape [N, groups, C/groups, H, W], transpose (0, 2, 1, 3,
+  // 4), reshape [N, C, H, W], which alter_layout.cc rewrites to this op when x is blocked: x and
+  // the result in `layout` (NCHW or NCHW<b>c).
+  OpDef shuffle;
+  shuffle.name = "channel_shuffle";
+  shuffle.pattern = topi::OpPattern::kInjective;
+  shuffle.attrs = {{"groups", AttrKind::kInt, std::nullopt},
+                   {"layout", AttrKind::kString, std::string("NCHW")}};
+  shuffle.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    const te::Tensor& x = in[0];
+    const TensorType t = tensor_type(x);
+    const std::string& layout = a.get_string("layout");
+    const int64_t b = layout == "NCHW" ? 0 : nchwc_block(layout, "channel_shuffle");
+    KILN_USER_CHECK(t.shape.size() == (b ? 5u : 4u) && (!b || t.shape[4] == b))
+        << "channel_shuffle: expected a " << (b ? "[N, C/b, H, W, b]" : "[N, C, H, W]")
+        << " tensor for layout " << layout << ", got " << t.str();
+    const int64_t C = b ? t.shape[1] * b : t.shape[1], g = a.get_int("groups");
+    KILN_USER_CHECK(g >= 1 && C % g == 0)
+        << "channel_shuffle: " << C << " channels are not divisible into " << g << " groups";
+    auto ci = [](int64_t v) { return ir::Expr(static_cast<int32_t>(v)); };
+    auto source = [&](ir::Expr j) {
+      return ir::floormod(j, ci(g)) * ci(C / g) + ir::floordiv(j, ci(g));
+    };
+    std::vector<ir::Expr> shape;
+    for (int64_t d : t.shape) shape.push_back(ci(d));
+    return one(te::compute(
+        shape,
+        [&](const std::vector<ir::Var>& i) {
+          if (!b) return x(i[0], source(i[1]), i[2], i[3]);
+          ir::Expr c = source(i[1] * ci(b) + i[4]);
+          return x(i[0], ir::floordiv(c, ci(b)), i[2], i[3], ir::floormod(c, ci(b)));
+        },
+        n, std::string(topi::tag::kInjective) + ",channel_shuffle"));
+  };
+  r.add(shuffle);
 
   OpDef dense;
   dense.name = "dense_packed";

@@ -1,14 +1,21 @@
 // Registration of the shape ops (reshape, flatten, transpose, concat, squeeze, unsqueeze,
 // expand_dims, pad, strided_slice, take, layout_transform) and the reductions (sum, mean,
 // max, min, prod). All use the generic type rule: the topi compute built on placeholders,
-// whose errors name the op and the shapes.
+// whose errors name the op and the shapes. Three carry a blocked form for layout propagation
+// (OpDef::blocked): concat on whole channel blocks, strided_slice keeping whole channel blocks,
+// and the last reshape of ShuffleNet's channel shuffle (reshape, transpose, reshape), which
+// becomes one channel_shuffle (ops_layout.cc).
 
+#include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/reduction.h"
 #include "kiln/topi/transform.h"
+#include "layout_util.h"
 
 namespace kiln::graph {
 
@@ -77,15 +84,103 @@ void check_take_indices(const Graph& g, const Node& n, const std::vector<TensorT
   }
 }
 
+using Block = std::function<int64_t(Entry)>;
+
+/// Concat of 4-D tensors along any axis on the blocked layout of its inputs that holds the
+/// most elements among those whose block divides every input's channels (along channels: whole
+/// blocks, axis 1 of [N, C/b, H, W, b]; along another axis the same axis).
+std::optional<BlockedForm> blocked_concat(const Graph& g, const Node& n, const Block& block) {
+  int64_t axis = n.attrs.has("axis") ? n.attrs.get_int("axis") : 0;
+  if (axis < 0) axis += 4;
+  if (axis < 0 || axis > 3) return std::nullopt;
+  std::map<int64_t, int64_t> held;  // block → elements
+  for (const Entry& e : n.inputs) {
+    if (g.type_of(e).shape.size() != 4) return std::nullopt;
+    if (int64_t b = block(e)) held[b] += g.type_of(e).numel();
+  }
+  int64_t best = 0, most = -1;
+  for (const auto& [b, count] : held) {
+    bool divides = true;
+    for (const Entry& e : n.inputs) divides = divides && g.type_of(e).shape[1] % b == 0;
+    if (divides && count > most) {
+      best = b;
+      most = count;
+    }
+  }
+  if (best == 0) return std::nullopt;
+  Attrs a = n.attrs;
+  a.set("axis", axis);
+  return BlockedForm{n.op, a, n.inputs, best};
+}
+
+/// A strided_slice of a blocked 4-D tensor that keeps whole channel blocks (stride 1 along
+/// channels, begin and end multiples of the block; a Split on channels is such slices), the
+/// channel bounds in blocks; the other axes are sliced as they are.
+std::optional<BlockedForm> blocked_slice(const Graph& g, const Node& n, const Block& block) {
+  const int64_t b = block(n.inputs[0]);
+  const TensorType& t = g.type_of(n.inputs[0]);
+  if (b == 0 || t.shape.size() != 4) return std::nullopt;
+  auto ints = [&](const char* name) { return n.attrs.has(name) ? n.attrs.get_ints(name) : Ints{}; };
+  Ints begin = ints("begin"), end = ints("end");
+  const Ints strides = ints("strides"), axes = ints("axes");
+  if (begin.size() != end.size() || begin.size() > 4 ||
+      (!axes.empty() && axes.size() != begin.size()) ||
+      (!strides.empty() && strides.size() != begin.size()))
+    return std::nullopt;  // the type rule reports it
+  Ints new_axes;
+  for (size_t j = 0; j < begin.size(); ++j) {
+    int64_t ax = axes.empty() ? static_cast<int64_t>(j) : axes[j];
+    if (ax < 0) ax += 4;
+    if (ax < 0 || ax > 3) return std::nullopt;
+    new_axes.push_back(ax);
+    if (ax != 1) continue;
+    const int64_t c = t.shape[1];
+    if (!strides.empty() && strides[j] != 1) return std::nullopt;
+    const int64_t bg = std::clamp<int64_t>(begin[j] < 0 ? begin[j] + c : begin[j], 0, c);
+    const int64_t en = std::clamp<int64_t>(end[j] < 0 ? end[j] + c : end[j], 0, c);
+    if (en <= bg || bg % b != 0 || en % b != 0) return std::nullopt;
+    begin[j] = bg / b;
+    end[j] = en / b;
+  }
+  Attrs a = n.attrs;
+  a.set("begin", begin).set("end", end).set("axes", new_axes);
+  return BlockedForm{n.op, a, n.inputs, b};
+}
+
+/// The last reshape of ShuffleNet's channel shuffle of a blocked x — reshape x [N, C, H, W] to
+/// [N, g, C/g, H, W], transpose (0, 2, 1, 3, 4), reshape to [N, C, H, W] — as one
+/// channel_shuffle of x in x's layout (the two intermediates are left to dead-code elimination
+/// when nothing else reads them).
+std::optional<BlockedForm> blocked_shuffle(const Graph& g, const Node& n, const Block& block) {
+  const Node& t = g.node(n.inputs[0].node);
+  if (!t.is_op() || t.op != "transpose" || !t.attrs.has("axes") ||
+      t.attrs.get_ints("axes") != Ints{0, 2, 1, 3, 4})
+    return std::nullopt;
+  const Node& r = g.node(t.inputs[0].node);
+  if (!r.is_op() || r.op != "reshape") return std::nullopt;
+  const Entry x = r.inputs[0];
+  const Ints& xs = g.type_of(x).shape;
+  const Ints& rs = r.outputs[0].shape;
+  const int64_t b = block(x);
+  if (b == 0 || xs != n.outputs[0].shape || xs.size() != 4 || rs.size() != 5 || rs[0] != xs[0] ||
+      rs[1] * rs[2] != xs[1] || rs[3] != xs[2] || rs[4] != xs[3])
+    return std::nullopt;
+  Attrs a;
+  a.set("groups", rs[1]).set("layout", detail::blocked_layout(b));
+  return BlockedForm{"channel_shuffle", a, {x}, b};
+}
+
 }  // namespace
 
 void register_transform_ops(OpRegistry& r) {
   using In = const std::vector<te::Tensor>&;
   using A = const Attrs&;
   using N = const std::string&;
-  r.add(injective("reshape", {{"newshape", AttrKind::kInts, std::nullopt}}, [](In in, A a, N n) {
-    return one(topi::reshape(in[0], a.get_ints("newshape"), n));
-  }));
+  OpDef reshape = injective(
+      "reshape", {{"newshape", AttrKind::kInts, std::nullopt}},
+      [](In in, A a, N n) { return one(topi::reshape(in[0], a.get_ints("newshape"), n)); });
+  reshape.blocked = blocked_shuffle;
+  r.add(reshape);
   r.add(injective("flatten", {{"axis", AttrKind::kInt, int64_t{1}}}, [](In in, A a, N n) {
     return one(topi::flatten(in[0], static_cast<int>(a.get_int("axis")), n));
   }));
@@ -96,6 +191,7 @@ void register_transform_ops(OpRegistry& r) {
     return one(topi::concat(in, static_cast<int>(a.get_int("axis")), n));
   });
   concat.max_inputs = -1;
+  concat.blocked = blocked_concat;
   r.add(concat);
   r.add(injective("squeeze", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
     return one(topi::squeeze(in[0], to_int(a.get_ints("axes")), n));
@@ -118,16 +214,18 @@ void register_transform_ops(OpRegistry& r) {
                     return one(topi::pad(in[0], a.get_ints("pad_before"), a.get_ints("pad_after"),
                                          a.get_float("value"), n));
                   }));
-  r.add(injective("strided_slice",
-                  {{"begin", AttrKind::kInts, std::nullopt, /*wide=*/true},
-                   {"end", AttrKind::kInts, std::nullopt, /*wide=*/true},
-                   {"strides", AttrKind::kInts, Ints{}},
-                   {"axes", AttrKind::kInts, Ints{}}},
-                  [](In in, A a, N n) {
-                    return one(topi::strided_slice(in[0], a.get_ints("begin"), a.get_ints("end"),
-                                                   a.get_ints("strides"),
-                                                   to_int(a.get_ints("axes")), n));
-                  }));
+  OpDef slice = injective(
+      "strided_slice",
+      {{"begin", AttrKind::kInts, std::nullopt, /*wide=*/true},
+       {"end", AttrKind::kInts, std::nullopt, /*wide=*/true},
+       {"strides", AttrKind::kInts, Ints{}},
+       {"axes", AttrKind::kInts, Ints{}}},
+      [](In in, A a, N n) {
+        return one(topi::strided_slice(in[0], a.get_ints("begin"), a.get_ints("end"),
+                                       a.get_ints("strides"), to_int(a.get_ints("axes")), n));
+      });
+  slice.blocked = blocked_slice;
+  r.add(slice);
   OpDef take = injective("take", {{"axis", AttrKind::kInt, int64_t{0}}}, [](In in, A a, N n) {
     return one(topi::take(in[0], in[1], static_cast<int>(a.get_int("axis")), n));
   });

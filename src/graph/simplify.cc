@@ -6,8 +6,9 @@
 //   reshape(reshape(x))                          → reshape(x) (or x)
 //   transpose(x) by the identity permutation     → x
 //   transpose(transpose(x, q), p)                → transpose(x, q∘p) (or x)
-//   x·1, 1·x, x/1, x+0, 0+x, x−0                 → x   (constant all ones / zeros, and only
+//   x·1, 1·x, x/1, x+0, 0+x, x−0, x^1            → x   (constant all ones / zeros, and only
 //                                                       when the result has x's type)
+//   x^2                                          → x·x (likewise)
 // Because rewritten nodes are themselves seen by their consumers, chains collapse fully in
 // one pass. Bypassed nodes are left for dead_code_elimination.
 
@@ -109,6 +110,12 @@ Rewrite simplify_node(const Graph& out, Node& n) {
     if (is_constant_all(out, b, 0.0) && same(a)) return fwd(a);
   } else if (op == "divide") {
     if (is_constant_all(out, b, 1.0) && same(a)) return fwd(a);
+  } else if (op == "power" && same(a)) {
+    if (is_constant_all(out, b, 1.0)) return fwd(a);
+    if (is_constant_all(out, b, 2.0)) {  // x·x is pow(x, 2) correctly rounded, without libm
+      n.op = "multiply";
+      n.inputs = {a, a};
+    }
   }
   return {};
 }

@@ -8,6 +8,7 @@
 
 #include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
+#include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/lstm.h"
@@ -26,6 +27,11 @@ autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Targe
                               target, "depthwise " + wl.str());
 }
 
+autotune::Task conv2d_grouped_task(const topi::Conv2DWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::conv2d_grouped_nchwc_template(wl, {}, target), target,
+                              wl.str());
+}
+
 autotune::Task conv2d_winograd_task(const topi::Conv2DWorkload& wl, const Target& target) {
   return autotune::Task::make(topi::conv2d_winograd_nchwc_template(wl, {}, target), target,
                               wl.str());
@@ -35,6 +41,13 @@ autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target) {
   return autotune::Task::make(
       topi::dense_template(wl, target), target,
       "dense M" + std::to_string(wl.M) + " N" + std::to_string(wl.N) + " K" + std::to_string(wl.K));
+}
+
+autotune::Task batch_matmul_task(const topi::BatchMatmulWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::batch_matmul_template(wl, target), target,
+                              "batch_matmul B" + std::to_string(wl.batch) + " M" +
+                                  std::to_string(wl.M) + " N" + std::to_string(wl.N) + " K" +
+                                  std::to_string(wl.K) + (wl.transpose_b ? " NT" : ""));
 }
 
 autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target) {

@@ -41,7 +41,8 @@ KindTable& kind_table() {
     TargetKind llvm;
     llvm.name = "llvm";
     llvm.keys = {"cpu"};
-    llvm.options = {"mcpu", "mtriple", "mattr"};
+    llvm.options = {"mcpu", "mtriple", "mattr", "opt"};
+    llvm.defaults = {{"opt", "3"}};
     llvm.codegen = "llvm";
     llvm.derived_keys = [](const Target& target) -> std::vector<std::string> {
       const std::string arch = arch_of(target.triple());
@@ -163,6 +164,11 @@ Target Target::parse(const std::string& s) {
   for (const auto& [name, value] : kind->defaults) {
     auto it = t.attrs.find(name);
     if (it != t.attrs.end() && it->second == value) t.attrs.erase(it);  // canonical form
+  }
+  if (auto it = t.attrs.find("opt"); it != t.attrs.end()) {
+    KILN_USER_CHECK(it->second.size() == 1 && it->second[0] >= '0' && it->second[0] <= '3')
+        << "target '" << s << "': option '-opt=" << it->second
+        << "' needs an LLVM optimization level 0..3";
   }
   for (const auto& [name, value] : t.attrs) {
     bool numeric = name.rfind("max_", 0) == 0;

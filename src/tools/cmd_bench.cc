@@ -3,15 +3,29 @@
 // seeded random values; after --warmup untimed runs, --repeat runs are timed one by one and
 // their median, min and max printed in milliseconds, and with --json written to a file along
 // with the model, threads, compile time, kernel count and memory-plan bytes. --profile N then
-// times every node over --repeat runs and prints the N slowest with their share of the total.
+// times every node over --repeat runs and prints the N slowest with their share of the total,
+// and each one's roofline: its floating-point operations and argument bytes (graph.json's
+// per-kernel `flops` and `bytes`, tir/cost.h) over its time, against the machine's fp32 FMA
+// peak and copy bandwidth measured in the same run with the same thread count.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "cli_common.h"
 #include "kiln/autotune/record.h"
@@ -31,6 +45,115 @@ struct BenchOptions {
   std::vector<std::string> shapes;
   std::vector<std::string> compile_flags;  ///< compile options given (an error for a directory)
 };
+
+/// The machine's roofline, measured now: an fp32 multiply-add loop (12 independent vector
+/// accumulators, the widest vectors the CPU has: AVX-512, AVX2 + FMA, else scalar) and a
+/// buffer copy (bytes read + written), on `threads` threads at once.
+struct Roofline {
+  double gflops = 0, gbs = 0;
+};
+
+// 12 independent multiply-add chains a = a·m + c over vectors of type V, in a function
+// compiled for the vector extension (a macro: lambdas would not inherit the target attribute).
+#define KILN_FMA_CHAINS(V, SET1, FMA, SUM)                                      \
+  V a[12];                                                                      \
+  for (int k = 0; k < 12; ++k) a[k] = SET1(0.1f * static_cast<float>(k + 1));   \
+  const V m = SET1(0.9999f), c = SET1(0.0001f);                                 \
+  for (int64_t i = 0; i < iters; ++i) {                                         \
+    a[0] = FMA(a[0], m, c), a[1] = FMA(a[1], m, c), a[2] = FMA(a[2], m, c);     \
+    a[3] = FMA(a[3], m, c), a[4] = FMA(a[4], m, c), a[5] = FMA(a[5], m, c);     \
+    a[6] = FMA(a[6], m, c), a[7] = FMA(a[7], m, c), a[8] = FMA(a[8], m, c);     \
+    a[9] = FMA(a[9], m, c), a[10] = FMA(a[10], m, c), a[11] = FMA(a[11], m, c); \
+  }                                                                             \
+  double r = 0;                                                                 \
+  for (int k = 0; k < 12; ++k) r += SUM(a[k]);                                  \
+  return r;
+
+double fma_chains_scalar(int64_t iters) {
+  auto set1 = [](float v) { return v; };
+  auto sum = [](float v) { return static_cast<double>(v); };
+  KILN_FMA_CHAINS(float, set1, std::fma, sum)
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) inline double lane_sum_256(__m256 v) {
+  alignas(32) float f[8];
+  _mm256_store_ps(f, v);
+  return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
+}
+__attribute__((target("avx512f"))) inline double lane_sum_512(__m512 v) {
+  alignas(64) float f[16];
+  _mm512_store_ps(f, v);
+  double r = 0;
+  for (float x : f) r += x;
+  return r;
+}
+__attribute__((target("avx512f"))) double fma_chains_512(int64_t iters) {
+  KILN_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, lane_sum_512)
+}
+__attribute__((target("avx2,fma"))) double fma_chains_256(int64_t iters) {
+  KILN_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, lane_sum_256)
+}
+#endif
+#undef KILN_FMA_CHAINS
+
+/// Seconds for `f` run on `threads` threads at once (best of 3).
+template <typename F>
+double best_parallel_seconds(int threads, F f) {
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { f(t); });
+    for (std::thread& th : pool) th.join();
+    best = std::min(best, ms_since(t0) / 1e3);
+  }
+  return best;
+}
+
+Roofline measure_roofline(int threads) {
+  threads = std::max(1, threads);
+  Roofline r;
+  const int64_t iters = 4'000'000;
+  int lanes = 1;
+  double (*fma)(int64_t) = fma_chains_scalar;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) {
+    fma = fma_chains_512;
+    lanes = 16;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    fma = fma_chains_256;
+    lanes = 8;
+  }
+#endif
+  std::vector<double> sink(static_cast<size_t>(threads));  // keeps the loops' results live
+  double s = best_parallel_seconds(threads, [&](int t) { sink[t] = fma(iters); });
+  volatile double keep = std::accumulate(sink.begin(), sink.end(), 0.0);
+  (void)keep;
+  r.gflops = 2.0 * 12 * lanes * static_cast<double>(iters) * threads / s / 1e9;
+  const size_t bytes = size_t{64} << 20;  // per thread, far beyond the caches
+  std::vector<std::vector<char>> src(threads, std::vector<char>(bytes, 1)),
+      dst(threads, std::vector<char>(bytes, 0));
+  s = best_parallel_seconds(threads,
+                            [&](int t) { std::memcpy(dst[t].data(), src[t].data(), bytes); });
+  r.gbs = 2.0 * static_cast<double>(bytes) * threads / s / 1e9;
+  return r;
+}
+
+/// Per node name, its kernel's (flops, bytes) from a module graph's attrs (0 when absent).
+std::map<std::string, std::pair<double, double>> kernel_costs(const nlohmann::json& j) {
+  std::map<std::string, std::pair<double, double>> r;
+  if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) return r;
+  for (const nlohmann::json& n : j["nodes"]) {
+    if (!n.is_object() || !n.contains("attrs") || !n.contains("name")) continue;
+    const nlohmann::json& a = n["attrs"];
+    auto num = [&](const char* k) {
+      return a.is_object() && a.contains(k) && a[k].is_number() ? a[k].get<double>() : 0.0;
+    };
+    if (n["name"].is_string()) r[n["name"].get<std::string>()] = {num("flops"), num("bytes")};
+  }
+  return r;
+}
 
 /// Number of distinct functions the module directory's graph.json calls.
 int kernels_of_directory(const std::string& dir) {
@@ -54,10 +177,15 @@ int bench(const BenchOptions& o) {
   nlohmann::json report;
   report["model"] = o.model;
   runtime::GraphExecutor ex;
+  nlohmann::json graph_json;  // for the profile's roofline
   if (is_dir) {
     for (const std::string& f : o.compile_flags)
       KILN_ERROR << f << " applies to a model file, not to the compiled module '" << o.model << "'";
     ex = runtime::GraphExecutor::load(o.model);
+    if (o.profile > 0) {
+      std::ifstream gf(o.model + "/graph.json");
+      graph_json = nlohmann::json::parse(gf, nullptr, /*allow_exceptions=*/false);
+    }
     report["compile_ms"] = nullptr;
     report["kernels"] = kernels_of_directory(o.model);
     report["opt_level"] = nullptr;
@@ -78,6 +206,8 @@ int bench(const BenchOptions& o) {
     graph::CompiledModule m = graph::build_module(g, Target(o.target), bopt);
     double compile_ms = ms_since(t0);
     ex = executor_of(m, o.model);
+    if (o.profile > 0)
+      graph_json = nlohmann::json::parse(m.graph_json, nullptr, /*allow_exceptions=*/false);
     report["compile_ms"] = compile_ms;
     report["kernels"] = m.num_kernels;
     report["opt_level"] = o.opt_level;
@@ -101,17 +231,40 @@ int bench(const BenchOptions& o) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return nodes[a].ms > nodes[b].ms; });
+    const Roofline roof = measure_roofline(threads);
+    const auto costs = kernel_costs(graph_json);
+    std::printf(
+        "roofline, measured now on %d thread(s): %.1f GFLOP/s fp32 multiply-add peak, %.1f GB/s "
+        "copy bandwidth\n",
+        threads, roof.gflops, roof.gbs);
     std::printf("profile over %d runs: %zu nodes, %.3f ms in kernels; the %d slowest:\n", o.repeat,
                 nodes.size(), total, std::min<int>(o.profile, nodes.size()));
+    std::printf("        time  share   GFLOP/s     GB/s  of roofline  node  (kernel)\n");
     nlohmann::json prof = nlohmann::json::array();
     for (size_t k = 0; k < order.size(); ++k) {
       const runtime::NodeTime& n = nodes[order[k]];
+      auto c = costs.find(n.name);
+      const double flops = c != costs.end() ? c->second.first : 0;
+      const double bytes = c != costs.end() ? c->second.second : 0;
+      const double sec = n.ms / 1e3;
+      // The roofline's time for this kernel: its operations at the peak or its bytes at the
+      // bandwidth, whichever takes longer; the share of it the kernel reaches.
+      const double bound = std::max(flops / (roof.gflops * 1e9), bytes / (roof.gbs * 1e9));
+      const double gflops = sec > 0 ? flops / sec / 1e9 : 0, gbs = sec > 0 ? bytes / sec / 1e9 : 0;
+      const double frac = sec > 0 ? bound / sec : 0;
       if (static_cast<int>(k) < o.profile)
-        std::printf("  %8.3f ms %5.1f%%  %s  (%s)\n", n.ms, total > 0 ? 100 * n.ms / total : 0.0,
-                    n.name.c_str(), n.func_name.c_str());
-      prof.push_back({{"name", n.name}, {"func", n.func_name}, {"ms", n.ms}});
+        std::printf("  %8.3f ms %5.1f%%  %8.2f %8.2f  %9.1f%%   %s  (%s)\n", n.ms,
+                    total > 0 ? 100 * n.ms / total : 0.0, gflops, gbs, 100 * frac, n.name.c_str(),
+                    n.func_name.c_str());
+      prof.push_back({{"name", n.name},
+                      {"func", n.func_name},
+                      {"ms", n.ms},
+                      {"flops", flops},
+                      {"bytes", bytes},
+                      {"roofline_fraction", frac}});
     }
     report["profile"] = prof;
+    report["roofline"] = {{"gflops", roof.gflops}, {"gbs", roof.gbs}, {"threads", threads}};
   }
   if (!o.json_path.empty()) {
     report["threads"] = threads;

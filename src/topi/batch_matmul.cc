@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "gemm_knobs.h"
+#include "kiln/topi/schedule_injective.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -81,6 +82,26 @@ te::Tensor batch_matmul(const te::Tensor& A, const te::Tensor& B, bool transpose
                         const std::string& name) {
   BmmShapes sh = check_bmm(A, B, transpose_b);
   auto k = te::reduce_axis({0, ci(sh.K)}, "k");
+  if (!transpose_b && sh.N % kBatchMatmulPad != 0) {
+    // B zero-padded to Np columns, the product over [batch, M, Np], then the first N columns:
+    // the schedule's column panels then divide the padded product (no partial panel).
+    const int64_t Np = (sh.N + kBatchMatmulPad - 1) / kBatchMatmulPad * kBatchMatmulPad;
+    te::Tensor Bp = te::compute(
+        {ci(sh.BB), ci(sh.K), ci(Np)},
+        [&](Var b, Var kk, Var n) {
+          return if_then_else(n < ci(sh.N), B(b, kk, min(n, ci(sh.N - 1))), make_zero(B->dtype));
+        },
+        name + "_padded_b", tag::kBatchMatmulPack);
+    te::Tensor Cp = te::compute(
+        {ci(sh.batch), ci(sh.M), ci(Np)},
+        [&](Var b, Var m, Var n) {
+          return te::sum(A(batch_index(b, sh.BA), m, k) * Bp(batch_index(b, sh.BB), k, n), {k});
+        },
+        name + "_padded", tag::kBatchMatmul);
+    return te::compute(
+        {ci(sh.batch), ci(sh.M), ci(sh.N)}, [&](Var b, Var m, Var n) { return Cp(b, m, n); }, name,
+        tag::kBatchMatmulUnpad);
+  }
   return te::compute(
       {ci(sh.batch), ci(sh.M), ci(sh.N)},
       [&](Var b, Var m, Var n) {
@@ -91,8 +112,14 @@ te::Tensor batch_matmul(const te::Tensor& A, const te::Tensor& B, bool transpose
       name, tag::kBatchMatmul);
 }
 
-void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
-                           const Target& target) {
+void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C_or_unpad,
+                           const Target& target, const te::Tensor& out_or_c) {
+  const te::Tensor out = out_or_c.defined() ? out_or_c : C_or_unpad;
+  // The product itself: C_or_unpad, or the padded product under its column slice.
+  te::Tensor C = C_or_unpad;
+  if (C->op->tag == tag::kBatchMatmulUnpad)
+    C = static_cast<const te::ComputeOpNode*>(C->op.get())->input_tensors()[0];
+  const bool padded = !C.same_as(C_or_unpad);
   KILN_USER_CHECK(C->op->tag == tag::kBatchMatmul)
       << "schedule_batch_matmul: stage " << C.name() << " is not a batch_matmul (tag '"
       << C->op->tag << "')";
@@ -105,7 +132,7 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
     if (t->op->tag == tag::kBatchMatmulPack) Bp = t;
 
   const int64_t nb = detail::define_panel_width(cfg, M, N, target);
-  if (Bp.defined()) {
+  if (Bp.defined() && Bp->shape.size() == 4) {
     KILN_USER_CHECK(*as_const_int(Bp->shape[3]) == nb)
         << "schedule_batch_matmul: config tile_x = " << nb << " but B is packed in panels of "
         << *as_const_int(Bp->shape[3]);
@@ -113,8 +140,28 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
   const int64_t mr = detail::define_row_tile(cfg, M, K, nb, target);
   const int lanes = std::max(1, std::min(16, target.vector_bits() / C->dtype.bits()));
 
-  te::Tensor acc = s.cache_write(C, "local");
-  te::Stage so = s[C];
+  // Inline the injective stages between C and out (the epilogue and the column slice of a
+  // padded product; not C's own inputs).
+  std::vector<te::Operation> under_c = te::post_dfs_order({C.op()});
+  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
+    if (op.same_as(out.op()) || op->kind != te::OpKind::kCompute) continue;
+    bool is_input = false;
+    for (const te::Operation& u : under_c) is_input |= u.same_as(op);
+    if (!is_input && (is_injective_tag(op->tag) || op->tag == tag::kBatchMatmulUnpad))
+      s[op].compute_inline();
+  }
+
+  // A padded product is computed whole, tiled below; the slice and epilogue read it in one
+  // vectorized, parallel loop nest of their own.
+  if (padded) schedule_injective_stage(s, out, target);
+  const te::Tensor top = padded ? C : out;
+  te::Tensor acc = C;
+  te::Stage so = s[top];
+  if (top.same_as(C)) {
+    acc = s.cache_write(C, "local");
+  } else {
+    s[C].set_scope("local");
+  }
   auto oax = so.op_axis();
   auto [io, jo, ii, ji] = so.tile(oax[1], oax[2], ci(mr), ci(nb));
   so.reorder({oax[0], jo, io, ii, ji});
@@ -126,7 +173,7 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C,
     te::Stage sp = s[Bp];
     sp.compute_at(so, outer);
     auto pax = sp.op_axis();
-    sp.vectorize(sp.split(pax[3], ci(lanes)).second);
+    sp.vectorize(sp.split(pax.back(), ci(lanes)).second);
   }
 
   te::Stage sa = s[acc];
@@ -147,7 +194,10 @@ autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Tar
       << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
       "batch_matmul_cpu", "1", [w, target](Config& cfg) {
-        const int64_t nb = detail::define_panel_width(cfg, w.M, w.N, target);
+        // The width the schedule sees: N, padded to kBatchMatmulPad without transpose_b.
+        const int64_t n_eff =
+            w.transpose_b ? w.N : (w.N + kBatchMatmulPad - 1) / kBatchMatmulPad * kBatchMatmulPad;
+        const int64_t nb = detail::define_panel_width(cfg, w.M, n_eff, target);
         te::Tensor A = te::placeholder({ci(w.batch), ci(w.M), ci(w.K)}, DataType::Float(32), "A");
         te::Tensor B =
             w.transpose_b

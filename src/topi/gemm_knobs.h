@@ -36,13 +36,16 @@ inline std::pair<int64_t, int64_t> vector_file(const Target& target) {
   return {std::max(1, std::min(16, target.vector_bits() / 32)), target.vector_registers()};
 }
 
-/// tile_x: panel width in floats (a multiple of 16, at most N rounded up). Fallback: for one row
+/// tile_x: panel width in floats (a multiple of 16, at most N rounded up; a divisor of N when N
+/// is a multiple of 16). Fallback: for one row
 /// (M = 1, a GEMV, whose k-step vectors fold into the FMAs) the widest; else the width whose
 /// fallback register tile holds the most accumulators, ties to the wider (64 with AVX-512, 16
 /// with AVX2, where 64 columns are 8 vectors a row: 6 x 8 accumulators would spill).
 inline int64_t define_panel_width(autotune::Config& cfg, int64_t M, int64_t N,
                                   const Target& target) {
   std::vector<int64_t> c = filter_leq({16, 32, 48, 64}, (N + 15) / 16 * 16);
+  // N a multiple of 16 (batch_matmul pads to one): only widths that divide it, no partial panel.
+  if (N % 16 == 0) std::erase_if(c, [N](int64_t nb) { return N % nb != 0; });
   cfg.define_knob("tile_x", c);
   if (cfg.is_fallback()) {
     int64_t best = c.back(), most = 0;

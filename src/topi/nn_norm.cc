@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "lane_reduce.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -38,19 +39,36 @@ te::Tensor softmax_impl(const te::Tensor& x, int axis, bool log_form, const std:
   static const te::Reducer max_r = te::comm_reducer(
       [](Expr a, Expr b) { return detail::nan_max(a, b); },
       [](DataType t) { return make_const(t, -std::numeric_limits<double>::infinity()); }, "max");
-  auto k1 = te::reduce_axis(Range(detail::ci(0), detail::ci(shape[ax])), "k");
-  te::Tensor mx = te::compute(
-      detail::to_exprs(red_shape),
-      [&](const std::vector<Var>& i) { return max_r(x(with_axis(i, ax, k1->var)), {k1}); },
-      name + ".max", detail::tag_of(tag::kCommReduce, "max"));
-  auto k2 = te::reduce_axis(Range(detail::ci(0), detail::ci(shape[ax])), "k");
-  te::Tensor sm = te::compute(
-      detail::to_exprs(red_shape),
-      [&](const std::vector<Var>& i) {
-        std::vector<Expr> ri(i.begin(), i.end());
-        return te::sum(ir::exp(x(with_axis(i, ax, k2->var)) - mx(ri)), {k2});
-      },
-      name + ".sum", detail::tag_of(tag::kCommReduce, "sum"));
+  te::Tensor mx, sm;
+  if (ax == static_cast<int>(shape.size()) - 1) {
+    // Along the contiguous axis: two-stage reductions the schedule vectorizes (lane_reduce.h).
+    const int64_t L = shape[ax];
+    mx = detail::innermost_reduce(
+        red_shape, L, [&](const std::vector<Var>& i, Expr k) { return x(with_axis(i, ax, k)); },
+        [](Expr v, std::vector<IterVar> k, Expr w) { return max_r(v, std::move(k), w); },
+        name + ".max", detail::tag_of(tag::kCommReduce, "max"));
+    sm = detail::innermost_reduce(
+        red_shape, L,
+        [&](const std::vector<Var>& i, Expr k) {
+          return ir::exp(x(with_axis(i, ax, k)) - mx(std::vector<Expr>(i.begin(), i.end())));
+        },
+        [](Expr v, std::vector<IterVar> k, Expr w) { return te::sum(v, std::move(k), w); },
+        name + ".sum", detail::tag_of(tag::kCommReduce, "sum"));
+  } else {
+    auto k1 = te::reduce_axis(Range(detail::ci(0), detail::ci(shape[ax])), "k");
+    mx = te::compute(
+        detail::to_exprs(red_shape),
+        [&](const std::vector<Var>& i) { return max_r(x(with_axis(i, ax, k1->var)), {k1}); },
+        name + ".max", detail::tag_of(tag::kCommReduce, "max"));
+    auto k2 = te::reduce_axis(Range(detail::ci(0), detail::ci(shape[ax])), "k");
+    sm = te::compute(
+        detail::to_exprs(red_shape),
+        [&](const std::vector<Var>& i) {
+          std::vector<Expr> ri(i.begin(), i.end());
+          return te::sum(ir::exp(x(with_axis(i, ax, k2->var)) - mx(ri)), {k2});
+        },
+        name + ".sum", detail::tag_of(tag::kCommReduce, "sum"));
+  }
   return te::compute(
       x->shape,
       [&](const std::vector<Var>& i) {
@@ -135,19 +153,39 @@ te::Tensor layer_norm(const te::Tensor& x, const te::Tensor& gamma, const te::Te
     return idx;
   };
   Expr inv_n = make_const(t, 1.0 / static_cast<double>(count));
-  std::vector<IterVar> k1 = make_axes();
-  te::Tensor s1 = te::compute(
-      detail::to_exprs(red_shape),
-      [&](const std::vector<Var>& i) { return te::sum(x(index(i, k1)), k1); }, name + ".sum",
-      detail::tag_of(tag::kCommReduce, "sum"));
-  std::vector<IterVar> k2 = make_axes();
-  te::Tensor s2 = te::compute(
-      detail::to_exprs(red_shape),
-      [&](const std::vector<Var>& i) {
-        Expr d = x(index(i, k2)) - s1(std::vector<Expr>(i.begin(), i.end())) * inv_n;
-        return te::sum(d * d, k2);
-      },
-      name + ".sqsum", detail::tag_of(tag::kCommReduce, "sum"));
+  te::Tensor s1, s2;
+  if (r == 1) {
+    // One normalized axis, the contiguous one: two-stage sums the schedule vectorizes.
+    auto at = [&](const std::vector<Var>& i, Expr k) {
+      std::vector<Expr> idx(i.begin(), i.end());
+      idx.push_back(k);
+      return x(idx);
+    };
+    auto sum_r = [](Expr v, std::vector<IterVar> k, Expr w) { return te::sum(v, std::move(k), w); };
+    s1 = detail::innermost_reduce(red_shape, gs[0], at, sum_r, name + ".sum",
+                                  detail::tag_of(tag::kCommReduce, "sum"));
+    s2 = detail::innermost_reduce(
+        red_shape, gs[0],
+        [&](const std::vector<Var>& i, Expr k) {
+          Expr d = at(i, k) - s1(std::vector<Expr>(i.begin(), i.end())) * inv_n;
+          return d * d;
+        },
+        sum_r, name + ".sqsum", detail::tag_of(tag::kCommReduce, "sum"));
+  } else {
+    std::vector<IterVar> k1 = make_axes();
+    s1 = te::compute(
+        detail::to_exprs(red_shape),
+        [&](const std::vector<Var>& i) { return te::sum(x(index(i, k1)), k1); }, name + ".sum",
+        detail::tag_of(tag::kCommReduce, "sum"));
+    std::vector<IterVar> k2 = make_axes();
+    s2 = te::compute(
+        detail::to_exprs(red_shape),
+        [&](const std::vector<Var>& i) {
+          Expr d = x(index(i, k2)) - s1(std::vector<Expr>(i.begin(), i.end())) * inv_n;
+          return te::sum(d * d, k2);
+        },
+        name + ".sqsum", detail::tag_of(tag::kCommReduce, "sum"));
+  }
   return te::compute(
       x->shape,
       [&](const std::vector<Var>& i) {

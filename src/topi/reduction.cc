@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 
+#include "lane_reduce.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -83,15 +84,30 @@ ReduceAxes make_axes(const ReducePlan& p, bool keepdims) {
   return r;
 }
 
-using ReduceFn = std::function<Expr(Expr, std::vector<IterVar>)>;
+using detail::ReduceWhere;
 
 te::Tensor reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
-                  const std::string& op, const std::string& name, const ReduceFn& f) {
+                  const std::string& op, const std::string& name, const ReduceWhere& f) {
   ReducePlan p = plan_reduce(x, axes, keepdims, op);
+  const size_t rank = p.in_shape.size();
+  const bool only_last =
+      rank >= 1 && p.reduced[rank - 1] && std::count(p.reduced.begin(), p.reduced.end(), true) == 1;
+  if (only_last && x->dtype.is_float() && detail::two_stage(p.in_shape[rank - 1])) {
+    // Along the contiguous axis: a vectorizable partial stage, then its lanes (lane_reduce.h).
+    return detail::innermost_reduce(
+        p.out_shape, p.in_shape[rank - 1],
+        [&](const std::vector<Var>& i, Expr k) {
+          std::vector<Expr> idx(i.begin(), i.end());
+          if (keepdims) idx.pop_back();
+          idx.push_back(k);
+          return x(idx);
+        },
+        f, name, detail::tag_of(tag::kCommReduce, op));
+  }
   ReduceAxes r = make_axes(p, keepdims);
   return te::compute(
       detail::to_exprs(p.out_shape),
-      [&](const std::vector<Var>& i) { return f(x(r.input_index(i)), r.axes); }, name,
+      [&](const std::vector<Var>& i) { return f(x(r.input_index(i)), r.axes, Expr()); }, name,
       detail::tag_of(tag::kCommReduce, op));
 }
 
@@ -153,7 +169,7 @@ Expr nan_min_reduce(Expr source, std::vector<IterVar> axis, Expr where) {
 te::Tensor sum(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
   return reduce(x, axes, keepdims, "sum", name,
-                [](Expr v, std::vector<IterVar> k) { return te::sum(v, k); });
+                [](Expr v, std::vector<IterVar> k, Expr w) { return te::sum(v, k, w); });
 }
 
 te::Tensor mean(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
@@ -163,7 +179,7 @@ te::Tensor mean(const te::Tensor& x, const std::vector<int>& axes, bool keepdims
   for (size_t d = 0; d < p.in_shape.size(); ++d)
     if (p.reduced[d]) count *= p.in_shape[d];
   te::Tensor s = reduce(x, axes, keepdims, "mean", name + ".sum",
-                        [](Expr v, std::vector<IterVar> k) { return te::sum(v, k); });
+                        [](Expr v, std::vector<IterVar> k, Expr w) { return te::sum(v, k, w); });
   return te::compute(
       s->shape,
       [&](const std::vector<Var>& i) {
@@ -175,22 +191,22 @@ te::Tensor mean(const te::Tensor& x, const std::vector<int>& axes, bool keepdims
 
 te::Tensor max(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
-  return reduce(x, axes, keepdims, "max", name, [](Expr v, std::vector<IterVar> k) {
-    return detail::nan_max_reduce(v, std::move(k));
+  return reduce(x, axes, keepdims, "max", name, [](Expr v, std::vector<IterVar> k, Expr w) {
+    return detail::nan_max_reduce(v, std::move(k), w);
   });
 }
 
 te::Tensor min(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                const std::string& name) {
-  return reduce(x, axes, keepdims, "min", name, [](Expr v, std::vector<IterVar> k) {
-    return detail::nan_min_reduce(v, std::move(k));
+  return reduce(x, axes, keepdims, "min", name, [](Expr v, std::vector<IterVar> k, Expr w) {
+    return detail::nan_min_reduce(v, std::move(k), w);
   });
 }
 
 te::Tensor prod(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,
                 const std::string& name) {
   return reduce(x, axes, keepdims, "prod", name,
-                [](Expr v, std::vector<IterVar> k) { return te::prod(v, k); });
+                [](Expr v, std::vector<IterVar> k, Expr w) { return te::prod(v, k, w); });
 }
 
 te::Tensor argmax(const te::Tensor& x, const std::vector<int>& axes, bool keepdims,

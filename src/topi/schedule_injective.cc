@@ -15,6 +15,7 @@
 #include "kiln/support/error.h"
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/op_pattern.h"
+#include "lane_reduce.h"
 
 namespace kiln::topi {
 
@@ -98,13 +99,39 @@ bool reduces_innermost(const te::ComputeOpNode* c) {
   return found;
 }
 
+bool is_lane_partial(const te::Operation& op) { return op->tag == detail::kLanePartialTag; }
+
+/// Schedules the lane partials (lane_reduce.h) among `final`'s inputs: computed at `loop` of
+/// `at` when given, the lane axis innermost (inside the reduction) and vectorized.
+void attach_lane_partials(te::Schedule& s, const te::Operation& final, te::Stage* at,
+                          const IterVar& loop) {
+  for (const te::Tensor& t : final->input_tensors()) {
+    if (!is_lane_partial(t.op())) continue;
+    te::Stage sp = s[t.op()];
+    if (at) sp.compute_at(*at, loop);
+    std::vector<IterVar> order = sp.op_axis();
+    IterVar lane = order.back();
+    order.pop_back();
+    for (const IterVar& k : sp.op_reduce_axis()) order.push_back(k);
+    order.push_back(lane);
+    sp.reorder(order);
+    sp.vectorize(lane);
+  }
+}
+
 void schedule_reduce_stage(te::Schedule& s, const te::Operation& op, const Target& target,
                            bool allow_vector) {
+  if (is_lane_partial(op)) return;  // scheduled with the stage that reduces its lanes
   te::Stage st = s[op];
   const te::ComputeOpNode* c = as_compute(op);
   std::vector<IterVar> spatial = st.op_axis(), red = st.op_reduce_axis();
-  if (spatial.empty()) return;
+  if (spatial.empty()) {
+    attach_lane_partials(s, op, nullptr, IterVar());
+    return;
+  }
   int64_t n_spatial = product(spatial), n_red = product(red);
+  for (const te::Tensor& t : op->input_tensors())  // the rows a lane partial reduces
+    if (is_lane_partial(t.op())) n_red *= std::max<int64_t>(1, product(s[t.op()].op_reduce_axis()));
   if (n_spatial == 0) return;  // an empty output: nothing to run (fusing would divide by 0)
   IterVar fused = spatial.size() > 1 ? st.fuse(spatial) : spatial[0];
   int lanes = lanes_for(op->output_dtype(0), target);
@@ -121,6 +148,7 @@ void schedule_reduce_stage(te::Schedule& s, const te::Operation& op, const Targe
   } else if (big && n_spatial > 1) {
     st.parallel(fused);
   }
+  attach_lane_partials(s, op, &st, fused);
 }
 
 /// The common treatment: injective intermediates inlined, every reduction scheduled, every
@@ -167,7 +195,10 @@ bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te:
     st.vectorize(i);
   }
   if (n_outer > 1 && n_outer * n_inner > kParallelThreshold) st.parallel(fo);
-  for (const te::Operation& r : reds) s[r].compute_at(st, fo);
+  for (const te::Operation& r : reds) {
+    s[r].compute_at(st, fo);
+    attach_lane_partials(s, r, &st, fo);
+  }
   return true;
 }
 

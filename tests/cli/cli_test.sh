@@ -106,12 +106,19 @@ grep -q '"compile_ms": null' "$TMP/bench2.json" || fail "bench dir json: $(cat "
 "$KILN" bench "$TMP/small" --repeat 3 --profile 2 --json "$TMP/bench3.json" >"$TMP/log" 2>&1 || fail "bench --profile: $(cat "$TMP/log")"
 grep -q "profile over 3 runs: [0-9]* nodes, [0-9.]* ms in kernels; the 2 slowest:" "$TMP/log" || fail "profile line: $(cat "$TMP/log")"
 [ "$(grep -c "^ *[0-9.]* ms *[0-9.]*%  " "$TMP/log")" -eq 2 ] || fail "profile rows: $(cat "$TMP/log")"
+# The roofline: the machine's peak and bandwidth measured in the run, per kernel its GFLOP/s, GB/s
+# and share of the roofline (graph.json's flops / bytes).
+grep -q "roofline, measured now on [0-9]* thread(s): [0-9.]* GFLOP/s fp32 multiply-add peak, [0-9.]* GB/s copy bandwidth" "$TMP/log" || fail "roofline line: $(cat "$TMP/log")"
+grep -q '"flops": *[1-9]' "$TMP/small/graph.json" || fail "graph.json flops: $(head -c 600 "$TMP/small/graph.json")"
 /usr/bin/python3 - "$TMP/bench3.json" <<'PY' || fail "bench --profile json: $(cat "$TMP/bench3.json")"
 import json, sys
 r = json.load(open(sys.argv[1]))
 p = r["profile"]
 assert len(p) >= 2 and all(n["ms"] >= 0 and n["func"] for n in p), p
 assert p == sorted(p, key=lambda n: -n["ms"]), p
+assert all(n["bytes"] > 0 and n["flops"] >= 0 and n["roofline_fraction"] >= 0 for n in p), p
+assert any(n["flops"] > 0 for n in p), p
+assert r["roofline"]["gflops"] > 0 and r["roofline"]["gbs"] > 0 and r["roofline"]["threads"] >= 1, r
 PY
 "$KILN" bench "$TMP/small" --opt-level 0 >"$TMP/log" 2>&1 && fail "bench dir --opt-level accepted"
 grep -q "\-\-opt-level applies to a model file, not to the compiled module" "$TMP/log" || fail "bench dir --opt-level message: $(cat "$TMP/log")"

@@ -175,6 +175,23 @@ TEST(Simplify, IdentitiesAndAlgebra) {
             "output %2\n");
 }
 
+TEST(Simplify, PowerByOneAndTwo) {
+  // LayerNorm as exported before opset 17 squares by Pow(x, 2): a product, not a libm call.
+  Graph g;
+  Entry x = g.add_input("x", {2, 3}, f32);
+  Entry a = g.add_op("power", {x, g.add_constant("two", iota({}, 2, 0))});
+  Entry b = g.add_op("power", {a, g.add_constant("one", iota({1}, 1, 0))});
+  Entry c = g.add_op("power", {b, g.add_constant("three", iota({}, 3, 0))});  // stays
+  g.add_output(c);
+  Graph r = dead_code_elimination(simplify(infer_types(g)));
+  EXPECT_EQ(r.str(),
+            "%0 = input x : float32[2, 3]\n"
+            "%1 = multiply(%0, %0) : float32[2, 3]\n"
+            "%2 = constant three : float32[]\n"
+            "%3 = power(%1, %2) : float32[2, 3]\n"
+            "output %3\n");
+}
+
 TEST(Simplify, TransposeAndReshapeChains) {
   Graph g;
   Entry x = g.add_input("x", {2, 3, 4}, f32);

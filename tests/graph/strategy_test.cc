@@ -273,5 +273,55 @@ TEST(Strategy, NewOpFromATestCompilesTunesAndRuns) {
   std::filesystem::remove(log);
 }
 
+// ---- batched products: attention's matmuls of 3-D activations --------------------------------
+
+TEST(Strategy, BatchedMatmulRunsTheBatchTemplateWithItsEpilogue) {
+  // a [3, 13, 20] · b [3, 20, 37] + bias, relu: M = 13 is no multiple of the row tile and N = 37
+  // none of the panel width (the product is padded to 48 columns and sliced).
+  std::mt19937 rng(7);
+  Graph g;
+  Entry a = g.add_input("a", {3, 13, 20}, f32);
+  Entry b = g.add_input("b", {3, 20, 37}, f32);
+  runtime::NDArray bias = random_array({37}, rng);
+  Entry p = g.add_op("matmul", {a, b}, {}, "qk");
+  Entry s = g.add_op("add", {p, g.add_constant("bias", bias)}, {}, "bias_add");
+  g.add_output(g.add_op("relu", {s}, {}, "relu"));
+
+  Graph o = optimize(g, 3, Target::host());
+  int batched = 0;
+  for (const Node& n : o.nodes())
+    if (n.is_op() && n.op == "matmul") {
+      EXPECT_EQ(n.impl.name, "batch_matmul.cpu");
+      ++batched;
+    }
+  EXPECT_EQ(batched, 1);
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].op, "batch_matmul");
+  EXPECT_EQ(tasks[0].nodes, (std::vector<std::string>{"qk"}));
+
+  CompiledModule m = build_module(g, Target::host(), BuildOptions{3, true});
+  EXPECT_EQ(m.num_kernels, 1);  // the bias and relu are the product's epilogue
+  auto e = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
+  runtime::NDArray av = random_array({3, 13, 20}, rng), bv = random_array({3, 20, 37}, rng);
+  e.set_input("a", av);
+  e.set_input("b", bv);
+  e.run();
+  runtime::NDArray out = e.get_output(0);
+  ASSERT_EQ(out.shape(), (std::vector<int64_t>{3, 13, 37}));
+  double worst = 0;
+  for (int64_t bi = 0; bi < 3; ++bi)
+    for (int64_t i = 0; i < 13; ++i)
+      for (int64_t j = 0; j < 37; ++j) {
+        double acc = bias.data_as<float>()[j];
+        for (int64_t k = 0; k < 20; ++k)
+          acc += double(av.data_as<float>()[(bi * 13 + i) * 20 + k]) *
+                 bv.data_as<float>()[(bi * 20 + k) * 37 + j];
+        const double want = std::max(acc, 0.0);
+        worst = std::max(worst, std::abs(want - out.data_as<float>()[(bi * 13 + i) * 37 + j]));
+      }
+  EXPECT_LT(worst, 1e-4);
+}
+
 }  // namespace
 }  // namespace kiln::graph

@@ -59,7 +59,10 @@ TEST(Target, Errors) {
   EXPECT_EQ(error_of([] { Target("vdla -x=1"); }),
             "target 'vdla -x=1': unknown option '-x=1' (kind 'vdla' takes no options)");
   EXPECT_EQ(error_of([] { Target("llvm -mfoo=1"); }),
-            "target 'llvm -mfoo=1': unknown option '-mfoo=1' (known: -mcpu=, -mtriple=, -mattr=)");
+            "target 'llvm -mfoo=1': unknown option '-mfoo=1' (known: -mcpu=, -mtriple=, -mattr=, "
+            "-opt=)");
+  EXPECT_EQ(error_of([] { Target("llvm -opt=4"); }),
+            "target 'llvm -opt=4': option '-opt=4' needs an LLVM optimization level 0..3");
   EXPECT_EQ(error_of([] { Target("llvm -mcpu="); }),
             "target 'llvm -mcpu=': option '-mcpu=' needs a value (-mcpu=...)");
   EXPECT_EQ(error_of([] { Target("llvm -mattr=avx2"); }),
@@ -90,6 +93,10 @@ TEST(Target, KindsKeysAndAttributes) {
   Target with = gpu.with_host(Target("llvm -mcpu=skylake-avx512"));
   EXPECT_EQ(with.host_or_default().str(), "llvm -mcpu=skylake-avx512");
   EXPECT_EQ(Target("opencl").keys(), (std::vector<std::string>{"opencl", "gpu"}));
+  // LLVM's optimization level: 3 unless asked (constant folding compiles at 0).
+  EXPECT_EQ(Target("llvm").attr_int("opt", -1), 3);
+  EXPECT_EQ(Target("llvm -opt=3"), Target("llvm"));
+  EXPECT_EQ(Target("llvm -opt=0").attr_int("opt", -1), 0);
 }
 
 TEST(Target, RegisteredKindIsData) {

@@ -92,6 +92,41 @@ TEST(BatchMatmul, EveryKnobCandidate) {
   }
 }
 
+TEST(BatchMatmul, EpilogueAndPaddedColumns) {
+  // The graph's form: B [batch, K, N] with N = 37 (padded to 48 and sliced), M = 13 (a partial
+  // row tile), and an element-wise epilogue scheduled with the product.
+  const Target target = e2e::host_target();
+  auto A = te::placeholder({2, 13, 20}, DataType::Float(32), "A");
+  auto B = te::placeholder({2, 20, 37}, DataType::Float(32), "B");
+  te::Tensor C = batch_matmul(A, B);
+  EXPECT_EQ(C->op->tag, tag::kBatchMatmulUnpad);
+  te::Tensor out = te::compute(
+      C->shape,
+      [&](ir::Var b, ir::Var m, ir::Var n) { return ir::max(C(b, m, n), ir::make_zero(C->dtype)); },
+      "relu", "elemwise");
+  te::Schedule s = te::create_schedule({out});
+  autotune::Config cfg = autotune::Config::fallback();
+  schedule_batch_matmul(cfg, s, C, target, out);
+  NDArray a = random_array({2, 13, 20}, DataType::Float(32), 3);
+  NDArray b = random_array({2, 20, 37}, DataType::Float(32), 4);
+  auto got = e2e::build_and_run(s, {A, B, out}, {a, b});
+  NDArray want = bmm_ref(a, b, false);
+  for (int64_t i = 0; i < want.numel(); ++i)
+    want.data_as<float>()[i] = std::max(want.data_as<float>()[i], 0.0f);
+  EXPECT_TRUE(all_close(got[0], want));
+  // Every local accumulator tile is a whole register tile (no partial panel): at most 8 rows
+  // of 64 floats.
+  std::string text = e2e::lowered_text(s, {A, B, out});
+  size_t at = 0;
+  int tiles = 0;
+  while ((at = text.find(".local[float32 * ", at)) != std::string::npos) {
+    at += 17;
+    EXPECT_LE(std::stoll(text.substr(at)), 8 * 64) << text;
+    ++tiles;
+  }
+  EXPECT_GE(tiles, 1) << text;
+}
+
 TEST(BatchMatmul, ShapeErrors) {
   auto A = te::placeholder({2, 4, 8}, DataType::Float(32), "A");
   auto B = te::placeholder({2, 9, 5}, DataType::Float(32), "B");

@@ -52,10 +52,18 @@ TEST(TopiSchedule, ReduceVectorizesOuterAxisReduction) {
   std::string ir0 = lowered(schedule_reduce({R0}, host_target()), {A, R0});
   EXPECT_NE(ir0.find("ramp("), std::string::npos) << ir0;
   EXPECT_EQ(count(ir0, "parallel for"), 1) << ir0;
-  te::Tensor R1 = sum(A, {1});  // innermost reduced: serial k, parallel rows
+  // Innermost reduced: parallel rows, each summed in 16 vector lanes (a lane partial over
+  // k = ko*16 + v, the last partial block masked), then the lanes.
+  te::Tensor R1 = sum(A, {1});
   std::string ir1 = lowered(schedule_reduce({R1}, host_target()), {A, R1});
-  EXPECT_EQ(ir1.find("ramp("), std::string::npos) << ir1;
+  EXPECT_NE(ir1.find("sum.partial[ramp("), std::string::npos) << ir1;
   EXPECT_EQ(count(ir1, "parallel for"), 1) << ir1;
+  EXPECT_LT(ir1.find("parallel for"), ir1.find("for (ko, 0, 7)")) << ir1;
+  // Short rows keep one serial stage.
+  te::Tensor B = input({64, 20}, f32, "B");
+  te::Tensor R2 = sum(B, {1});
+  std::string ir2 = lowered(schedule_reduce({R2}, host_target()), {B, R2});
+  EXPECT_EQ(ir2.find("ramp("), std::string::npos) << ir2;
 }
 
 TEST(TopiSchedule, SoftmaxAndLayerNormComputeAtRows) {
@@ -66,11 +74,16 @@ TEST(TopiSchedule, SoftmaxAndLayerNormComputeAtRows) {
   EXPECT_EQ(count(ir, "parallel for"), 1) << ir;
   size_t par = ir.find("parallel for");
   EXPECT_LT(par, ir.find("softmax.max")) << ir;
+  // Both row reductions in vector lanes (two lane partials; storage reuse may give them one
+  // buffer).
+  EXPECT_EQ(count(ir, "partial[ramp(0, 1, 16)] = broadcast("), 2) << ir;
+  EXPECT_EQ(count(ir, "for (ko"), 2) << ir;
   te::Tensor G = input({100}, f32, "G"), B = input({100}, f32, "B");
   te::Tensor L = layer_norm(X, G, B);
   std::string irl = lowered(schedule_norm({L}, host_target()), {X, G, B, L});
   EXPECT_EQ(count(irl, "parallel for"), 1) << irl;
   EXPECT_NE(irl.find("ramp("), std::string::npos) << irl;
+  EXPECT_EQ(count(irl, "partial[ramp(0, 1, 16)] = broadcast("), 2) << irl;
 }
 
 TEST(TopiSchedule, ErrorsNameTheStage) {

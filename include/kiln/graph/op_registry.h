@@ -47,6 +47,21 @@ using FCompute = std::function<std::vector<te::Tensor>(const std::vector<te::Ten
 using FInferType =
     std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&)>;
 
+/// How a node computes on channel-blocked data (layout propagation in alter_op_layout, TVM's
+/// FInferCorrectLayout): a node of `op` with `attrs` reading `inputs` (entries of the graph
+/// asked, each read in NCHW<block>c) computes the asked node's logical NCHW value in
+/// NCHW<block>c.
+struct BlockedForm {
+  std::string op;
+  Attrs attrs;
+  std::vector<Entry> inputs;
+  int64_t block = 0;
+};
+/// The blocked form of node `n` of `g` given `block(e)`, the channel block of the layout entry
+/// `e` of `g` is computed in (0: NCHW); nullopt when the node computes in NCHW.
+using FBlocked = std::function<std::optional<BlockedForm>(
+    const Graph& g, const Node& n, const std::function<int64_t(Entry)>& block)>;
+
 /// The definition of one operator.
 struct OpDef {
   std::string name;
@@ -66,6 +81,10 @@ struct OpDef {
   std::function<void(const Graph& g, const Node& n, const std::vector<TensorType>& in,
                      const std::string& where)>
       check;
+  /// Optional: how a node with a 4-D output computes on channel-blocked operands (concat on
+  /// whole channel blocks, ...); alter_op_layout asks it for ops that are neither element-wise
+  /// nor pooling.
+  FBlocked blocked;
 
   /// The attribute schema entry `name`, or nullptr.
   const AttrSpec* find_attr(const std::string& name) const;

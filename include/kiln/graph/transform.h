@@ -23,6 +23,10 @@ class TunedConfigs;  // tuning.h
 /// mistyped attribute, and shape or dtype mismatches (with both shapes).
 Graph infer_types(const Graph& g);
 
+/// infer_types in place over nodes `first`.. of `g`, whose earlier nodes are typed already (a
+/// graph that grows: the ONNX importer types each new node once instead of the whole graph).
+void infer_types_from(Graph& g, int first);
+
 /// Dead-code elimination: removes op and constant nodes that no result depends on. Graph
 /// inputs are kept (they are the graph's interface) even when unused.
 Graph dead_code_elimination(const Graph& g);

@@ -16,7 +16,8 @@
 /// workload of a node with constant weights after the graph passes (batch-norm folding
 /// included). Workloads are keyed by their logical NCHW shapes and attributes, so the tuned
 /// config's schedule applies before and after layout alteration. The channel blocks stay the
-/// default ones (see conv2d_task).
+/// default ones (see conv2d_task). Grouped convolutions (not depthwise) yield conv2d_grouped_nchwc
+/// tasks (conv2d_grouped_task).
 #pragma once
 
 #include <map>
@@ -29,6 +30,7 @@
 #include "kiln/autotune/task.h"
 #include "kiln/graph/graph.h"
 #include "kiln/target/target.h"
+#include "kiln/topi/batch_matmul.h"
 #include "kiln/topi/conv2d.h"
 #include "kiln/topi/dense.h"
 
@@ -63,7 +65,12 @@ autotune::Task depthwise_conv2d_task(const topi::Conv2DWorkload& wl, const Targe
 /// channel blocks; its key differs from conv2d_task's (another template), so each algorithm
 /// keeps its own records.
 autotune::Task conv2d_winograd_task(const topi::Conv2DWorkload& wl, const Target& target);
+/// A grouped convolution (1 < groups, not depthwise; topi/conv2d_grouped.h): its channel blocks
+/// are pinned to the default ones, the schedule knobs are conv2d_nchwc's.
+autotune::Task conv2d_grouped_task(const topi::Conv2DWorkload& wl, const Target& target);
 autotune::Task dense_task(const topi::DenseWorkload& wl, const Target& target);
+/// A batched product (topi::batch_matmul_template; attention's Q·Kᵀ and P·V).
+autotune::Task batch_matmul_task(const topi::BatchMatmulWorkload& wl, const Target& target);
 /// The ONNX-form LSTM cell (topi::lstm_cell_onnx_template) of batch B and hidden size H.
 autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target);
 

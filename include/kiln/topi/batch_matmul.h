@@ -28,7 +28,13 @@ namespace kiln::topi {
 namespace tag {
 constexpr const char* kBatchMatmul = "batch_matmul";
 constexpr const char* kBatchMatmulPack = "batch_matmul_pack";
+constexpr const char* kBatchMatmulUnpad = "batch_matmul_unpad";
 }  // namespace tag
+
+/// batch_matmul without transpose_b pads N (B's columns) up to a multiple of this, computes
+/// the padded product and returns its first N columns (tag batch_matmul_unpad): the schedule's
+/// column panels (16..64 floats) then never end in a partial panel.
+constexpr int64_t kBatchMatmulPad = 16;
 
 /// C[b, m, n] = sum_k A[b, m, k] · (transpose_b ? B[b, n, k] : B[b, k, n]); A [BA, M, K],
 /// B [BB, K, N] or [BB, N, K], BA == BB or one of them 1. pattern: out_ewise_fusable
@@ -41,10 +47,11 @@ struct BatchMatmulWorkload {
   bool transpose_b = false;
 };
 
-/// Schedules `C` (from batch_matmul, the group output) in `s` with knobs tile_x, tile_y, tile_k
-/// and unroll of `cfg`.
+/// Schedules `C` (from batch_matmul) in `s` with knobs tile_x, tile_y, tile_k and unroll of
+/// `cfg`. `out`, when given, is the group output of an element-wise epilogue of C's shape (C's
+/// injective consumers up to it are inlined into the output tile loops); else C is the output.
 void schedule_batch_matmul(autotune::Config& cfg, te::Schedule& s, const te::Tensor& C,
-                           const Target& target);
+                           const Target& target, const te::Tensor& out = te::Tensor());
 
 /// The template "batch_matmul_cpu": arguments A, B, C.
 autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Target& target);

@@ -121,11 +121,17 @@ class Converter {
   /// cannot be typed.
   std::optional<graph::TensorType> known_type(Entry e) const {
     if (is_sequence(e) || is_optional(e)) return std::nullopt;
-    if (typed_n_ != g_.num_nodes()) {
+    if (typed_n_ != g_.num_nodes() && typed_ok_) {
+      // The graph only grows: the new nodes are copied and typed once (a node that cannot be
+      // typed leaves every later one untyped, as a whole-graph inference would).
+      const int first = typed_.num_nodes();
+      KILN_ICHECK(first == typed_n_ && first <= g_.num_nodes())
+          << "Converter::known_type: the graph shrank from " << first << " to " << g_.num_nodes()
+          << " nodes";
+      for (int k = first; k < g_.num_nodes(); ++k) typed_.add_node(g_.node(k));
       typed_n_ = g_.num_nodes();
       try {
-        typed_ = graph::infer_types(g_);
-        typed_ok_ = true;
+        graph::infer_types_from(typed_, first);
       } catch (const Error&) {
         typed_ok_ = false;
       }
@@ -305,8 +311,8 @@ class Converter {
   std::vector<std::optional<Entry>> optionals_;
   mutable std::map<Entry, std::optional<runtime::NDArray>> folded_;
   mutable graph::Graph typed_;
-  mutable int typed_n_ = -1;
-  mutable bool typed_ok_ = false;
+  mutable int typed_n_ = 0;  // nodes of g_ copied into typed_
+  mutable bool typed_ok_ = true;
 };
 
 /// The value of op node `n` computed on the host from its inputs' values, when `n` is one of the

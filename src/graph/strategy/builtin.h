@@ -30,5 +30,7 @@ bool alter_conv2d_transpose_dilated(LayoutRewriter& rw);
 /// dense(x, W [N, K]) (`transposed_weight` false) or matmul(x, B [K, N]) (true).
 bool alter_dense(LayoutRewriter& rw, bool transposed_weight);
 bool alter_lstm_cell(LayoutRewriter& rw);
+/// A grouped conv2d (1 < groups, not depthwise) → conv2d_grouped_nchwc (cpu_layout_grouped.cc).
+bool alter_conv2d_grouped(LayoutRewriter& rw);
 
 }  // namespace kiln::graph

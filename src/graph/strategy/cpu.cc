@@ -7,6 +7,8 @@
 // its NCHW schedule; pooling, softmax, norms and conv3d: their CPU schedules. The tunable ones
 // build their tuning task from the node here (graph/tuning.h's task functions) — the only place
 // a node's workload key is made.
+// Grouped convolutions (groups > 1, not depthwise): blocked grouped NCHWc, priority 10
+// (topi/conv2d_grouped.h, layout hook in cpu_layout_grouped.cc).
 #include <functional>
 
 #include "../op_attrs.h"
@@ -14,6 +16,8 @@
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
+#include "kiln/topi/batch_matmul.h"
+#include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_transpose.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/conv_nd.h"
@@ -63,6 +67,21 @@ std::optional<topi::DenseWorkload> dense_workload(const OpCall& call, bool trans
   return topi::DenseWorkload{xt.shape[0], w.shape()[transposed_weight ? 1 : 0], xt.shape[1]};
 }
 
+/// The workload of a batched product: matmul of two 3-D float32 operands (B [batch, K, N]) or
+/// batch_matmul (B [batch, K, N], or [batch, N, K] with transpose_b), else nothing.
+std::optional<topi::BatchMatmulWorkload> batch_matmul_workload(const OpCall& call) {
+  const Node& n = call.node();
+  if (n.inputs.size() != 2) return std::nullopt;
+  const TensorType& at = call.input_type(0);
+  const TensorType& bt = call.input_type(1);
+  if (at.dtype != DataType::Float(32) || bt.dtype != at.dtype || at.shape.size() != 3 ||
+      bt.shape.size() != 3)
+    return std::nullopt;
+  const bool tb = n.attrs.has("transpose_b") && n.attrs.get_int("transpose_b") != 0;
+  return topi::BatchMatmulWorkload{std::max(at.shape[0], bt.shape[0]), at.shape[1],
+                                   bt.shape[tb ? 1 : 2], at.shape[2], tb};
+}
+
 /// A template's schedule over a fresh schedule of the kernel's outputs, when the group is the
 /// master plus an element-wise epilogue; by pattern kind otherwise.
 std::function<te::Schedule(const ScheduleInput&)> with_epilogue(
@@ -97,6 +116,13 @@ void register_implementations() {
        }),
        [](const OpCall& c) { return conv2d_winograd_task(conv2d_workload_or_throw(c), c.target); },
        alter_conv2d_winograd, "conv2d_winograd"});
+  // Grouped convolutions (1 < groups, not depthwise) in NCHW<x>c (topi/conv2d_grouped.h).
+  register_implementation(
+      {"conv2d_grouped_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
+         topi::schedule_conv2d_grouped_nchwc(in.config, s, in.outs[0], in.target);
+       }),
+       [](const OpCall& c) { return conv2d_grouped_task(conv2d_workload_or_throw(c), c.target); },
+       alter_conv2d_grouped, "conv2d_grouped"});
   register_implementation(
       {"depthwise_conv2d_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
          topi::schedule_depthwise_conv2d_nchwc(in.config, s, in.outs[0], in.target);
@@ -118,6 +144,17 @@ void register_implementations() {
                            [](LayoutRewriter& rw) { return alter_dense(rw, false); }, "dense"});
   register_implementation({"matmul_packed.cpu", dense_schedule, dense_task_of(true),
                            [](LayoutRewriter& rw) { return alter_dense(rw, true); }, "dense"});
+  register_implementation(
+      {"batch_matmul.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
+         topi::schedule_batch_matmul(in.config, s, in.main, in.target, in.outs[0]);
+       }),
+       [](const OpCall& c) {
+         std::optional<topi::BatchMatmulWorkload> wl = batch_matmul_workload(c);
+         KILN_USER_CHECK(wl.has_value())
+             << "'" << c.node().name << "': not a batched float32 product of 3-D operands";
+         return batch_matmul_task(*wl, c.target);
+       },
+       nullptr, "batch_matmul"});
   register_implementation({"lstm_cell_packed.cpu",
                            [](const ScheduleInput& in) {
                              te::Schedule s = te::create_schedule(in.outs);
@@ -178,6 +215,9 @@ void register_cpu_strategies() {
         r.push_back({"conv2d_winograd_nchwc.cpu", prefer ? 20 : 5, true});
       }
     }
+    // Grouped, not depthwise: the blocked grouped template (ResNeXt, RegNet).
+    if (wl->params.groups > 1 && !is_depthwise(*wl))
+      r.push_back({"conv2d_grouped_nchwc.cpu", 10, true});
     return r;
   });
   register_strategy("conv2d_transpose", "cpu", [](const OpCall&) {
@@ -193,6 +233,12 @@ void register_cpu_strategies() {
   register_strategy("matmul", "cpu", [](const OpCall& c) {
     std::vector<Choice> r;
     if (dense_workload(c, true)) r.push_back({"matmul_packed.cpu", 10, true});
+    if (batch_matmul_workload(c)) r.push_back({"batch_matmul.cpu", 10, false});
+    return r;
+  });
+  register_strategy("batch_matmul", "cpu", [](const OpCall& c) {
+    std::vector<Choice> r;
+    if (batch_matmul_workload(c)) r.push_back({"batch_matmul.cpu", 10, false});
     return r;
   });
   register_strategy("lstm_cell", "cpu", [](const OpCall& c) {
@@ -206,6 +252,7 @@ void register_cpu_strategies() {
   register_strategy("conv2d_nchwc", "cpu", always("conv2d_nchwc.cpu"));
   register_strategy("conv2d_winograd_nchwc", "cpu", always("conv2d_winograd_nchwc.cpu"));
   register_strategy("depthwise_conv2d_nchwc", "cpu", always("depthwise_conv2d_nchwc.cpu"));
+  register_strategy("conv2d_grouped_nchwc", "cpu", always("conv2d_grouped_nchwc.cpu"));
   register_strategy("dense_packed", "cpu", always("dense_packed.cpu"));
   register_strategy("lstm_cell_packed", "cpu", always("lstm_cell_packed.cpu"));
   register_strategy("conv3d", "cpu", always("conv3d_ncdhw.cpu"));

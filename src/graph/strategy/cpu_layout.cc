@@ -1,7 +1,8 @@
 // The CPU strategies' layout hooks (TVM's conv2d_alter_layout for x86), run by alter_op_layout
 // for the choice it takes:
 //   conv2d (groups 1, constant weights)     → conv2d_nchwc on NCHW<ic>c data, weights packed
-//                                              into OIHW<ic>i<oc>o, output NCHW<oc>c
+//                                              into OIHW<ic>i<oc>o, output NCHW<oc>c (blocks
+//                                              of 8 channels or more, or one output pixel)
 //   conv2d (3x3 stride 1, Winograd)         → conv2d_winograd_nchwc, the kernel transformed once
 //   conv2d (depthwise, multiplier 1)        → depthwise_conv2d_nchwc, NCHW<b>c in and out
 //   conv2d_transpose (groups 1)             → conv2d_nchwc computing the stride² phases as
@@ -248,7 +249,11 @@ bool alter_conv2d_nchwc(LayoutRewriter& rw) {
     autotune::Config cfg = rw.config([&] { return conv2d_task(*wl, call.target); });
     topi::Conv2DNCHWcLayout l =
         topi::define_conv2d_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);
-    if (l.oc_bn < 8) return false;  // too narrow for the vector micro-kernel: keep NCHW
+    // Blocks narrower than 8 channels are too narrow for the vector micro-kernel: keep NCHW,
+    // except for a one-pixel output (a squeeze-and-excitation block's convolutions of a pooled
+    // [N, C, 1, 1] tensor, e.g. 144 → 6 channels), whose work is negligible and whose blocked
+    // output spares converting its input and output.
+    if (l.oc_bn < 8 && wl->out_height() * wl->out_width() > 1) return false;
     emit_blocked_conv(rw, "conv2d_nchwc", l.ic_bn, l.oc_bn,
                       pack_conv_weight(*call.constant(1), l.ic_bn, l.oc_bn),
                       conv2d_nchwc_choice(*wl, call.target));

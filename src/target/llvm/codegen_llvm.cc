@@ -29,6 +29,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "../target_info.h"
@@ -134,8 +135,12 @@ std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target)
   // Contract a*b + c into one FMA where the target has it (as TVM and clang -ffp-contract=fast
   // do): without it every multiply-accumulate costs two instructions, halving GEMM speed.
   opt.AllowFPOpFusion = llvm::FPOpFusion::Fast;
-  std::unique_ptr<llvm::TargetMachine> tm(t->createTargetMachine(
-      triple, cpu, fs, opt, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOpt::Aggressive));
+  static const llvm::CodeGenOpt::Level kLevels[] = {llvm::CodeGenOpt::None, llvm::CodeGenOpt::Less,
+                                                    llvm::CodeGenOpt::Default,
+                                                    llvm::CodeGenOpt::Aggressive};
+  std::unique_ptr<llvm::TargetMachine> tm(
+      t->createTargetMachine(triple, cpu, fs, opt, llvm::Reloc::PIC_, std::nullopt,
+                             kLevels[std::clamp<int64_t>(target.attr_int("opt", 3), 0, 3)]));
   KILN_USER_CHECK(tm != nullptr) << "target '" << target.str()
                                  << "': LLVM cannot create a target machine";
   return tm;
@@ -353,7 +358,7 @@ std::unique_ptr<llvm::Module> CodeGenLLVM::finish(const std::vector<std::string>
     KILN_ERROR << "internal error: codegen llvm produced invalid IR: " << err
                << " [this is a Kiln bug]";
   }
-  // O3 with the new pass manager, tuned for the target machine.
+  // O3 (the target's -opt level) with the new pass manager, tuned for the target machine.
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -368,7 +373,12 @@ std::unique_ptr<llvm::Module> CodeGenLLVM::finish(const std::vector<std::string>
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  static const llvm::OptimizationLevel kPipelines[] = {
+      llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
+      llvm::OptimizationLevel::O3};
+  const int64_t level = std::clamp<int64_t>(target_.attr_int("opt", 3), 0, 3);
+  llvm::ModulePassManager mpm = level == 0 ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+                                           : pb.buildPerModuleDefaultPipeline(kPipelines[level]);
   mpm.run(*module_, mam);
   return std::move(module_);
 }

@@ -1,0 +1,67 @@
+// Two-stage reductions along a tensor's innermost (contiguous) axis, so that CPU schedules can
+// vectorize them without reassociating floating-point sums in the code generator: for a
+// reduction R over k in [0, L), a partial stage P[..., v] = R over ko of f(..., ko·V + v) (v in
+// [0, V), guarded by ko·V + v < L) whose lane axis v is spatial and contiguous in the input, then
+// the result R over v of P[..., v]. Used by the reductions (sum, mean, max, min, prod over the last
+// axis), softmax and layer norm; schedule_injective.cc vectorizes P's lane axis where the final
+// stage is computed (`attach_lane_partial`). Shorter rows keep one stage.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/te/schedule.h"
+#include "kiln/te/tensor.h"
+#include "topi_util.h"
+
+namespace kiln::topi::detail {
+
+/// The lanes V of a partial stage (16 floats: one AVX-512 vector, two AVX2 ones).
+constexpr int64_t kReduceLanes = 16;
+/// The tag of a partial stage.
+constexpr const char* kLanePartialTag = "comm_reduce,lane_partial";
+
+/// A reduction over `axis` where `where` holds (te::sum, a comm_reducer, ...).
+using ReduceWhere = std::function<ir::Expr(ir::Expr, std::vector<te::IterVar>, ir::Expr)>;
+
+/// True when a row of L elements is reduced in two stages.
+inline bool two_stage(int64_t L) { return L >= 2 * kReduceLanes; }
+
+/// out[i] = R over k in [0, L) of f(i, k), i over `out_shape`, in two stages when two_stage(L).
+/// The result has name `name` and tag `tag`; the partial stage is `name`.partial.
+inline te::Tensor innermost_reduce(
+    const std::vector<int64_t>& out_shape, int64_t L,
+    const std::function<ir::Expr(const std::vector<ir::Var>&, ir::Expr)>& f, const ReduceWhere& r,
+    const std::string& name, const std::string& tag) {
+  if (!two_stage(L)) {
+    auto k = te::reduce_axis(ir::Range(ci(0), ci(L)), "k");
+    return te::compute(
+        to_exprs(out_shape),
+        [&](const std::vector<ir::Var>& i) { return r(f(i, k->var), {k}, ir::Expr()); }, name, tag);
+  }
+  const int64_t V = kReduceLanes, outer = (L + V - 1) / V;
+  std::vector<int64_t> pshape = out_shape;
+  pshape.push_back(V);
+  auto ko = te::reduce_axis(ir::Range(ci(0), ci(outer)), "ko");
+  te::Tensor partial = te::compute(
+      to_exprs(pshape),
+      [&](const std::vector<ir::Var>& iv) {
+        std::vector<ir::Var> i(iv.begin(), iv.end() - 1);
+        ir::Expr k = ko->var * ci(V) + iv.back();
+        if (L % V == 0) return r(f(i, k), {ko}, ir::Expr());
+        return r(f(i, ir::min(k, ci(L - 1))), {ko}, k < ci(L));
+      },
+      name + ".partial", kLanePartialTag);
+  auto v = te::reduce_axis(ir::Range(ci(0), ci(V)), "v");
+  return te::compute(
+      to_exprs(out_shape),
+      [&](const std::vector<ir::Var>& i) {
+        std::vector<ir::Expr> idx(i.begin(), i.end());
+        idx.push_back(v->var);
+        return r(partial(idx), {v}, ir::Expr());
+      },
+      name, tag);
+}
+
+}  // namespace kiln::topi::detail

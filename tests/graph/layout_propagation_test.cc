@@ -1,0 +1,379 @@
+// Tests of layout propagation through the ops between convolutions (alter_op_layout): a
+// DenseNet dense block (concat on channels), a squeeze-and-excitation block (global pooling,
+// 1x1 convolutions on one pixel, a per-channel scale that is not a constant), a split and
+// concat (ShuffleNet's unit), broadcast operands and slices that do not keep whole blocks. Each
+// graph is checked three ways: golden text of the pass's output (16-lane hosts), no tensor
+// converted back and forth between blocked ops (detail::layout_round_trips), and the compiled
+// graph at opt_level 2 against opt_level 0 on seeded random inputs.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "../../src/graph/layout_util.h"
+#include "common/golden.h"
+#include "graph/graph_test_util.h"
+#include "kiln/graph/transform.h"
+#include "kiln/support/error.h"
+
+namespace kiln::graph {
+namespace {
+
+using runtime::NDArray;
+using Ints = std::vector<int64_t>;
+using test_util::random_array;
+const DataType f32 = DataType::Float(32);
+
+/// The layout pass's output for `g` (types inferred first; dead nodes removed).
+Graph altered(const Graph& g) {
+  Graph a = dead_code_elimination(alter_op_layout(infer_types(g), Target::host()));
+  a.verify("test");
+  return a;
+}
+
+size_t count_op(const Graph& g, const std::string& op) {
+  size_t k = 0;
+  for (const Node& n : g.nodes()) k += n.is_op() && n.op == op;
+  return k;
+}
+
+/// The round trips of `g` as text (empty when there are none).
+std::string round_trips(const Graph& g) {
+  std::string s;
+  for (int i : detail::layout_round_trips(g))
+    s += "%" + std::to_string(i) + " " + g.node(i).outputs[0].str() + "\n";
+  return s;
+}
+
+/// The largest tensor a round trip of `g` blocks again (0 when there is none).
+int64_t largest_round_trip(const Graph& g) {
+  int64_t m = 0;
+  for (int i : detail::layout_round_trips(g)) m = std::max(m, g.node(i).outputs[0].numel());
+  return m;
+}
+
+bool host_has_16_lanes() { return test_util::host_lanes() == 16; }
+
+/// conv2d of `x` with random weights [O, C, k, k] (weights of a trained net's scale).
+Entry conv(Graph& g, std::mt19937& rng, Entry x, int64_t C, int64_t O, int64_t k,
+           const std::string& name) {
+  const float r = 1.0f / std::sqrt(static_cast<float>(C * k * k));
+  Attrs a;
+  if (k > 1) a.set("padding", Ints{k / 2, k / 2, k / 2, k / 2});
+  return g.add_op(
+      "conv2d", {x, g.add_constant(name + "_w", random_array({O, C, k, k}, rng, -r, r))}, a, name);
+}
+
+/// A pre-activation dense layer: per-channel scale and shift (a folded batch norm), relu, 1x1
+/// conv to 4·growth channels, relu, 3x3 conv to `growth` channels.
+Entry dense_layer(Graph& g, std::mt19937& rng, Entry x, int64_t C, int64_t growth,
+                  const std::string& name) {
+  Entry s = g.add_op("multiply",
+                     {x, g.add_constant(name + "_scale", random_array({C, 1, 1}, rng, 0.5, 1.5))});
+  s = g.add_op("add", {s, g.add_constant(name + "_shift", random_array({C, 1, 1}, rng))});
+  s = g.add_op("relu", {s});
+  Entry b = conv(g, rng, s, C, 4 * growth, 1, name + "_conv1");
+  b = g.add_op("relu", {b});
+  return conv(g, rng, b, 4 * growth, growth, 3, name + "_conv2");
+}
+
+// stem conv (8 → 32) → dense layer → concat → dense layer → concat of all three → transition
+// 1x1 conv → 2x2 average pooling: torchvision's DenseNet concatenates all earlier features
+// before every layer.
+Graph dense_block(std::mt19937& rng) {
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, 8, 8}, f32);
+  Entry f0 = g.add_op("relu", {conv(g, rng, x, 8, 32, 3, "stem")});
+  Entry f1 = dense_layer(g, rng, f0, 32, 16, "layer1");
+  Entry c1 = g.add_op("concat", {f0, f1}, {{"axis", int64_t{1}}}, "cat1");
+  Entry f2 = dense_layer(g, rng, c1, 48, 16, "layer2");
+  Entry c2 = g.add_op("concat", {f0, f1, f2}, {{"axis", int64_t{-3}}}, "cat2");
+  Entry t = conv(g, rng, c2, 64, 32, 1, "transition");
+  g.add_output(g.add_op("avg_pool2d", {t}, {{"pool_size", Ints{2, 2}}, {"strides", Ints{2, 2}}}));
+  return g;
+}
+
+TEST(AlterLayout, DenseBlockConcatenatesBlocked) {
+  std::mt19937 rng(21);
+  Graph g = dense_block(rng);
+  Graph a = altered(g);
+  // Only the graph's input is blocked and its result unblocked; both concats run on blocks.
+  EXPECT_EQ(round_trips(a), "") << a.str();
+  EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
+  for (const Node& n : a.nodes()) {
+    if (n.is_op() && n.op == "concat") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 5u) << a.str();
+    }
+  }
+  if (host_has_16_lanes()) {
+    KILN_EXPECT_GOLDEN("alter_layout_dense_block", a.str());
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 31).max_err, 1e-4);
+}
+
+// EfficientNet's MBConv tail: x → conv (→ C) → silu = a; s = sigmoid(conv(silu(conv(
+// global_avg_pool(a))))) with `squeeze` channels in the middle; a · s → 1x1 projection.
+Graph se_block(std::mt19937& rng, int64_t C, int64_t squeeze) {
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 8, 8}, f32);
+  Entry a = conv(g, rng, x, 16, C, 3, "expand");
+  a = g.add_op("multiply", {a, g.add_op("sigmoid", {a})}, {}, "silu");
+  Entry p = g.add_op("global_avg_pool2d", {a}, {}, "pool");
+  Entry r = conv(g, rng, p, C, squeeze, 1, "fc1");
+  r = g.add_op("add", {r, g.add_constant("fc1_b", random_array({1, squeeze, 1, 1}, rng))});
+  r = g.add_op("multiply", {r, g.add_op("sigmoid", {r})});
+  Entry e = conv(g, rng, r, squeeze, C, 1, "fc2");
+  e = g.add_op("add", {e, g.add_constant("fc2_b", random_array({1, C, 1, 1}, rng))});
+  Entry s = g.add_op("sigmoid", {e}, {}, "scale");
+  Entry y = g.add_op("multiply", {a, s}, {}, "excite");
+  g.add_output(conv(g, rng, y, C, 32, 1, "project"));
+  return g;
+}
+
+TEST(AlterLayout, SqueezeExcitationScalesBlocked) {
+  std::mt19937 rng(22);
+  // 8 squeezed channels: every convolution blocked, no transform inside the block.
+  Graph g = se_block(rng, 48, 8);
+  Graph a = altered(g);
+  EXPECT_EQ(round_trips(a), "") << a.str();
+  EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
+  EXPECT_EQ(count_op(a, "conv2d"), 0u) << a.str();
+  if (host_has_16_lanes()) {
+    KILN_EXPECT_GOLDEN("alter_layout_se_block", a.str());
+  }
+  // The excitation x · s (x's shape) is not fused as an epilogue of the convolution computing
+  // s (one pixel): that would recompute s per pixel.
+  for (const std::vector<int>& grp : fuse_ops(a)) {
+    bool excite = false, conv = false;
+    for (int i : grp) {
+      excite = excite || a.node(i).name == "excite";
+      conv = conv || a.node(i).op == "conv2d_nchwc";
+    }
+    EXPECT_FALSE(excite && conv) << groups_str(a, fuse_ops(a));
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 32).max_err, 1e-4);
+}
+
+TEST(AlterLayout, SqueezeExcitationWithNarrowSqueeze) {
+  // 6 squeezed channels (EfficientNet-B3's first SE blocks): a block of 6 for the one-pixel
+  // convolutions; the 48 x 8 x 8 activation is never converted.
+  std::mt19937 rng(23);
+  Graph g = se_block(rng, 48, 6);
+  Graph a = altered(g);
+  EXPECT_EQ(round_trips(a), "") << a.str();
+  EXPECT_EQ(count_op(a, "conv2d"), 0u) << a.str();
+  EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 33).max_err, 1e-4);
+}
+
+TEST(AlterLayout, ConcatBlocksAPlainInputOnce) {
+  // The graph input x (NCHW) concatenated with a blocked conv output twice, on channels and on
+  // rows: x is blocked once and both concats run blocked.
+  std::mt19937 rng(30);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 5, 5}, f32);
+  Entry a = conv(g, rng, x, 16, 32, 3, "a");
+  Entry c = g.add_op("concat", {x, a}, {{"axis", int64_t{1}}}, "on_channels");
+  Entry b = conv(g, rng, c, 48, 16, 1, "b");
+  Entry r = g.add_op("concat", {b, x}, {{"axis", int64_t{2}}}, "on_rows");
+  g.add_output(conv(g, rng, r, 16, 16, 1, "out"));
+  Graph t = altered(g);
+  EXPECT_EQ(round_trips(t), "") << t.str();
+  EXPECT_EQ(count_op(t, "layout_transform"), 2u) << t.str();  // x blocked, the result unblocked
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "concat") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 5u) << t.str();
+    }
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 39).max_err, 1e-4);
+}
+
+// ShuffleNet-v2's unit: conv (→ 64) → split in two halves (Slice) → the second half through
+// 1x1 conv → relu → 1x1 conv → concat with the first half → 1x1 conv.
+Graph split_concat(std::mt19937& rng) {
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, 6, 6}, f32);
+  Entry a = g.add_op("relu", {conv(g, rng, x, 8, 64, 3, "stem")});
+  Entry l = g.add_op("strided_slice", {a},
+                     {{"begin", Ints{0}}, {"end", Ints{32}}, {"axes", Ints{1}}}, "left");
+  Entry r =
+      g.add_op("strided_slice", {a},
+               {{"begin", Ints{32}}, {"end", Ints{int64_t{1} << 40}}, {"axes", Ints{-3}}}, "right");
+  r = g.add_op("relu", {conv(g, rng, r, 32, 32, 1, "branch1")});
+  r = conv(g, rng, r, 32, 32, 1, "branch2");
+  Entry c = g.add_op("concat", {l, r}, {{"axis", int64_t{1}}}, "cat");
+  g.add_output(conv(g, rng, c, 64, 32, 1, "out"));
+  return g;
+}
+
+TEST(AlterLayout, SplitAndConcatStayBlocked) {
+  std::mt19937 rng(24);
+  Graph g = split_concat(rng);
+  Graph a = altered(g);
+  EXPECT_EQ(round_trips(a), "") << a.str();
+  EXPECT_EQ(count_op(a, "layout_transform"), 2u) << a.str();
+  if (host_has_16_lanes()) {
+    KILN_EXPECT_GOLDEN("alter_layout_split_concat", a.str());
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 34).max_err, 1e-4);
+}
+
+// ShuffleNet-v2's unit with its channel shuffle: concat → reshape [N, 2, C/2, H, W] →
+// transpose (0, 2, 1, 3, 4) → reshape [N, C, H, W] → split in halves, the second through a
+// conv, concat again. The shuffle becomes one blocked channel_shuffle.
+Graph shuffle_unit(std::mt19937& rng, int64_t C, int64_t H) {
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, H, H}, f32);
+  Entry a = g.add_op("relu", {conv(g, rng, x, 8, C / 2, 3, "stem")});
+  Entry b = conv(g, rng, a, C / 2, C / 2, 1, "branch");
+  Entry c = g.add_op("concat", {a, b}, {{"axis", int64_t{1}}}, "cat");
+  Entry s = g.add_op("reshape", {c}, {{"newshape", Ints{1, 2, C / 2, H, H}}});
+  s = g.add_op("transpose", {s}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  s = g.add_op("reshape", {s}, {{"newshape", Ints{1, -1, H, H}}}, "shuffle");
+  Entry l =
+      g.add_op("strided_slice", {s}, {{"begin", Ints{0}}, {"end", Ints{C / 2}}, {"axes", Ints{1}}});
+  Entry r =
+      g.add_op("strided_slice", {s}, {{"begin", Ints{C / 2}}, {"end", Ints{C}}, {"axes", Ints{1}}});
+  r = g.add_op("relu", {conv(g, rng, r, C / 2, C / 2, 1, "branch2")});
+  g.add_output(g.add_op("concat", {l, r}, {{"axis", int64_t{1}}}, "cat2"));
+  return g;
+}
+
+TEST(AlterLayout, ChannelShuffleRunsBlocked) {
+  std::mt19937 rng(25);
+  Graph g = shuffle_unit(rng, 64, 6);
+  Graph t = altered(g);
+  EXPECT_EQ(round_trips(t), "") << t.str();
+  EXPECT_EQ(count_op(t, "channel_shuffle"), 1u) << t.str();
+  EXPECT_EQ(count_op(t, "transpose"), 0u) << t.str();
+  EXPECT_EQ(count_op(t, "layout_transform"), 2u) << t.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 35).max_err, 1e-4);
+  // 48 channels: blocks of 12 (24 per half), the shuffle reading one block and writing another.
+  Graph h = shuffle_unit(rng, 48, 5);
+  EXPECT_EQ(count_op(altered(h), "channel_shuffle"), 1u) << altered(h).str();
+  EXPECT_LT(test_util::compare_with_unoptimized(h, 2, 36).max_err, 1e-4);
+}
+
+TEST(AlterLayout, ChannelShuffleOfAPlainTensorStaysAsItIs) {
+  // The reshape's input is NCHW (a graph input): nothing to keep blocked.
+  Graph g;
+  Entry x = g.add_input("x", {1, 12, 2, 2}, f32);
+  Entry s = g.add_op("reshape", {x}, {{"newshape", Ints{1, 3, 4, 2, 2}}});
+  s = g.add_op("transpose", {s}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  g.add_output(g.add_op("reshape", {s}, {{"newshape", Ints{1, 12, 2, 2}}}));
+  Graph t = altered(g);
+  EXPECT_EQ(count_op(t, "channel_shuffle"), 0u) << t.str();
+  EXPECT_EQ(count_op(t, "transpose"), 1u) << t.str();
+}
+
+TEST(ChannelShuffleOp, RejectsBadLayoutsAndGroups) {
+  auto type_error = [](std::vector<int64_t> shape, Attrs attrs) {
+    Graph g;
+    Entry x = g.add_input("x", std::move(shape), f32);
+    g.add_output(g.add_op("channel_shuffle", {x}, std::move(attrs), "shuffle"));
+    try {
+      infer_types(g);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      type_error({1, 2, 3, 3, 16}, {{"groups", int64_t{2}}, {"layout", std::string("NCHW8c")}})
+          .find("channel_shuffle: expected a [N, C/b, H, W, b] tensor for layout NCHW8c, got "
+                "float32[1, 2, 3, 3, 16]"),
+      std::string::npos);
+  EXPECT_NE(type_error({1, 6, 3, 3}, {{"groups", int64_t{4}}})
+                .find("channel_shuffle: 6 channels are not divisible into 4 groups"),
+            std::string::npos);
+  EXPECT_NE(type_error({1, 6, 3, 3}, {{"groups", int64_t{2}}, {"layout", std::string("NHWC")}})
+                .find("channel_shuffle: layout 'NHWC' is neither NCHW nor NCHW<b>c"),
+            std::string::npos);
+}
+
+TEST(AlterLayout, SlicesOfPartialBlocksComputeInNCHW) {
+  // Channels 8..40 of a 64-channel blocked tensor, and every other channel: not whole blocks of
+  // the host's lanes, so the slices read NCHW; the results stay right.
+  std::mt19937 rng(26);
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, 6, 6}, f32);
+  Entry a = g.add_op("relu", {conv(g, rng, x, 8, 64, 3, "stem")});
+  const int64_t L = test_util::host_lanes();
+  Entry p = g.add_op("strided_slice", {a},
+                     {{"begin", Ints{L / 2}}, {"end", Ints{L / 2 + 32}}, {"axes", Ints{1}}});
+  Entry q = g.add_op(
+      "strided_slice", {a},
+      {{"begin", Ints{0, 0}}, {"end", Ints{64, 6}}, {"strides", Ints{2, 1}}, {"axes", Ints{1, 2}}});
+  g.add_output(conv(g, rng, g.add_op("add", {p, q}), 32, 16, 1, "out"));
+  Graph t = altered(g);
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "strided_slice") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 4u) << t.str();
+    }
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 36).max_err, 1e-4);
+}
+
+TEST(AlterLayout, BroadcastOperandsAreBlockedNotTheActivation) {
+  // A blocked activation times a computed per-channel scale [C, 1, 1] (3-D: reshaped, then
+  // blocked), plus a computed spatial map [1, 1, H, W] (read as [1, 1, H, W, 1]), minus a
+  // computed per-pixel-and-channel tensor [1, C, H, W] (a full operand, blocked).
+  std::mt19937 rng(27);
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, 6, 6}, f32);
+  Entry s = g.add_input("s", {32, 1, 1}, f32);
+  Entry m = g.add_input("m", {1, 1, 6, 6}, f32);
+  Entry a = g.add_op("relu", {conv(g, rng, x, 8, 32, 3, "stem")});
+  Entry y = g.add_op("multiply", {a, g.add_op("sigmoid", {s})}, {}, "scaled");
+  y = g.add_op("add", {y, g.add_op("tanh", {m})}, {}, "masked");
+  g.add_output(conv(g, rng, y, 32, 16, 1, "out"));
+  Graph t = altered(g);
+  EXPECT_EQ(round_trips(t), "") << t.str();
+  // x and s blocked, the result unblocked; the activation never.
+  EXPECT_EQ(count_op(t, "layout_transform"), 3u) << t.str();
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "layout_transform") {
+      EXPECT_LE(n.outputs[0].numel(), 16 * 36) << t.str();
+    }
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 37).max_err, 1e-4);
+}
+
+TEST(AlterLayout, PlainBigOperandKeepsTheOpInNCHW) {
+  // A plain 32 x 6 x 6 tensor times a blocked per-channel scale: blocking the big operand
+  // costs more than unblocking the small one, so the multiply computes in NCHW.
+  std::mt19937 rng(28);
+  Graph g;
+  Entry x = g.add_input("x", {1, 32, 6, 6}, f32);
+  Entry s = g.add_op("global_avg_pool2d", {conv(g, rng, x, 32, 32, 1, "conv")});
+  g.add_output(g.add_op("multiply", {g.add_op("softmax", {x}, {{"axis", int64_t{1}}}), s}));
+  Graph t = altered(g);
+  for (const Node& n : t.nodes()) {
+    if (n.is_op() && n.op == "multiply") {
+      EXPECT_EQ(n.outputs[0].shape.size(), 4u) << t.str();
+    }
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 38).max_err, 1e-4);
+}
+
+TEST(LayoutRoundTrips, FindsATensorConvertedBackAndForth) {
+  // conv → softmax over channels (an op that needs NCHW) → conv: the softmax's result is
+  // blocked again, a round trip of 32 x 5 x 5 values.
+  std::mt19937 rng(29);
+  Graph g;
+  Entry x = g.add_input("x", {1, 32, 5, 5}, f32);
+  Entry a = conv(g, rng, x, 32, 32, 1, "a");
+  Entry s = g.add_op("softmax", {a}, {{"axis", int64_t{1}}});
+  g.add_output(conv(g, rng, s, 32, 32, 1, "b"));
+  Graph t = altered(g);
+  ASSERT_EQ(detail::layout_round_trips(t).size(), 1u) << t.str();
+  EXPECT_EQ(largest_round_trip(t), 32 * 25);
+  // The graph's own input blocked is not a round trip.
+  Graph h;
+  Entry y = h.add_input("y", {1, 32, 5, 5}, f32);
+  h.add_output(conv(h, rng, y, 32, 32, 1, "c"));
+  EXPECT_TRUE(detail::layout_round_trips(altered(h)).empty());
+}
+
+}  // namespace
+}  // namespace kiln::graph
