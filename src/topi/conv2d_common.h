@@ -71,6 +71,16 @@ inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) { return t.op()->i
 te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const std::string& name,
                          const char* op);
 
+/// The blocked direct convolution's main stage, tagged `tag`, with its spatial padding:
+/// out[n, ob, y, x, oi] = Σ over (rco, kh, kw, rci) of pad(data)[n, input_block(ob, rco),
+/// y·stride + kh·dilation, x·stride + kw·dilation, rci] · kernel[ob, rco, kh, kw, rci, oi], for
+/// data [N, C/x, H, W, x], kernel [O/y, C'/x, KH, KW, x, y] and output shape `os`.
+/// conv2d_nchwc reads input block rco; conv2d_grouped_nchwc its group's blocks from an offset.
+te::Tensor conv2d_nchwc_main(const te::Tensor& data, const te::Tensor& kernel,
+                             const std::vector<int64_t>& os, const Conv2DParams& p,
+                             const std::function<ir::Expr(ir::Var ob, ir::Var rco)>& input_block,
+                             const std::string& name, const std::string& tag);
+
 /// A template instance of a convolution-like op: placeholders "data" and `kernel_name`
 /// (float32, the given shapes), then the epilogue's inputs that `ep` asks for ("bias" [O],
 /// "residual" of `out_shape`), then the output of `compute(data, kernel, spec)` scheduled by

@@ -192,21 +192,10 @@ te::Tensor conv2d_grouped_nchwc(const te::Tensor& data, const te::Tensor& kernel
   std::vector<int64_t> os = conv2d_grouped_nchwc_shape(ds, ks, p);
   const GroupedConv2DBlocks b =
       GroupedConv2DBlocks::make(ds[1] * ds[4], ks[0] * ks[5], p.groups, ds[4], ks[5], kOp);
-  te::Tensor pad = pad_spatial(data, 2, p.padding, name + "_pad");
-  te::IterVar rco = te::reduce_axis({0, static_cast<int32_t>(ks[1])}, "ic_outer");
-  te::IterVar kh = te::reduce_axis({0, static_cast<int32_t>(ks[2])}, "kh");
-  te::IterVar kw = te::reduce_axis({0, static_cast<int32_t>(ks[3])}, "kw");
-  te::IterVar rci = te::reduce_axis({0, static_cast<int32_t>(ks[4])}, "ic_inner");
-  te::Tensor conv = te::compute(
-      detail::to_exprs(os),
-      [&](Var n, Var ob, Var y, Var x, Var oi) {
-        Expr h = y * ci(p.stride_h) + kh->var * ci(p.dilation_h);
-        Expr w = x * ci(p.stride_w) + kw->var * ci(p.dilation_w);
-        Expr ib = b.first_input_block(ob) + rco->var;
-        return te::sum(pad(n, ib, h, w, rci) * kernel(ob, rco, kh, kw, rci, oi),
-                       {rco, kh, kw, rci});
-      },
-      name, kMainTag);
+  // conv2d_nchwc's main stage, each output block reading its groups' input blocks.
+  te::Tensor conv = detail::conv2d_nchwc_main(
+      data, kernel, os, p, [&](Var ob, Var rco) { return b.first_input_block(ob) + rco; }, name,
+      kMainTag);
   return detail::conv_epilogue(conv, ep, name, kOp);
 }
 

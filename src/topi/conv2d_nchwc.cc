@@ -299,24 +299,38 @@ autotune::Instance conv_template_instance(
 
 }  // namespace detail
 
-te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const Conv2DParams& p,
-                        const EpilogueSpec& ep, const std::string& name) {
-  std::vector<int64_t> ds = static_shape(data, kOp), ks = static_shape(kernel, kOp);
-  std::vector<int64_t> os = conv2d_nchwc_shape(ds, ks, p);
+namespace detail {
+
+te::Tensor conv2d_nchwc_main(const te::Tensor& data, const te::Tensor& kernel,
+                             const std::vector<int64_t>& os, const Conv2DParams& p,
+                             const std::function<Expr(Var ob, Var rco)>& input_block,
+                             const std::string& name, const std::string& tag) {
+  std::vector<int64_t> ks = static_shape(kernel, "conv2d_nchwc_main");
   te::Tensor pad = pad_spatial(data, 2, p.padding, name + "_pad");
   te::IterVar rco = te::reduce_axis({0, static_cast<int32_t>(ks[1])}, "ic_outer");
   te::IterVar kh = te::reduce_axis({0, static_cast<int32_t>(ks[2])}, "kh");
   te::IterVar kw = te::reduce_axis({0, static_cast<int32_t>(ks[3])}, "kw");
   te::IterVar rci = te::reduce_axis({0, static_cast<int32_t>(ks[4])}, "ic_inner");
-  te::Tensor conv = te::compute(
+  return te::compute(
       detail::to_exprs(os),
       [&](Var n, Var ob, Var y, Var x, Var oi) {
         Expr h = y * ci(p.stride_h) + kh->var * ci(p.dilation_h);
         Expr w = x * ci(p.stride_w) + kw->var * ci(p.dilation_w);
-        return te::sum(pad(n, rco, h, w, rci) * kernel(ob, rco, kh, kw, rci, oi),
-                       {rco, kh, kw, rci});
+        return te::sum(
+            pad(n, input_block(ob, rco->var), h, w, rci) * kernel(ob, rco, kh, kw, rci, oi),
+            {rco, kh, kw, rci});
       },
-      name, kOp);
+      name, tag);
+}
+
+}  // namespace detail
+
+te::Tensor conv2d_nchwc(const te::Tensor& data, const te::Tensor& kernel, const Conv2DParams& p,
+                        const EpilogueSpec& ep, const std::string& name) {
+  std::vector<int64_t> ds = static_shape(data, kOp), ks = static_shape(kernel, kOp);
+  std::vector<int64_t> os = conv2d_nchwc_shape(ds, ks, p);
+  te::Tensor conv = detail::conv2d_nchwc_main(
+      data, kernel, os, p, [](Var, Var rco) { return Expr(rco); }, name, kOp);
   return detail::conv_epilogue(conv, ep, name, kOp);
 }
 
