@@ -8,7 +8,8 @@
 // build their tuning task from the node here (graph/tuning.h's task functions) — the only place
 // a node's workload key is made.
 // Grouped convolutions (groups > 1, not depthwise): blocked grouped NCHWc, priority 10
-// (topi/conv2d_grouped.h, layout hook in cpu_layout_grouped.cc).
+// (topi/conv2d_grouped.h, layout hook in cpu_layout_grouped.cc). Batched products (matmul of
+// 3-D operands, batch_matmul): the register-tiled batch template (topi/batch_matmul.h).
 #include <functional>
 
 #include "../op_attrs.h"
