@@ -4,7 +4,8 @@
 // initializers of one name (protobuf bytes); node input counts against the ONNX schema (too
 // many, too few, a required input omitted); Loops whose trip count is 2^40, refused quickly with
 // a condition that stays true and without a condition, and unrolled when the condition ends the
-// loop early; the host evaluator of shape arithmetic, and shape arithmetic folded at import.
+// loop early; the host evaluator of shape arithmetic, and shape arithmetic folded at import;
+// input dimensions without a size (negative, symbolic, neither).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,6 +82,21 @@ TEST(OnnxConvertTable, EveryOpHasOneConverter) {
   for (const char* op :
        {"Conv", "Cast", "Identity", "Reshape", "Loop", "MaxPool", "TfIdfVectorizer"})
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
+}
+
+TEST(OnnxValidate, InputDimensionsWithoutASizeAreNamedForWhatTheyAre) {
+  auto import_with = [](OnnxDim d) {
+    OnnxValueInfo x = info("x", {2, 1});
+    x.shape[1] = d;
+    return error_of([&] { import_onnx(model(13, {x}, {node("Relu", {"x"}, {"y"})}, {"y"}), {}); });
+  };
+  EXPECT_EQ(import_with(OnnxDim{-3, ""}),
+            "'v.onnx': input 'x' dimension 1 is negative (-3); give the input's shape");
+  EXPECT_EQ(import_with(OnnxDim{-1, "batch"}),
+            "'v.onnx': input 'x' dimension 1 is symbolic ('batch'); give the input's shape");
+  EXPECT_EQ(import_with(OnnxDim{-1, ""}),
+            "'v.onnx': input 'x' dimension 1 has neither a value nor a name; give the input's "
+            "shape");
 }
 
 TEST(OnnxValidate, TwoNodesWritingOneValue) {

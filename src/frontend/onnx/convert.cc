@@ -154,10 +154,14 @@ graph::Graph Converter::run() {
       KILN_USER_CHECK(v.has_shape)
           << "'" << m_.path << "': input '" << v.name << "' has no shape; give one";
       for (size_t d = 0; d < v.shape.size(); ++d) {
-        KILN_USER_CHECK(v.shape[d].size >= 0)
-            << "'" << m_.path << "': input '" << v.name << "' dimension " << d << " is symbolic ('"
-            << v.shape[d].param << "'); give the input's shape";
-        shape.push_back(v.shape[d].size);
+        const OnnxDim& dim = v.shape[d];
+        KILN_USER_CHECK(dim.size >= 0)
+            << "'" << m_.path << "': input '" << v.name << "' dimension " << d
+            << (!dim.param.empty() ? " is symbolic ('" + dim.param + "')"
+                : dim.size < -1    ? " is negative (" + std::to_string(dim.size) + ")"
+                                   : " has neither a value nor a name")
+            << "; give the input's shape";
+        shape.push_back(dim.size);
       }
     }
     values_[v.name] = g_.add_input(v.name, shape, v.dtype);
