@@ -71,6 +71,13 @@ inline std::vector<te::Tensor> inputs_of(const te::Tensor& t) { return t.op()->i
 te::Tensor conv_epilogue(const te::Tensor& conv, const EpilogueSpec& ep, const std::string& name,
                          const char* op);
 
+/// The output shape [N, O/y, OH, OW, y] of a blocked convolution of data d [N, C/x, H, W, x] by a
+/// packed kernel k [O/y, ·, KH, KW, ·, y]; a user error naming `op` when the kernel does not
+/// fit the padded input (the channel checks are the caller's).
+std::vector<int64_t> nchwc_output_shape(const std::vector<int64_t>& d,
+                                        const std::vector<int64_t>& k, const Conv2DParams& p,
+                                        const char* op);
+
 /// The blocked direct convolution's main stage, tagged `tag`, with its spatial padding:
 /// out[n, ob, y, x, oi] = Σ over (rco, kh, kw, rci) of pad(data)[n, input_block(ob, rco),
 /// y·stride + kh·dilation, x·stride + kw·dilation, rci] · kernel[ob, rco, kh, kw, rci, oi], for

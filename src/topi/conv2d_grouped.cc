@@ -174,15 +174,7 @@ std::vector<int64_t> conv2d_grouped_nchwc_shape(const std::vector<int64_t>& d,
   KILN_USER_CHECK(k[1] == b.span) << kOp << ": packed kernel " << shape_str(k) << " reads " << k[1]
                                   << " input blocks per output block, but data " << shape_str(d)
                                   << " with " << b.str() << " needs " << b.span;
-  int64_t oh =
-      conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
-  int64_t ow =
-      conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
-  KILN_USER_CHECK(oh > 0 && ow > 0)
-      << kOp << ": the kernel " << k[2] << "x" << k[3] << " (dilation (" << p.dilation_h << ", "
-      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d) << ", padding "
-      << p.padding.str();
-  return {d[0], k[0], oh, ow, k[5]};
+  return detail::nchwc_output_shape(d, k, p, kOp);
 }
 
 te::Tensor conv2d_grouped_nchwc(const te::Tensor& data, const te::Tensor& kernel,

@@ -227,15 +227,7 @@ std::vector<int64_t> conv2d_nchwc_shape(const std::vector<int64_t>& d,
       << kOp << ": data " << shape_str(d) << " (" << d[1] * d[4] << " channels in blocks of "
       << d[4] << ") does not match packed kernel " << shape_str(k) << " (" << k[1] * k[4]
       << " input channels in blocks of " << k[4] << ")";
-  int64_t oh =
-      conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
-  int64_t ow =
-      conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
-  KILN_USER_CHECK(oh > 0 && ow > 0)
-      << kOp << ": the kernel " << k[2] << "x" << k[3] << " (dilation (" << p.dilation_h << ", "
-      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d) << ", padding "
-      << p.padding.str();
-  return {d[0], k[0], oh, ow, k[5]};
+  return detail::nchwc_output_shape(d, k, p, kOp);
 }
 
 namespace detail {
@@ -300,6 +292,20 @@ autotune::Instance conv_template_instance(
 }  // namespace detail
 
 namespace detail {
+
+std::vector<int64_t> nchwc_output_shape(const std::vector<int64_t>& d,
+                                        const std::vector<int64_t>& k, const Conv2DParams& p,
+                                        const char* op) {
+  int64_t oh =
+      conv_out_extent(d[2], k[2], p.stride_h, p.dilation_h, p.padding.top, p.padding.bottom);
+  int64_t ow =
+      conv_out_extent(d[3], k[3], p.stride_w, p.dilation_w, p.padding.left, p.padding.right);
+  KILN_USER_CHECK(oh > 0 && ow > 0)
+      << op << ": the kernel " << k[2] << "x" << k[3] << " (dilation (" << p.dilation_h << ", "
+      << p.dilation_w << ")) does not fit the padded input: data " << shape_str(d) << ", padding "
+      << p.padding.str();
+  return {d[0], k[0], oh, ow, k[5]};
+}
 
 te::Tensor conv2d_nchwc_main(const te::Tensor& data, const te::Tensor& kernel,
                              const std::vector<int64_t>& os, const Conv2DParams& p,
