@@ -69,3 +69,37 @@ extern "C" KILN_DLL void kiln_set_arg_error(const char* prefix, int32_t kind, in
   msg += format_got(kind, got);
   kiln_set_last_error(msg.c_str());
 }
+
+extern "C" KILN_DLL int32_t kiln_check_array(const KilnArray* a, const char* prefix, int32_t ndim,
+                                             int32_t dtype_word, int64_t alignment,
+                                             const int64_t* shape_strides) {
+  const std::string p = prefix ? prefix : "";
+  auto fail = [&](const std::string& what, int32_t kind, int64_t got) {
+    kiln_set_arg_error((p + what).c_str(), kind, got);
+    return -1;
+  };
+  if (a->ndim != ndim)
+    return fail("ndim expected " + std::to_string(ndim) + ", got ", kKilnGotInt, a->ndim);
+  const int32_t word = static_cast<int32_t>(a->dtype.code | (a->dtype.bits << 8) |
+                                            (static_cast<uint32_t>(a->dtype.lanes) << 16));
+  if (word != dtype_word)
+    return fail("dtype expected " + format_got(kKilnGotDType, dtype_word) + ", got ", kKilnGotDType,
+                word);
+  if (a->device.device_type != kKilnCPU)
+    return fail("device expected cpu, got ", kKilnGotDevice, a->device.device_type);
+  for (int32_t d = 0; d < ndim; ++d)
+    if (a->shape[d] != shape_strides[d])
+      return fail("shape[" + std::to_string(d) + "] expected " + std::to_string(shape_strides[d]) +
+                      ", got ",
+                  kKilnGotInt, a->shape[d]);
+  for (int32_t d = 0; a->strides && d < ndim; ++d)
+    if (a->strides[d] != shape_strides[ndim + d])
+      return fail("strides[" + std::to_string(d) + "] expected " +
+                      std::to_string(shape_strides[ndim + d]) + ", got ",
+                  kKilnGotInt, a->strides[d]);
+  const auto addr = reinterpret_cast<uintptr_t>(a->data) + a->byte_offset;
+  if (alignment > 1 && addr % static_cast<uint64_t>(alignment) != 0)
+    return fail("data pointer expected " + std::to_string(alignment) + "-byte aligned, got ",
+                kKilnGotAddress, static_cast<int64_t>(addr));
+  return 0;
+}

@@ -210,6 +210,60 @@ std::vector<te::Operation> input_reductions(const te::Tensor& out) {
   return r;
 }
 
+bool equal_shape(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d) {
+    auto x = as_const_int(a[d]), y = as_const_int(b[d]);
+    if (!x || !y || *x != *y) return false;
+  }
+  return true;
+}
+
+/// The axis of `out` along which an inlined concat of the group chooses its input — when a
+/// concat with `out`'s shape (an element-wise chain follows it: batch norm + ReLU after a
+/// DenseNet concat) selects on `axis < offset` — else -1.
+int concat_axis(const te::Tensor& out) {
+  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
+    const te::ComputeOpNode* c = as_compute(op);
+    if (!c || op->tag.find("concat") == std::string::npos || c->body.size() != 1) continue;
+    if (!equal_shape(op->output_shape(0), out->shape)) continue;
+    const Select* sel = c->body[0].as<Select>();
+    const Call* l = sel ? sel->condition.as<Call>() : nullptr;
+    const LT* lt = l && l->args.size() == 1 ? l->args[0].as<LT>() : nullptr;
+    const Variable* v = lt ? lt->a.as<Variable>() : nullptr;
+    for (size_t d = 0; v && d < c->axis.size(); ++d)
+      if (c->axis[d]->var.get() == v) return static_cast<int>(d);
+  }
+  return -1;
+}
+
+/// An output whose inlined concat chooses its input along `axis` (not the innermost): that
+/// axis becomes a serial loop just inside the parallel loop over the axes before it and the
+/// one after it, so that loop_partition cuts it into one loop per concat input (each reads one
+/// input, instead of every element loading from all of them and selecting); the remaining
+/// axes run inside, the innermost vectorized.
+void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, const Target& target) {
+  te::Stage st = s[out];
+  std::vector<IterVar> axes = st.op_axis();
+  const size_t r = axes.size(), j = static_cast<size_t>(axis);
+  std::vector<IterVar> par(axes.begin(), axes.begin() + axis), mid;
+  if (j + 2 < r) par.push_back(axes[j + 1]);
+  for (size_t d = j + (j + 2 < r ? 2 : 1); d + 1 < r; ++d) mid.push_back(axes[d]);
+  std::vector<IterVar> order = par;
+  order.push_back(axes[j]);
+  order.insert(order.end(), mid.begin(), mid.end());
+  order.push_back(axes.back());
+  st.reorder(order);
+  if (mid.size() > 1) st.fuse(mid);
+  const int lanes = lanes_for(out->dtype, target);
+  if (lanes > 1 && extent_of(axes.back()) >= lanes && !group_has_bool({out.op()})) {
+    auto [o, i] = st.split(axes.back(), Expr(lanes));
+    st.vectorize(i);
+  }
+  if (!par.empty() && product(axes) > kParallelThreshold && product(par) > 1)
+    st.parallel(par.size() > 1 ? st.fuse(par) : par[0]);
+}
+
 }  // namespace
 
 void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Target& target) {
@@ -219,6 +273,10 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
   if (st->leaf_iter_vars.size() != axes.size()) return;  // already scheduled
   int64_t total = product(axes);
   if (total == 0) return;  // an empty tensor (a zero extent): fusing would divide by 0
+  if (int c = concat_axis(out); c >= 0 && c + 1 < static_cast<int>(axes.size())) {
+    schedule_concat_stage(s, out, c, target);
+    return;
+  }
   int lanes = lanes_for(out->dtype, target);
   bool vec = lanes > 1 && total >= lanes && !group_has_bool({out.op()});
   if (vec && axes.size() >= 2 && extent_of(axes.back()) >= lanes) {

@@ -167,7 +167,8 @@ te::Tensor concat(const std::vector<te::Tensor>& xs, int axis, const std::string
           return xs[j](idx);
         };
         Expr v = read(xs.size() - 1);
-        for (size_t j = xs.size() - 1; j-- > 0;) v = select(i[ax] < ci(offsets[j + 1]), read(j), v);
+        for (size_t j = xs.size() - 1; j-- > 0;)
+          v = select(likely(i[ax] < ci(offsets[j + 1])), read(j), v);  // loop_partition cuts
         return v;
       },
       name, injective_tag("concat"));

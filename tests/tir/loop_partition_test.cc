@@ -232,6 +232,30 @@ TEST(LoopPartition, LikelySelectIsPartitionedToo) {
   expect_same_random(f, g, {12, 12});
 }
 
+TEST(LoopPartition, ThresholdsOnTheLoopVarCutOneLoopPerInterval) {
+  // A concat of six inputs along i: select(likely(i < o1), A, select(likely(i < o2), ...)).
+  // More thresholds than kMaxConjuncts, yet every one cuts: six loops, each storing one branch.
+  Buffer A = Buffer::make("A", f32, {20}), C = Buffer::make("C", f32, {20});
+  Var i("i");
+  const std::vector<int> offsets = {3, 4, 9, 11, 17};
+  Expr v = A.load({i}) * 6.0f;
+  for (size_t k = offsets.size(); k-- > 0;)
+    v = select(likely(i < offsets[k]), A.load({i}) * static_cast<float>(k + 1), v);
+  PrimFunc f = make_func("cat", {A, C}, loop(i, 0, 20, C.store({i}, v)));
+  PrimFunc g = loop_partition(f);
+  const AttrStmt* attr = g->body.as<AttrStmt>();
+  ASSERT_TRUE(attr && attr->key == attr::kPragmaNoUnroll) << to_string(g);
+  const SeqStmt* seq = attr->body.as<SeqStmt>();
+  ASSERT_TRUE(seq && seq->seq.size() == 6) << to_string(g);
+  for (const Stmt& part : seq->seq) {
+    const For* loop_k = part.as<For>();
+    ASSERT_TRUE(loop_k) << to_string(g);
+    EXPECT_FALSE(has_call(loop_k->body, builtin::kLikely)) << to_string(g);
+    EXPECT_EQ(to_string(g).find("select"), std::string::npos) << to_string(g);
+  }
+  expect_same_random(f, g, {20, 20});
+}
+
 TEST(LoopPartition, UnprovableExpressionConditionsAreLeftAlone) {
   Buffer A = Buffer::make("A", f32, {12}), C = Buffer::make("C", f32, {12});
   Var i("i");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kiln/topi/elemwise.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -203,6 +204,47 @@ TEST(TopiTransform, LayoutTransformToShortBlock) {
   EXPECT_NE(text.find("for (l, 0, 21) {"), std::string::npos) << text;
   EXPECT_NE(text.find("l*3 + 2] = X["), std::string::npos) << text;
   EXPECT_EQ(text.find("ramp"), std::string::npos) << text;
+}
+
+TEST(TopiTransform, ConcatOfManyInputsThenElementwiseReadsOneInputPerLoop) {
+  // DenseNet's blocked concat of every earlier feature map, then batch norm + ReLU: the
+  // schedule keeps the concat axis as a loop that loop_partition cuts into one loop per input,
+  // so no store reads (and selects between) more than one input.
+  std::vector<te::Tensor> xs;
+  std::vector<NDArray> data;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (int k = 0; k < 9; ++k) {
+    int64_t c = 1 + k % 3;
+    offsets.push_back(total);
+    total += c;
+    xs.push_back(input({1, c, 3, 5, 16}, f32, "X" + std::to_string(k)));
+    data.push_back(random_array({1, c, 3, 5, 16}, f32, 40 + k));
+  }
+  te::Tensor out = relu(concat(xs, 1));
+  NDArray want = reference({1, total, 3, 5, 16}, f32, [&](const Shape& i) {
+    size_t k = 0;
+    while (k + 1 < offsets.size() && i[1] >= offsets[k + 1]) ++k;
+    return std::max(0.0, at(data[k], {0, i[1] - offsets[k], i[2], i[3], i[4]}));
+  });
+  check(xs, {out}, data, {want});
+  te::Schedule s = schedule_injective({out}, host_target());
+  std::vector<te::Tensor> args = xs;
+  args.push_back(out);
+  const std::string text = tir::to_string(lower(s, args, "f"));
+  size_t stores = 0, pos = 0;
+  while ((pos = text.find("relu[", pos)) != std::string::npos) {
+    size_t end = text.find('\n', pos);
+    const std::string line = text.substr(pos, end - pos);
+    int inputs = 0;
+    for (int k = 0; k < 9; ++k)
+      inputs += line.find("X" + std::to_string(k) + "[") != std::string::npos;
+    EXPECT_EQ(inputs, 1) << line;
+    ++stores;
+    pos = end;
+  }
+  EXPECT_EQ(stores, 9u) << text;
+  EXPECT_NE(text.find("pragma_no_unroll"), std::string::npos) << text;
 }
 
 TEST(TopiTransform, Errors) {

@@ -116,6 +116,11 @@ constexpr const char* kSetError = "kiln.set_error";
 /// sets the last error to prefix + got formatted by got_kind and makes the function return -1;
 /// got is evaluated only then (see tir/packed_api.h).
 constexpr const char* kArgCheck = "kiln.arg_check";
+/// kiln.array_check(arr, prefix, ndim, dtype_word, alignment, shape..., strides...) as an
+/// Evaluate statement: the checks of one tensor argument with constant shape and strides in
+/// one call of kiln_check_array (c_runtime_api.h), which sets the message of the first failing
+/// check; the function then returns -1 (see tir/packed_api.h).
+constexpr const char* kArrayCheck = "kiln.array_check";
 /// dpbusd(acc, a, b), all int32 with equal lanes: per lane, acc + sum over the 4 bytes i of
 /// zext(byte i of a) * sext(byte i of b) (u8 x s8 dot products of 4, wrapping int32; x86
 /// AVX512-VNNI's vpdpbusd). Element-wise, so it vectorizes; the LLVM code generator emits

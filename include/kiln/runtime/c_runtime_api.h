@@ -97,6 +97,15 @@ typedef enum {
 /// argument checks of generated code, e.g. prefix "f: argument 0 (A): dtype expected float32,
 /// got " and a dtype).
 KILN_DLL void kiln_set_arg_error(const char* prefix, int32_t kind, int64_t got);
+/// Checks tensor argument `a` of generated code against constant expectations, in this order:
+/// ndim, dtype (a KilnDataType word: code | bits << 8 | lanes << 16), device cpu, shape[d],
+/// strides[d] (when strides is not NULL; shape_strides holds the ndim shape entries then the
+/// ndim strides), the data pointer (data + byte_offset) aligned to `alignment` bytes (when
+/// > 1). Returns 0, or sets the last error to `prefix` + the first failing check's text
+/// ("ndim expected 2, got 1") and returns -1.
+KILN_DLL int32_t kiln_check_array(const KilnArray* a, const char* prefix, int32_t ndim,
+                                  int32_t dtype_word, int64_t alignment,
+                                  const int64_t* shape_strides);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -19,6 +19,10 @@
 ///                                           "f: argument 0 (A): strides[0] expected 8, got 16"
 ///                                           "f: argument 0 (A): data pointer expected 64-byte
 ///                                           aligned, got 0x..."
+///      A tensor whose shape and strides are all constants (the usual case) gets these checks,
+///      in the same order and with the same messages, as one kiln.array_check statement: one
+///      call of kiln_check_array (c_runtime_api.h) with the expected values in a constant table,
+///      instead of a dozen inline compare-and-branch blocks (code size, compile time).
 ///   4. binds scalars (LetStmt p = cast(p.dtype, arg_value)) and buffer data vars
 ///      (data + byte_offset), then runs the original body inside
 ///      AttrStmt(null, "compute_scope", StringImm("<name>_compute_")), which the LLVM code

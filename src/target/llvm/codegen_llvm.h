@@ -93,6 +93,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_math(const Call* op);
   llvm::Value* emit_if_then_else(const Expr& cond, const Expr& t, const Expr& f, DataType type);
   void emit_arg_check(const Call* op);
+  /// kiln.array_check: one kiln_check_array call with the expected shape and strides as a
+  /// constant table; returns -1 when it fails.
+  void emit_array_check(const Call* op);
   /// Frees live workspace blocks and returns `rc` from the current function; leaves the
   /// builder in a fresh unreachable block so emission can go on.
   void emit_error_return(llvm::Value* rc);
@@ -126,6 +129,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   std::vector<std::string> names_;
   std::map<std::string, int> name_counts_;
   std::string func_name_;
+  /// Depth of pragma_no_unroll attributes around the statement being emitted: serial loops
+  /// inside get llvm.loop.unroll.disable.
+  int no_unroll_ = 0;
   llvm::StructType* array_type_ = nullptr;
 };
 

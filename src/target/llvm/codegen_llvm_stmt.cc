@@ -266,6 +266,7 @@ llvm::Value* CodeGenLLVM::emit_builtin(const Call* op) {
     return b_->getInt32(0);
   }
   if (op->name == builtin::kArgCheck) fail("kiln.arg_check is only valid as a statement");
+  if (op->name == builtin::kArrayCheck) fail("kiln.array_check is only valid as a statement");
   return nullptr;
 }
 
@@ -328,9 +329,51 @@ void CodeGenLLVM::emit_arg_check(const Call* op) {
   b_->SetInsertPoint(ok_bb);
 }
 
+void CodeGenLLVM::emit_array_check(const Call* op) {
+  const size_t n = op->args.size();
+  auto ndim = n >= 5 ? as_const_int(op->args[2]) : std::nullopt;
+  if (!ndim || n != 5 + 2 * static_cast<size_t>(*ndim) || !op->args[1].as<StringImm>()) {
+    fail(
+        "kiln.array_check needs (arr, prefix, ndim, dtype word, alignment, ndim shape and ndim "
+        "stride constants)");
+  }
+  std::vector<llvm::Constant*> expect;
+  for (size_t k = 5; k < n; ++k) {
+    auto v = as_const_int(op->args[k]);
+    if (!v) fail("kiln.array_check: shape and strides must be constants");
+    expect.push_back(b_->getInt64(*v));
+  }
+  auto* aty = llvm::ArrayType::get(b_->getInt64Ty(), expect.size());
+  auto* table = new llvm::GlobalVariable(*module_, aty, true, llvm::GlobalValue::PrivateLinkage,
+                                         llvm::ConstantArray::get(aty, expect), "array_check");
+  table->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  llvm::Function* fn =
+      runtime_fn("kiln_check_array", b_->getInt32Ty(),
+                 {ptr, ptr, b_->getInt32Ty(), b_->getInt32Ty(), b_->getInt64Ty(), ptr});
+  llvm::Value* r = b_->CreateCall(
+      fn, {emit_expr(op->args[0]), emit_expr(op->args[1]),
+           cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2])),
+           cast_value(op->args[3].dtype(), DataType::Int(32), emit_expr(op->args[3])),
+           cast_value(op->args[4].dtype(), DataType::Int(64), emit_expr(op->args[4])), table});
+  llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "array_check_fail", cur_.fn);
+  llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "array_check_ok", cur_.fn);
+  llvm::MDBuilder md(*ctx_);
+  b_->CreateCondBr(b_->CreateICmpEQ(r, b_->getInt32(0)), ok_bb, fail_bb,
+                   md.createBranchWeights(1 << 20, 1));
+  b_->SetInsertPoint(fail_bb);
+  emit_error_return(b_->getInt32(-1));
+  b_->CreateBr(ok_bb);
+  b_->SetInsertPoint(ok_bb);
+}
+
 void CodeGenLLVM::visit(const Evaluate* op) {
   if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kArgCheck) {
     emit_arg_check(c);
+    return;
+  }
+  if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kArrayCheck) {
+    emit_array_check(c);
     return;
   }
   if (is_const(op->value)) return;
@@ -360,6 +403,12 @@ void CodeGenLLVM::visit(const AttrStmt* op) {
     std::vector<llvm::Value*> args;
     for (const Var& p : params) args.push_back(vars_.at(p.get()));
     emit_propagate(b_->CreateCall(fn, args));
+    return;
+  }
+  if (op->key == attr::kPragmaNoUnroll) {
+    ++no_unroll_;
+    visit_stmt(op->body);
+    --no_unroll_;
     return;
   }
   visit_stmt(op->body);
@@ -420,9 +469,10 @@ void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value
   llvm::Value* next = b_->CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
   llvm::BranchInst* back = b_->CreateBr(head);
   i->addIncoming(next, b_->GetInsertBlock());
-  if (kind == ForKind::kUnrolled) {
-    llvm::MDNode* unroll =
-        llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, "llvm.loop.unroll.full")});
+  if (kind == ForKind::kUnrolled || (kind == ForKind::kSerial && no_unroll_ > 0)) {
+    const char* what =
+        kind == ForKind::kUnrolled ? "llvm.loop.unroll.full" : "llvm.loop.unroll.disable";
+    llvm::MDNode* unroll = llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, what)});
     llvm::MDNode* loop = llvm::MDNode::getDistinct(*ctx_, {nullptr, unroll});
     loop->replaceOperandWith(0, loop);
     back->setMetadata(llvm::LLVMContext::MD_loop, loop);

@@ -18,9 +18,14 @@
 // kMaxExprDepth such splits nest, and a conjunct that mentions the var of an enclosing loop
 // already split on expression conditions is "spent" (its borders keep their checks instead of
 // splitting the inner loops again). Correctness does not depend on monotonicity: a condition is
-// only folded where it was proven over the whole range. Finally the `likely` wrappers of the
-// conditions that remain are dropped.
+// only folded where it was proven over the whole range. A third kind of split: when every
+// expression conjunct on the loop var has the form `v < c` (a concat choosing its input along
+// v), the loop is cut at every such threshold, however many (up to kMaxThresholdCuts), so that
+// a concat of K inputs becomes K loops each reading one input; the parts sit in a
+// pragma_no_unroll attribute so that LLVM does not unroll each of them. Finally the `likely`
+// wrappers of the conditions that remain are dropped.
 #include <algorithm>
+#include <optional>
 
 #include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
@@ -38,6 +43,8 @@ using Binding = std::pair<Var, Range>;
 constexpr size_t kMaxConjuncts = 4;
 /// Most loops, nested in one another, split on expression conditions.
 constexpr size_t kMaxExprDepth = 2;
+/// Most parts a loop is cut into on thresholds of its own var (a concat of that many inputs).
+constexpr size_t kMaxThresholdCuts = 255;
 
 const Call* as_likely(const Expr& e) {
   const Call* c = e.as<Call>();
@@ -214,6 +221,26 @@ class LoopPartitioner : public IRMutator {
     return {a, b};
   }
 
+  /// When every expression conjunct on the loop var has the form `v < c` (v the loop var, c a
+  /// constant: a concat choosing its input along v), the offsets inside (0, n) where they
+  /// change value, increasing; else (or beyond kMaxThresholdCuts) nothing.
+  static std::vector<int64_t> threshold_cuts(const For* op, const std::vector<Guard>& conjuncts,
+                                             int64_t n) {
+    auto mn = as_const_int(op->min);
+    if (!mn) return {};
+    std::vector<int64_t> cuts;
+    for (const Guard& g : conjuncts) {
+      const LT* lt = g.cond.as<LT>();
+      auto c = lt ? as_const_int(lt->b) : std::nullopt;
+      if (!c || lt->a.as<Variable>() != op->loop_var.get()) return {};
+      if (*c - *mn > 0 && *c - *mn < n) cuts.push_back(*c - *mn);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    if (cuts.size() > kMaxThresholdCuts) return {};
+    return cuts;
+  }
+
   Stmt visit(const For* op) override {
     auto ext = as_const_int(op->extent);
     bool kind_ok = op->for_kind == ForKind::kSerial || op->for_kind == ForKind::kParallel ||
@@ -238,6 +265,12 @@ class LoopPartitioner : public IRMutator {
         split = n - suffix;
       }
       if (split > 0 && split < n) return split_loop(op, {split}, false);
+      // Thresholds on the loop var itself (a concat's `c < offset` chain): one part per
+      // interval, in each of which every such condition folds.
+      if (std::vector<int64_t> cuts = threshold_cuts(op, gc.conjuncts, n); !cuts.empty()) {
+        return AttrStmt::make(Ref<Object>(), attr::kPragmaNoUnroll,
+                              make_const(DataType::Int(32), 1), split_loop(op, cuts, false));
+      }
       // Expression conditions (padding): up to three parts, border / middle / border.
       auto [a, b] = expr_split(op, gc.conjuncts, n);
       if (a > 0 || b < n) {

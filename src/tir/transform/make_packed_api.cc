@@ -4,8 +4,11 @@
 // when its condition is false) or a binding (a LetStmt whose scope is everything after it).
 // Checks come in dependency order so that no check reads memory an earlier check has not
 // validated: argument count, all type codes, then per tensor ndim, dtype, device, shape,
-// strides (read only when the strides pointer is not NULL, via if_then_else) and alignment.
+// strides (read only when the strides pointer is not NULL, via if_then_else) and alignment;
+// a tensor whose shape and strides are all constants gets those checks as one
+// kiln.array_check statement (one run-time call instead of a dozen inline checks).
 // The original body ends the chain inside a compute_scope AttrStmt.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,33 @@ Expr array_get(const Var& arr, ArrayField field, DataType t, int dim = -1) {
 std::pair<int, const char*> scalar_type_code(DataType t) {
   if (t.is_float()) return {kKilnFloat, "float"};
   return {kKilnInt, "int"};
+}
+
+/// The buffer's shape then its strides (compact row-major when it has none) as int64
+/// constants, or nothing when one of them is not a constant.
+std::vector<Expr> constant_shape_and_strides(const Buffer& buf) {
+  const size_t ndim = buf->shape.size();
+  std::vector<int64_t> shape, strides(ndim);
+  for (const Expr& s : buf->shape) {
+    auto c = as_const_int(s);
+    if (!c) return {};
+    shape.push_back(*c);
+  }
+  int64_t expected = 1;
+  for (size_t d = ndim; d-- > 0;) {
+    if (buf->strides.empty()) {
+      strides[d] = expected;
+    } else if (auto c = as_const_int(buf->strides[d])) {
+      strides[d] = *c;
+    } else {
+      return {};
+    }
+    expected *= shape[d];
+  }
+  std::vector<Expr> r;
+  for (int64_t v : shape) r.push_back(make_const(DataType::Int(64), v));
+  for (int64_t v : strides) r.push_back(make_const(DataType::Int(64), v));
+  return r;
 }
 
 }  // namespace
@@ -114,6 +144,21 @@ PrimFunc make_packed_api(PrimFunc f) {
     Var arr(buf->name + "_handle", DataType::Handle());
     bind(arr, intrin(DataType::Handle(), builtin::kArgValue, {args, arg_i}));
     const int ndim = static_cast<int>(buf->shape.size());
+    Expr data = array_get(arr, ArrayField::kData, DataType::Handle());
+    if (std::vector<Expr> expect = constant_shape_and_strides(buf); !expect.empty()) {
+      // Every check of this tensor in one run-time call (kiln_check_array): the same checks
+      // and messages as below, in a fraction of the code.
+      std::vector<Expr> a{
+          arr, StringImm::make(label), IntImm::make(DataType::Int(32), ndim),
+          IntImm::make(DataType::Int(32), static_cast<int32_t>(dtype_word(buf->dtype))),
+          make_const(DataType::Int(64), int64_t{std::max(1, buf->data_alignment)})};
+      a.insert(a.end(), expect.begin(), expect.end());
+      steps.push_back(
+          Step{Evaluate::make(intrin(DataType::Int(32), builtin::kArrayCheck, std::move(a))), Var(),
+               Expr()});
+      data_binds.push_back(Step{Stmt(), buf->data, data});
+      continue;
+    }
     Expr got_ndim = array_get(arr, ArrayField::kNDim, DataType::Int(32));
     check(got_ndim == ndim, label + "ndim expected " + std::to_string(ndim) + ", got ", kKilnGotInt,
           got_ndim);
@@ -157,7 +202,6 @@ PrimFunc make_packed_api(PrimFunc f) {
             label + "strides[" + std::to_string(d) + "] expected " + std::to_string(*c) + ", got ",
             kKilnGotInt, got);
     }
-    Expr data = array_get(arr, ArrayField::kData, DataType::Handle());
     if (buf->data_alignment > 1) {
       Expr addr = cast(DataType::Int(64), data);
       check(floormod(addr, make_const(DataType::Int(64), int64_t{buf->data_alignment})) == 0,
