@@ -26,7 +26,9 @@ import sys
 
 # autotune (the knob API) sits below topi: schedule templates declare their knobs on its config
 # spaces, and a tuning task carries a closure that instantiates its template, so autotune needs
-# no topi/graph. tuning (whole-model search) sits above graph and frontend: it compiles models.
+# no topi/graph. tuning (whole-model search: task extraction, the in-network check, the tools' log
+# writing; src/tuning/, include/kiln/tuning/) sits above graph and frontend: it compiles models,
+# and graph (whose strategies build one workload's task, graph/tuning.h) never includes it.
 LAYERS = ["support", "runtime", "ir", "arith", "te", "tir", "target", "autotune", "topi", "graph",
           "frontend", "tuning", "accel", "tools", "python"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
@@ -248,6 +250,9 @@ def self_test():
             "src/arith/bad.cc": '#include "kiln/te/tensor.h"\n',           # lower -> higher
             "include/kiln/te/bad_rel.h": '#include "../graph/graph.h"\n',  # relative, higher
             "src/graph/bad_rel.cc": '#include "../frontend/converter.h"\n',
+            "src/graph/bad_tuning.cc": '#include "kiln/tuning/tasks.h"\n',  # graph -> tuning
+            "include/kiln/tuning/tasks.h": '#include "kiln/graph/graph.h"\n',  # tuning -> graph
+            "src/tuning/ok.cc": '#include "kiln/tuning/tasks.h"\n#include "kiln/graph/graph.h"\n',
             # Rule 2: a private header of a lower layer.
             "src/tir/bad_private.cc": '#include "../arith/analyzer_impl.h"\n',
             # Rule 3.
@@ -291,6 +296,8 @@ def self_test():
             "layer 'graph'",
             "src/graph/bad_rel.cc:1: layer 'graph' includes <../frontend/converter.h> of the "
             "higher layer 'frontend'",
+            "src/graph/bad_tuning.cc:1: layer 'graph' includes <kiln/tuning/tasks.h> of the "
+            "higher layer 'tuning'",
             "src/tir/bad_private.cc:1: layer 'tir' includes src/arith/analyzer_impl.h, a private "
             "header of layer 'arith'",
             "include/kiln/tir/bad.h:1: LLVM header <llvm/IR/Module.h> outside",

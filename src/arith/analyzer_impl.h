@@ -20,7 +20,8 @@ using namespace kiln::ir;  // NOLINT: internal header of the arith layer
 // ---------------------------------------------------------------------------------------------
 // Expression utilities (expr_util.cc)
 
-/// Structural equality with free variables compared by identity. Fast and local to arith.
+/// ir::structural_equal with free variables compared by identity (expr_util.cc says what that
+/// means for bound variables and float constants).
 bool deep_equal(const Expr& a, const Expr& b);
 
 /// Integer helpers with floor semantics.

@@ -1,80 +1,28 @@
-// Expression utilities of the arith layer: structural equality (free variables by identity),
-// floor division on integers, and linear forms. A linear form is a list of (atom, coefficient)
-// pairs plus a constant, parsed from Add/Sub/Mul-by-constant trees; equal atoms merge, and the
-// rebuild is canonical (positive terms in first-appearance order, then subtracted terms, then
-// the constant), so rebuilding a rebuilt form gives the same tree.
+// Expression utilities of the arith layer: structural equality (free variables by identity, by
+// ir::structural_equal), floor division on integers, and linear forms. A linear form is a list of
+// (atom, coefficient) pairs plus a constant, parsed from Add/Sub/Mul-by-constant trees; equal atoms
+// merge, and the rebuild is canonical (positive terms in first-appearance order, then subtracted
+// terms, then the constant), so rebuilding a rebuilt form gives the same tree.
 #include <cstdlib>
 
 #include "analyzer_impl.h"
+#include "kiln/ir/structural.h"
 
 namespace kiln::arith {
 
-namespace {
-bool equal_list(const std::vector<Expr>& a, const std::vector<Expr>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!deep_equal(a[i], b[i])) return false;
-  return true;
-}
-}  // namespace
-
+// One structural equality (ir/structural.h): deep_equal is structural_equal with free variables
+// by identity. Beyond identity, variables bound inside the trees (Let, Reduce axes) compare up
+// to renaming, which keeps equal values equal; float constants compare bitwise (-0.0 and 0.0
+// differ, so a rule that returns one operand of two "equal" ones never changes a sign, and a
+// NaN equals itself); a Reduce compares by structure instead of by identity alone.
+// The simplifier asks this on hot paths, mostly of expressions that differ at the root: those
+// answers (and a variable's, an integer constant's) come without the walker, and agree with it.
 bool deep_equal(const Expr& a, const Expr& b) {
   if (a.same_as(b)) return true;
-  if (!a.defined() || !b.defined()) return false;
-  if (a->kind != b->kind || a.dtype() != b.dtype()) return false;
-  switch (a->kind) {
-    case NodeKind::IntImm:
-      return a.as<IntImm>()->value == b.as<IntImm>()->value;
-    case NodeKind::FloatImm:
-      return a.as<FloatImm>()->value == b.as<FloatImm>()->value;
-    case NodeKind::StringImm:
-      return a.as<StringImm>()->value == b.as<StringImm>()->value;
-    case NodeKind::Variable:
-      return false;  // distinct objects
-    case NodeKind::Cast:
-      return deep_equal(a.as<Cast>()->value, b.as<Cast>()->value);
-#define KILN_EXPR_NODE(T)
-#define KILN_BINARY_NODE(T) \
-  case NodeKind::T:         \
-    return deep_equal(a.as<T>()->a, b.as<T>()->a) && deep_equal(a.as<T>()->b, b.as<T>()->b);
-#include "kiln/ir/node_kinds.def"
-    case NodeKind::Not:
-      return deep_equal(a.as<Not>()->a, b.as<Not>()->a);
-    case NodeKind::Select: {
-      const Select *x = a.as<Select>(), *y = b.as<Select>();
-      return deep_equal(x->condition, y->condition) && deep_equal(x->true_value, y->true_value) &&
-             deep_equal(x->false_value, y->false_value);
-    }
-    case NodeKind::Load: {
-      const Load *x = a.as<Load>(), *y = b.as<Load>();
-      return x->buffer_var.same_as(y->buffer_var) && deep_equal(x->index, y->index) &&
-             deep_equal(x->predicate, y->predicate);
-    }
-    case NodeKind::Ramp: {
-      const Ramp *x = a.as<Ramp>(), *y = b.as<Ramp>();
-      return x->lanes == y->lanes && deep_equal(x->base, y->base) &&
-             deep_equal(x->stride, y->stride);
-    }
-    case NodeKind::Broadcast: {
-      const Broadcast *x = a.as<Broadcast>(), *y = b.as<Broadcast>();
-      return x->lanes == y->lanes && deep_equal(x->value, y->value);
-    }
-    case NodeKind::Let: {
-      const Let *x = a.as<Let>(), *y = b.as<Let>();
-      return x->var.same_as(y->var) && deep_equal(x->value, y->value) &&
-             deep_equal(x->body, y->body);
-    }
-    case NodeKind::Call: {
-      const Call *x = a.as<Call>(), *y = b.as<Call>();
-      return x->name == y->name && x->call_kind == y->call_kind && equal_list(x->args, y->args);
-    }
-    case NodeKind::ProducerLoad: {
-      const ProducerLoad *x = a.as<ProducerLoad>(), *y = b.as<ProducerLoad>();
-      return x->producer.same_as(y->producer) && equal_list(x->indices, y->indices);
-    }
-    default:
-      return false;  // Reduce: identity only
-  }
+  if (!a.defined() || !b.defined() || a->kind != b->kind || a.dtype() != b.dtype()) return false;
+  if (a->kind == NodeKind::Variable) return false;  // free, and not the same object
+  if (a->kind == NodeKind::IntImm) return a.as<IntImm>()->value == b.as<IntImm>()->value;
+  return structural_equal(a, b, /*map_free_vars=*/false);
 }
 
 int64_t floordiv_int(int64_t a, int64_t b) {

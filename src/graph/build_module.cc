@@ -32,7 +32,7 @@
 #include "kiln/tir/lower.h"
 #include "kiln/topi/schedule_injective.h"
 #include "op_attrs.h"
-#include "pass_util.h"
+#include "transform/pass_util.h"
 
 namespace kiln::graph {
 

@@ -1,10 +1,12 @@
 // The graph IR's data structures: attribute maps, tensor types, the node vector with its
-// builders, the text printer and the invariant checker. Everything iterates over the node
-// vector once; the printer emits one line per node in index order, so its output is stable.
+// builders, the text printer, the invariant checker and structural equality. Everything iterates
+// over the node vector once; the printer emits one line per node in index order, so its output is
+// stable.
 
 #include "kiln/graph/graph.h"
 
 #include <charconv>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -134,6 +136,24 @@ std::string TensorType::str() const {
 }
 
 TensorType type_of(const runtime::NDArray& a) { return TensorType{a.shape(), a.dtype()}; }
+
+bool structural_equal(const Graph& a, const Graph& b) {
+  if (a.num_nodes() != b.num_nodes() || a.outputs() != b.outputs() ||
+      a.output_names() != b.output_names())
+    return false;
+  for (int i = 0; i < a.num_nodes(); ++i) {
+    const Node &x = a.node(i), &y = b.node(i);
+    if (x.kind != y.kind || x.op != y.op || x.name != y.name || x.inputs != y.inputs ||
+        x.attrs != y.attrs || x.outputs != y.outputs || x.impl.name != y.impl.name)
+      return false;
+    if (x.value.defined() != y.value.defined()) return false;
+    if (!x.value.defined() || x.value.data() == y.value.data()) continue;
+    if (x.value.dtype() != y.value.dtype() || x.value.shape() != y.value.shape() ||
+        std::memcmp(x.value.data(), y.value.data(), x.value.nbytes()) != 0)
+      return false;
+  }
+  return true;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Graph builders

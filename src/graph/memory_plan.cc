@@ -7,10 +7,11 @@
 // free list (so an output never aliases one of its node's inputs). Argument entries (inputs
 // and params) and heads are never released, so their storage is never shared.
 
+#include "kiln/graph/memory_plan.h"
+
 #include <algorithm>
 #include <cstdio>
 
-#include "kiln/graph/build_module.h"
 #include "kiln/support/error.h"
 
 namespace kiln::graph {

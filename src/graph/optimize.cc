@@ -1,10 +1,7 @@
-// The graph recipe: the passes in order, each through one helper that runs the pass,
-// verifies the result, and prints the graph to stderr when KILN_DUMP_AFTER names the pass
-// (or is "all").
-
-#include <cstdlib>
-#include <functional>
-#include <iostream>
+// The graph recipe: the passes in order, each through the shared instrumented runner
+// (support/pass_runner.h) that times it, verifies the graph after it (Graph::verify), notes
+// whether it changed anything (graph::structural_equal) and prints the graph to stderr when
+// KILN_DUMP_AFTER names the pass (or is "all"). Every step keeps the graph's result names.
 
 #include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
@@ -13,38 +10,54 @@ namespace kiln::graph {
 
 namespace {
 
-Graph step(const char* name, const std::function<Graph(const Graph&)>& pass, const Graph& g) {
-  Graph r = pass(g);
-  if (r.outputs().size() == g.outputs().size()) r.set_output_names(g.output_names());
-  r.verify(name);
-  const char* dump = std::getenv("KILN_DUMP_AFTER");
-  if (dump && (std::string(dump) == name || std::string(dump) == "all")) {
-    std::cerr << "// graph after " << name << "\n" << r.str();
-  }
-  return r;
+PassHooks<Graph> graph_hooks() {
+  PassHooks<Graph> h;
+  h.what = "graph";
+  h.changed = [](const Graph& in, const Graph& out) { return !structural_equal(in, out); };
+  h.verify = [](const Graph& g, const std::string& pass) { g.verify(pass); };
+  h.print = [](const Graph& g) { return g.str(); };
+  return h;
 }
 
 }  // namespace
 
-Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned) {
-  g.verify("construction");
-  g = step("infer_types", infer_types, g);
+Graph optimize(Graph g, const Target& target, const OptimizeOptions& opt) {
+  PassRunner<Graph> p(graph_hooks(), opt);
+  p.verify_input(g, "construction");
+  auto step = [&](const char* name, const std::function<Graph(const Graph&)>& pass) {
+    g = p.run(name, g, [&](const Graph& x) {
+      Graph r = pass(x);
+      if (r.outputs().size() == x.outputs().size()) r.set_output_names(x.output_names());
+      return r;
+    });
+  };
+  step("infer_types", infer_types);
   auto select = [&](const Graph& x) { return select_implementations(x, target); };
-  if (opt_level < 1) return step("select_implementations", select, g);
-  g = step("simplify", simplify, g);
-  g = step("constant_folding", constant_folding, g);
-  g = step("simplify", simplify, g);
-  g = step("common_subexpression_elimination", common_subexpression_elimination, g);
-  g = step("fold_batch_norm", fold_batch_norm, g);
-  if (opt_level >= 2) {
-    g = step(
-        "alter_op_layout", [&](const Graph& x) { return alter_op_layout(x, target, tuned); }, g);
-    g = step("infer_types", infer_types, g);
-    // Weights packed once per node: identical packed copies (an LSTM's steps) merge.
-    g = step("common_subexpression_elimination", common_subexpression_elimination, g);
+  if (opt.opt_level < 1) {
+    step("select_implementations", select);
+    return g;
   }
-  g = step("dead_code_elimination", dead_code_elimination, g);
-  return step("select_implementations", select, g);
+  step("simplify", simplify);
+  step("constant_folding", constant_folding);
+  step("simplify", simplify);
+  step("common_subexpression_elimination", common_subexpression_elimination);
+  step("fold_batch_norm", fold_batch_norm);
+  if (opt.opt_level >= 2) {
+    step("alter_op_layout", [&](const Graph& x) { return alter_op_layout(x, target, opt.tuned); });
+    step("infer_types", infer_types);
+    // Weights packed once per node: identical packed copies (an LSTM's steps) merge.
+    step("common_subexpression_elimination", common_subexpression_elimination);
+  }
+  step("dead_code_elimination", dead_code_elimination);
+  step("select_implementations", select);
+  return g;
+}
+
+Graph optimize(Graph g, int opt_level, const Target& target, TunedConfigs* tuned) {
+  OptimizeOptions opt;
+  opt.opt_level = opt_level;
+  opt.tuned = tuned;
+  return optimize(std::move(g), target, opt);
 }
 
 Graph optimize(Graph g, int opt_level) { return optimize(std::move(g), opt_level, Target::host()); }

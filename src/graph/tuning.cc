@@ -1,4 +1,4 @@
-// Tuning tasks of a graph and the lookup of tuned configs (tuning.h). A task's workload string
+// The task of one workload and the lookup of tuned configs (tuning.h). A task's workload string
 // is the logical workload (Conv2DWorkload::str, or M/N/K for dense), independent of the block
 // sizes a config picks, so the same key names the workload before and after layout alteration.
 
@@ -6,8 +6,6 @@
 
 #include <map>
 
-#include "kiln/graph/strategy.h"
-#include "kiln/graph/transform.h"
 #include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -54,33 +52,6 @@ autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& targe
   return autotune::Task::make(
       topi::lstm_cell_onnx_template({batch, 1, hidden}, target), target,
       "lstm_cell B" + std::to_string(batch) + " H" + std::to_string(hidden));
-}
-
-std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& target) {
-  Graph g = optimize(input, 1, target);
-  std::vector<TuningTask> tasks;
-  std::map<std::string, size_t> index;
-  for (int i = 0; i < g.num_nodes(); ++i) {
-    if (!g.node(i).is_op()) continue;
-    const OpCall call{g, i, target};
-    const std::string where = g.node(i).name.empty() ? "%" + std::to_string(i) : g.node(i).name;
-    // Every tunable implementation the strategy offers, the one the compiler picks untuned
-    // first.
-    for (const Choice& c : strategy_choices(call)) {
-      const Implementation& impl = implementation(c.impl);
-      if (!impl.task) continue;
-      std::optional<autotune::Task> task;
-      try {
-        task = impl.task(call);
-      } catch (const Error&) {
-        continue;  // a workload the template does not cover
-      }
-      auto [it, fresh] = index.emplace(task->key(), tasks.size());
-      if (fresh) tasks.push_back(TuningTask{std::move(*task), impl.tuning_label, {}});
-      tasks[it->second].nodes.push_back(where);
-    }
-  }
-  return tasks;
 }
 
 std::optional<autotune::Config> TunedConfigs::lookup(const autotune::Task& task) {

@@ -159,7 +159,7 @@ class Walker {
   void node(const IRNode* a, const IRNode* b) {
     if (!ok_) return;
     if (!hashing_ && a->kind != b->kind) return fail();
-    mix(static_cast<uint64_t>(a->kind) + 0x51);
+    if (hashing_) mix(static_cast<uint64_t>(a->kind) + 0x51);
     switch (a->kind) {
 #define KILN_EXPR_NODE(T)                                                    \
   case NodeKind::T:                                                          \
@@ -231,7 +231,12 @@ class Walker {
       if (ia == map_.end() || ib == rmap_.end() || ia->second != b || ib->second != a) fail();
       return;
     }
-    if (!map_free_ && a != b) return fail();
+    if (!map_free_) {
+      // A free variable must be the same object on both sides; the pair need not be remembered
+      // (any later use of either variable is checked by the same rule or by a binding's entry).
+      if (a != b) fail();
+      return;
+    }
     map_[a] = b;
     rmap_[b] = a;
   }

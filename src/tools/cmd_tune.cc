@@ -1,12 +1,12 @@
 // `kiln tune MODEL --log FILE.jsonl`: auto-tunes the tunable operator workloads of a model (TVM
 // paper section 5). The model is imported like `kiln compile` does, its unique tunable workloads
-// are extracted (graph/tuning.h: conv2d, depthwise conv2d and dense after the graph passes) and
+// are extracted (tuning/tasks.h: conv2d, depthwise conv2d and dense after the graph passes) and
 // listed, then tuned one by one (autotune/tune.h) with a one-line live progress display on
 // stderr; every measurement is appended to the log as it is made. Run again with the same log, a
 // task resumes where it stopped: its logged trials count toward --trials and are never measured
 // again. At the end a table gives each task's default and best GFLOP/s, then (--network-check)
 // the best configs, the defaults and the runners-up are timed inside the compiled model
-// (graph/network_check.h) and those times appended to the log too. `kiln compile --tuning-log
+// (tuning/network_check.h) and those times appended to the log too. `kiln compile --tuning-log
 // FILE` then builds the model with the best logged config of each workload.
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -14,8 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -24,11 +22,12 @@
 #include "cli_common.h"
 #include "kiln/autotune/tune.h"
 #include "kiln/autotune/tuner.h"
-#include "kiln/graph/network_check.h"
-#include "kiln/graph/tuning.h"
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/support/error.h"
 #include "kiln/target/target.h"
+#include "kiln/tuning/log.h"
+#include "kiln/tuning/network_check.h"
+#include "kiln/tuning/tasks.h"
 
 namespace kiln::cli {
 
@@ -39,7 +38,7 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
   int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4,
-      network_check = graph::NetworkCheckOptions{}.rounds;
+      network_check = tuning::NetworkCheckOptions{}.rounds;
   double timeout_s = 10, compile_timeout_s = 30, minutes = 0;
   unsigned seed = 0;
   bool no_transfer = false;
@@ -75,22 +74,6 @@ std::vector<size_t> parse_task_selection(const std::string& spec, size_t n) {
   std::vector<size_t> r;
   for (size_t i : picked) r.push_back(i - 1);
   return r;
-}
-
-/// Checks the log path before the (slow) import: its directory exists and the file can be
-/// appended to (it is created when missing).
-void check_log_path(const std::string& path) {
-  namespace fs = std::filesystem;
-  KILN_USER_CHECK(!path.empty()) << "--log: empty path";
-  fs::path p(path);
-  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::error_code ec;
-  KILN_USER_CHECK(fs::is_directory(dir, ec))
-      << "--log '" << path << "': directory '" << dir.string() << "' does not exist";
-  KILN_USER_CHECK(!fs::exists(p, ec) || fs::is_regular_file(p, ec))
-      << "--log '" << path << "' exists and is not a regular file";
-  std::ofstream f(path, std::ios::app);
-  KILN_USER_CHECK(f.good()) << "--log '" << path << "': cannot open for appending";
 }
 
 double gflops(const autotune::Task& t, double seconds) {
@@ -146,10 +129,10 @@ struct TaskOutcome {
   autotune::TuneResult result;
 };
 
-/// The network check (graph/network_check.h) after tuning: its records go to the log.
+/// The network check (tuning/network_check.h) after tuning: its records go to the log.
 void check_in_model(const TuneCmdOptions& o, const graph::Graph& g, const Target& target,
-                    const std::vector<graph::TuningTask>& tasks) {
-  graph::NetworkCheckOptions nopt;
+                    const std::vector<tuning::TuningTask>& tasks) {
+  tuning::NetworkCheckOptions nopt;
   nopt.rounds = o.network_check;
   nopt.threads = o.threads;
   nopt.set_inputs = [](runtime::GraphExecutor& ex) { set_random_inputs(ex, 0); };
@@ -159,13 +142,10 @@ void check_in_model(const TuneCmdOptions& o, const graph::Graph& g, const Target
   };
   std::printf("\ntiming the candidates inside the model (%d rounds)\n", o.network_check);
   std::fflush(stdout);
-  graph::NetworkCheckResult r =
-      graph::check_in_network(g, target, tasks, autotune::load_records(o.log).records, nopt);
+  tuning::NetworkCheckResult r =
+      tuning::check_in_network(g, target, tasks, autotune::load_records(o.log).records, nopt);
   std::fprintf(stderr, "\r%-56s\r", "");
-  {
-    autotune::RecordWriter w(o.log);
-    for (const autotune::Record& rec : r.records) w.write(rec);
-  }
+  tuning::append_records(o.log, r.records);
   std::printf("%d model variants compiled and profiled in %.1f s; %zu in-model times logged\n",
               r.variants, r.seconds, r.records.size());
   for (const std::string& line : r.lines) std::printf("  %s\n", line.c_str());
@@ -175,13 +155,13 @@ int tune_model(TuneCmdOptions o) {
   if (o.trials == 0) o.trials = o.minutes > 0 ? 1000000 : 200;
   KILN_USER_CHECK(std::find(kTuners.begin(), kTuners.end(), o.tuner) != kTuners.end())
       << "--tuner '" << o.tuner << "': unknown tuner; choose one of xgb, random, grid, ga";
-  check_log_path(o.log);
+  tuning::check_log_path(o.log);
   auto t0 = Clock::now();
   graph::Graph g = load_model(o.model, o.shapes);
   Target target(o.target);
-  std::vector<graph::TuningTask> tasks = graph::extract_tuning_tasks(g, target);
+  std::vector<tuning::TuningTask> tasks = tuning::extract_tuning_tasks(g, target);
   // Records are filed under the thread count they were measured with.
-  for (graph::TuningTask& t : tasks) t.task = autotune::with_threads(std::move(t.task), o.threads);
+  for (tuning::TuningTask& t : tasks) t.task = autotune::with_threads(std::move(t.task), o.threads);
   std::printf("%s: %zu tunable task(s) (%.0f ms)\n", o.model.c_str(), tasks.size(), ms_since(t0));
   if (tasks.empty()) {
     std::printf(
@@ -191,7 +171,7 @@ int tune_model(TuneCmdOptions o) {
   }
   const size_t n = tasks.size();
   for (size_t i = 0; i < n; ++i) {
-    const graph::TuningTask& t = tasks[i];
+    const tuning::TuningTask& t = tasks[i];
     std::string nodes;
     for (size_t k = 0; k < t.nodes.size(); ++k) {
       if (k == 3) {
@@ -238,7 +218,7 @@ int tune_model(TuneCmdOptions o) {
   const auto t_start = Clock::now();
   size_t tasks_left = selected.size();
   for (size_t i : selected) {
-    const graph::TuningTask& t = tasks[i];
+    const tuning::TuningTask& t = tasks[i];
     TaskOutcome out;
     out.index = i;
     autotune::TuneOptions opt = topt;
@@ -250,7 +230,7 @@ int tune_model(TuneCmdOptions o) {
     }
     --tasks_left;
     if (!o.no_transfer && o.tuner == "xgb")
-      for (const graph::TuningTask& other : tasks)
+      for (const tuning::TuningTask& other : tasks)
         if (other.task.name == t.task.name && other.task.key() != t.task.key())
           opt.transfer_tasks.push_back(other.task);
     opt.progress = [&](const autotune::TuneProgress& p) { display.show(i, n, t.op, p); };
@@ -284,7 +264,7 @@ int tune_model(TuneCmdOptions o) {
   std::vector<std::vector<std::string>> rows = {
       {"task", "op", "default GFLOP/s", "best GFLOP/s", "speedup", "trials"}};
   for (const TaskOutcome& out : outcomes) {
-    const graph::TuningTask& t = tasks[out.index];
+    const tuning::TuningTask& t = tasks[out.index];
     std::string id = std::to_string(out.index + 1) + "/" + std::to_string(n);
     if (!out.ok) {
       rows.push_back({id, t.op, "-", "-", "failed", "-"});

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/golden.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
 #include "kiln/support/error.h"
@@ -40,23 +41,10 @@ TEST(GraphIR, BuildAndPrint) {
   Entry r = g.add_op("relu", {c});
   Entry s = g.add_op("clip", {r}, {{"a_min", 0.0}, {"a_max", 6.0}});
   g.add_output(s);
-  EXPECT_EQ(g.str(),
-            "%0 = input data : float32[1, 3, 8, 8]\n"
-            "%1 = constant w : float32[4, 3, 3, 3]\n"
-            "%2 = conv2d(%0, %1, padding=[1, 1, 1, 1], strides=[1, 1]) : ?  # conv1\n"
-            "%3 = relu(%2) : ?\n"
-            "%4 = clip(%3, a_max=6.0, a_min=0.0) : ?\n"
-            "output %4\n");
+  KILN_EXPECT_GOLDEN("graph_ir_build_and_print", g.str());
   Graph t = infer_types(g);
   t.verify("test");
-  EXPECT_EQ(t.str(),
-            "%0 = input data : float32[1, 3, 8, 8]\n"
-            "%1 = constant w : float32[4, 3, 3, 3]\n"
-            "%2 = conv2d(%0, %1, dilation=[1, 1], groups=1, padding=[1, 1, 1, 1], "
-            "strides=[1, 1]) : float32[1, 4, 8, 8]  # conv1\n"
-            "%3 = relu(%2) : float32[1, 4, 8, 8]\n"
-            "%4 = clip(%3, a_max=6.0, a_min=0.0) : float32[1, 4, 8, 8]\n"
-            "output %4\n");
+  KILN_EXPECT_GOLDEN("graph_ir_build_and_print_2", t.str());
 }
 
 TEST(GraphIR, AttrValuesPrint) {

@@ -2,7 +2,7 @@
 // (1 < groups, not depthwise) into conv2d_grouped_nchwc running conv2d_grouped_nchwc.cpu, blocked
 // tensors flow from and to the 1x1 convolutions around it without layout transforms when the
 // group width is a multiple of the block, the compiled models match opt_level 0 on random
-// inputs, and tuning task extraction yields the grouped task.
+// inputs (task extraction yields the grouped task: tests/tuning/task_extraction_test.cc).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,7 +10,6 @@
 #include "graph/graph_test_util.h"
 #include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
-#include "kiln/graph/tuning.h"
 
 namespace kiln::graph {
 namespace {
@@ -98,24 +97,6 @@ TEST(GroupedConv, CompiledModelsMatchUnoptimized) {
     EXPECT_EQ(n->impl.name, "conv2d_grouped_nchwc.cpu") << a.str();
     EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 7).max_err, 1e-4);
   }
-}
-
-TEST(GroupedConv, TuningTaskExtraction) {
-  std::mt19937 rng(2);
-  Graph g = bottleneck(rng, 32, 64, 4, 8, 1);
-  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
-  int grouped = 0;
-  for (const TuningTask& t : tasks) {
-    if (t.op != "conv2d_grouped") continue;
-    ++grouped;
-    EXPECT_EQ(t.task.name, "conv2d_grouped_nchwc");
-    EXPECT_EQ(t.nodes, std::vector<std::string>{"grouped"});
-    EXPECT_NE(t.task.key().find("groups 4"), std::string::npos) << t.task.key();
-    // The layout is pinned; the schedule knobs are tunable.
-    EXPECT_EQ(t.task.space.knob("tile_ic").candidates.size(), 1u);
-    EXPECT_GT(t.task.space.knob("tile_ow").candidates.size(), 1u);
-  }
-  EXPECT_EQ(grouped, 1);
 }
 
 TEST(GroupedConv, NonConstantWeightsKeepTheNCHWSchedule) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/golden.h"
 #include "graph/graph_test_util.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/transform.h"
@@ -56,17 +57,7 @@ TEST(FoldBatchNorm, GoldenAndFoldedValues) {
   Graph g = infer_types(conv_bias_bn(rng, C, O));
   Graph f = dead_code_elimination(fold_batch_norm(g));
   f.verify("test");
-  EXPECT_EQ(f.str(),
-            "%0 = input x : float32[1, 3, 6, 6]\n"
-            "%1 = constant w_scaled : float32[4, 3, 3, 3]\n"
-            "%2 = conv2d(%0, %1, dilation=[1, 1], groups=1, padding=[1, 1, 1, 1], strides=[1, 1]) "
-            ": float32[1, 4, 6, 6]  # conv\n"
-            "%3 = constant bias_scaled : float32[1, 4, 1, 1]\n"
-            "%4 = add(%2, %3) : float32[1, 4, 6, 6]\n"
-            "%5 = constant bn_shift : float32[1, 4, 1, 1]\n"
-            "%6 = add(%4, %5) : float32[1, 4, 6, 6]  # bn\n"
-            "%7 = relu(%6) : float32[1, 4, 6, 6]  # relu\n"
-            "output %7\n");
+  KILN_EXPECT_GOLDEN("layout_fold_batch_norm_golden_and_folded_values", f.str());
   // w_scaled[o] = w[o] * gamma[o] / sqrt(var[o] + eps); shift = beta - mean * scale.
   const float *w = constant_named(g, "w").data_as<float>(),
               *ws = constant_named(f, "w_scaled").data_as<float>();
@@ -132,29 +123,7 @@ TEST(AlterLayout, BlockedChainGolden) {
   Graph a = dead_code_elimination(alter_op_layout(g, Target::host()));
   a.verify("test");
   if (Target::host().vector_bits() != 512) GTEST_SKIP() << "golden written for 16-lane blocks";
-  EXPECT_EQ(a.str(),
-            "%0 = input x : float32[1, 32, 8, 8]\n"
-            "%1 = layout_transform(%0, dst_layout=\"NCHW16c\", src_layout=\"NCHW\") : "
-            "float32[1, 2, 8, 8, 16]\n"
-            "%2 = constant w1_packed : float32[2, 2, 3, 3, 16, 16]\n"
-            "%3 = conv2d_nchwc(%1, %2, dilation=[1, 1], padding=[1, 1, 1, 1], strides=[1, 1]) : "
-            "float32[1, 2, 8, 8, 16]  # conv1\n"
-            "%4 = constant b1_NCHW16c : float32[1, 2, 1, 1, 16]\n"
-            "%5 = add(%3, %4) : float32[1, 2, 8, 8, 16]\n"
-            "%6 = relu(%5) : float32[1, 2, 8, 8, 16]  # relu1\n"
-            "%7 = constant w2_packed : float32[2, 2, 3, 3, 16, 16]\n"
-            "%8 = conv2d_nchwc(%6, %7, dilation=[1, 1], padding=[1, 1, 1, 1], strides=[1, 1]) : "
-            "float32[1, 2, 8, 8, 16]  # conv2\n"
-            "%9 = add(%8, %1) : float32[1, 2, 8, 8, 16]  # residual\n"
-            "%10 = relu(%9) : float32[1, 2, 8, 8, 16]  # relu2\n"
-            "%11 = global_avg_pool2d(%10, layout=\"NCHW16c\") : float32[1, 2, 1, 1, 16]  # pool\n"
-            "%12 = layout_transform(%11, dst_layout=\"NCHW\", src_layout=\"NCHW16c\") : "
-            "float32[1, 32, 1, 1]\n"
-            "%13 = reshape(%12, newshape=[1, 32]) : float32[1, 32]  # flatten\n"
-            "%14 = constant fc_packed : float32[1, 32, 16]\n"
-            "%15 = dense_packed(%13, %14, orig_units=10, units=16) : float32[1, 16]  # fc_padded\n"
-            "%16 = strided_slice(%15, begin=[0, 0], end=[1, 10]) : float32[1, 10]  # fc\n"
-            "output %16\n");
+  KILN_EXPECT_GOLDEN("layout_alter_layout_blocked_chain_golden", a.str());
   // Packed weights: w1_packed[ob, ib, kh, kw, ii, oi] = w1[ob*16 + oi, ib*16 + ii, kh, kw].
   const float *w = constant_named(g, "w1").data_as<float>(),
               *p = constant_named(a, "w1_packed").data_as<float>();

@@ -1,6 +1,7 @@
 // Graph passes: golden text after each pass on small graphs, constant folding checked
-// numerically against values computed here, and every pass on a 10,000-node relu chain
-// (no recursion, well under a second).
+// numerically against values computed here, every pass on a 10,000-node relu chain
+// (no recursion, well under a second), and the recipe on the shared pass runner: records,
+// "unchanged", the dump after a named pass, the verifier, and the graph's structural equality.
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/golden.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/transform.h"
 
@@ -36,13 +38,7 @@ TEST(DeadCode, RemovesUnused) {
   g.add_output(g.add_op("sigmoid", {a}));
   Graph r = dead_code_elimination(infer_types(g));
   r.verify("test");
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[4]\n"
-            "%1 = input unused_in : float32[4]\n"
-            "%2 = constant c : float32[4]\n"
-            "%3 = add(%0, %2) : float32[4]\n"
-            "%4 = sigmoid(%3) : float32[4]\n"
-            "output %4\n");
+  KILN_EXPECT_GOLDEN("pass_dead_code_removes_unused", r.str());
 }
 
 TEST(CSE, MergesDuplicates) {
@@ -57,14 +53,7 @@ TEST(CSE, MergesDuplicates) {
   g.add_output(g.add_op("add", {c1, c2}));
   g.add_output(g.add_op("add", {c1, c2}));
   Graph r = dead_code_elimination(common_subexpression_elimination(infer_types(g)));
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[4]\n"
-            "%1 = relu(%0) : float32[4]\n"
-            "%2 = exp(%1) : float32[4]\n"
-            "%3 = clip(%2, a_max=1.0, a_min=0.0) : float32[4]\n"
-            "%4 = clip(%2, a_max=2.0, a_min=0.0) : float32[4]\n"
-            "%5 = add(%3, %4) : float32[4]\n"
-            "output %5, %5\n");
+  KILN_EXPECT_GOLDEN("pass_cse_merges_duplicates", r.str());
 }
 
 TEST(InferTypes, Bfloat16ArithmeticIsRefusedCastIsNot) {
@@ -98,18 +87,7 @@ TEST(CSE, MergesEqualConstants) {
   Entry r4 = g.add_op("reshape", {c4}, {{"newshape", Ints{2, 3}}});
   g.add_output(g.add_op("add", {g.add_op("add", {a1, a2}), g.add_op("add", {a3, r4})}));
   Graph r = dead_code_elimination(common_subexpression_elimination(infer_types(g)));
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[2, 3]\n"
-            "%1 = constant c1 : float32[2, 3]\n"
-            "%2 = constant c3 : float32[2, 3]\n"
-            "%3 = constant c4 : float32[3, 2]\n"
-            "%4 = add(%0, %1) : float32[2, 3]\n"
-            "%5 = add(%0, %2) : float32[2, 3]\n"
-            "%6 = reshape(%3, newshape=[2, 3]) : float32[2, 3]\n"
-            "%7 = add(%4, %4) : float32[2, 3]\n"
-            "%8 = add(%5, %6) : float32[2, 3]\n"
-            "%9 = add(%7, %8) : float32[2, 3]\n"
-            "output %9\n");
+  KILN_EXPECT_GOLDEN("pass_cse_merges_equal_constants", r.str());
 }
 
 TEST(ConstantFolding, ShapeLikeSubgraph) {
@@ -124,11 +102,7 @@ TEST(ConstantFolding, ShapeLikeSubgraph) {
   g.add_output(g.add_op("multiply", {x, t}));
   Graph f = dead_code_elimination(constant_folding(infer_types(g)));
   f.verify("test");
-  EXPECT_EQ(f.str(),
-            "%0 = input x : float32[2, 3]\n"
-            "%1 = constant transpose_folded : float32[2, 3]\n"
-            "%2 = multiply(%0, %1) : float32[2, 3]\n"
-            "output %2\n");
+  KILN_EXPECT_GOLDEN("pass_constant_folding_shape_like_subgraph", f.str());
   // s[i][j] = (2i + j) + 10 (2i + j + 1); t[j][i] = s[i][j].
   const float* v = f.node(1).value.data_as<float>();
   for (int j = 0; j < 2; ++j)
@@ -146,10 +120,7 @@ TEST(ConstantFolding, NamesAreUnique) {
   g.add_output(a);
   g.add_output(b);
   Graph f = dead_code_elimination(constant_folding(infer_types(g)));
-  EXPECT_EQ(f.str(),
-            "%0 = constant e_folded : float32[3]\n"
-            "%1 = constant e_folded_folded : float32[3]\n"
-            "output %0, %1\n");
+  KILN_EXPECT_GOLDEN("pass_constant_folding_names_are_unique", f.str());
   EXPECT_NEAR(f.node(1).value.data_as<float>()[2], -std::exp(3.0), 1e-4);
 }
 
@@ -168,11 +139,7 @@ TEST(Simplify, IdentitiesAndAlgebra) {
   Entry h = g.add_op("add", {f, big_zero});  // broadcasts to a bigger shape: stays
   g.add_output(h);
   Graph r = dead_code_elimination(simplify(infer_types(g)));
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[2, 3, 4]\n"
-            "%1 = constant big_zero : float32[5, 2, 3, 4]\n"
-            "%2 = add(%0, %1) : float32[5, 2, 3, 4]\n"
-            "output %2\n");
+  KILN_EXPECT_GOLDEN("pass_simplify_identities_and_algebra", r.str());
 }
 
 TEST(Simplify, PowerByOneAndTwo) {
@@ -184,12 +151,7 @@ TEST(Simplify, PowerByOneAndTwo) {
   Entry c = g.add_op("power", {b, g.add_constant("three", iota({}, 3, 0))});  // stays
   g.add_output(c);
   Graph r = dead_code_elimination(simplify(infer_types(g)));
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[2, 3]\n"
-            "%1 = multiply(%0, %0) : float32[2, 3]\n"
-            "%2 = constant three : float32[]\n"
-            "%3 = power(%1, %2) : float32[2, 3]\n"
-            "output %3\n");
+  KILN_EXPECT_GOLDEN("pass_simplify_power_by_one_and_two", r.str());
 }
 
 TEST(Simplify, TransposeAndReshapeChains) {
@@ -203,11 +165,7 @@ TEST(Simplify, TransposeAndReshapeChains) {
   Entry r2 = g.add_op("reshape", {r1}, {{"newshape", Ints{-1}}});
   g.add_output(r2);
   Graph r = dead_code_elimination(simplify(infer_types(g)));
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[2, 3, 4]\n"
-            "%1 = transpose(%0, axes=[1, 2, 0]) : float32[3, 4, 2]\n"
-            "%2 = reshape(%1, newshape=[24]) : float32[24]\n"
-            "output %2\n");
+  KILN_EXPECT_GOLDEN("pass_simplify_transpose_and_reshape_chains", r.str());
 }
 
 TEST(Optimize, Recipe) {
@@ -222,12 +180,7 @@ TEST(Optimize, Recipe) {
   Entry bias = g.add_op("exp", {g.add_constant("b", iota({4}, 0, 0))});  // folds to ones
   g.add_output(g.add_op("multiply", {s, bias}));                         // x·1 after folding
   Graph r = optimize(g, 1);
-  EXPECT_EQ(r.str(),
-            "%0 = input x : float32[1, 4]\n"
-            "%1 = constant w : float32[4, 4]\n"
-            "%2 = dense(%0, %1) : float32[1, 4]\n"
-            "%3 = add(%2, %2) : float32[1, 4]\n"
-            "output %3\n");
+  KILN_EXPECT_GOLDEN("pass_optimize_recipe", r.str());
   // Level 2 adds layout alteration: the weights are packed into a 16-wide panel (zero past
   // row 4), the product computed over it and sliced.
   Graph r2 = optimize(g, 2);
@@ -279,6 +232,107 @@ TEST(Passes, LongChain) {
   });
   Graph o = timed("optimize", [&] { return optimize(g, 2); });
   for (const Node& n : o.nodes()) EXPECT_TRUE(!n.is_op() || !n.impl.name.empty());
+}
+
+// ---- the recipe on the shared pass runner (support/pass_runner.h) ----------------------------
+
+/// x [2, 3] → identity → add(·, zeros) → relu, with a batch norm of constant parameters: the
+/// first simplify changes the graph, the second does not.
+Graph runner_graph() {
+  Graph g;
+  Entry x = g.add_input("x", {1, 2, 3, 3}, f32);
+  Entry i = g.add_op("identity", {x});
+  Entry a = g.add_op("add", {i, g.add_constant("zero", iota({1, 2, 3, 3}, 0, 0))});
+  Entry bn = g.add_op(
+      "batch_norm",
+      {a, g.add_constant("gamma", iota({2}, 1, 0.5)), g.add_constant("beta", iota({2}, 0.25, 0.25)),
+       g.add_constant("mean", iota({2}, -0.5, 1)), g.add_constant("var", iota({2}, 2, 1))},
+      {}, "bn");
+  g.add_output(g.add_op("relu", {bn}, {}, "act"));
+  g.set_output_names({"y"});
+  return g;
+}
+
+TEST(Optimize, RecordsEveryPassAndWhetherItChangedTheGraph) {
+  std::vector<PassRecord> records;
+  OptimizeOptions opt;
+  opt.opt_level = 1;
+  opt.records = &records;
+  Graph r = optimize(runner_graph(), Target::host(), opt);
+  std::vector<std::string> names;
+  for (const PassRecord& rec : records) {
+    names.push_back(rec.name);
+    EXPECT_GE(rec.ms, 0) << rec.name;
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"infer_types", "simplify", "constant_folding", "simplify",
+                                      "common_subexpression_elimination", "fold_batch_norm",
+                                      "dead_code_elimination", "select_implementations"}));
+  ASSERT_EQ(records.size(), 8u);
+  EXPECT_TRUE(records[0].changed);   // types filled in
+  EXPECT_TRUE(records[1].changed);   // identity and x + 0 bypassed
+  EXPECT_FALSE(records[3].changed);  // nothing left for the second simplify
+  EXPECT_TRUE(records[5].changed);   // the batch norm became multiply → add
+  EXPECT_TRUE(records[6].changed);   // the bypassed nodes removed
+  EXPECT_EQ(r.output_names(), std::vector<std::string>{"y"});  // kept by every step
+}
+
+TEST(Optimize, DumpsTheGraphAfterTheNamedPass) {
+  OptimizeOptions opt;
+  opt.opt_level = 1;
+  std::vector<std::string> dumped;
+  std::string after_fold;
+  opt.dump_after = "fold_batch_norm";
+  opt.dump = [&](const std::string& pass, const Graph& g) {
+    dumped.push_back(pass);
+    after_fold = g.str();
+  };
+  optimize(runner_graph(), Target::host(), opt);
+  EXPECT_EQ(dumped, std::vector<std::string>{"fold_batch_norm"});
+  EXPECT_EQ(after_fold.find("batch_norm("), std::string::npos) << after_fold;
+  EXPECT_NE(after_fold.find("multiply("), std::string::npos) << after_fold;
+  // From the environment, to stderr, with the pass's time and "(unchanged)" when it is.
+  setenv("KILN_DUMP_AFTER", "all", 1);
+  ::testing::internal::CaptureStderr();
+  optimize(runner_graph(), 1);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  unsetenv("KILN_DUMP_AFTER");
+  EXPECT_NE(err.find("// graph after fold_batch_norm, "), std::string::npos) << err;
+  EXPECT_NE(err.find("// graph after simplify (unchanged), "), std::string::npos) << err;
+  EXPECT_NE(err.find("output %"), std::string::npos) << err;
+}
+
+TEST(Optimize, AVerifierFailureNamesTheStep) {
+  // Two constants named alike break Graph::verify's invariants: caught before the first pass.
+  Graph g;
+  Entry x = g.add_input("x", {4}, f32);
+  g.add_output(g.add_op("add", {x, g.add_constant("k", iota({4}, 1, 1))}));
+  g.mutable_node(1).name = "x";
+  const std::string msg = error_of([&] { optimize(g, 1); });
+  EXPECT_NE(msg.find("graph after construction: name 'x' of %1 is used twice"), std::string::npos)
+      << msg;
+}
+
+TEST(GraphStructuralEqual, ComparesNodesAttributesAndConstantValues) {
+  auto make = [](float c, double alpha, const std::string& name) {
+    Graph g;
+    Entry x = g.add_input("x", {4}, f32);
+    Entry k = g.add_constant("k", iota({4}, c, 1));
+    g.add_output(g.add_op("leaky_relu", {g.add_op("add", {x, k})}, {{"alpha", alpha}}, name));
+    return infer_types(g);
+  };
+  const Graph a = make(1, 0.1, "act");
+  EXPECT_TRUE(structural_equal(a, a));
+  EXPECT_TRUE(structural_equal(a, make(1, 0.1, "act")));     // other buffers, same values
+  EXPECT_FALSE(structural_equal(a, make(2, 0.1, "act")));    // a constant's values
+  EXPECT_FALSE(structural_equal(a, make(1, 0.2, "act")));    // an attribute
+  EXPECT_FALSE(structural_equal(a, make(1, 0.1, "other")));  // a node's name
+  Graph untyped = a;
+  untyped.mutable_node(3).outputs[0] = TensorType{};
+  EXPECT_FALSE(structural_equal(a, untyped));  // an output type
+  Graph chosen = a;
+  chosen.mutable_node(3).impl.name = "injective.generic";
+  EXPECT_FALSE(structural_equal(a, chosen));  // the chosen implementation
 }
 
 }  // namespace

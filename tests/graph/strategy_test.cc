@@ -1,24 +1,19 @@
 // Op strategies (graph/strategy.h) and targets as data: the choices a conv2d gets on a CPU, the
-// implementation recorded on every node by the optimizer (and read back by the build and task
-// extraction), a toy target kind with its own strategy compiling a model with the LLVM code
-// generator, and a new op defined entirely in this file — compute, CPU strategy and tunable
-// template — that compiles, tunes a few trials and runs correctly without touching the compiler.
+// implementation recorded on every node by the optimizer (and read back by the build), a toy
+// target kind with its own strategy compiling a model with the LLVM code generator, and batched
+// products. Task extraction from the same records, and a new op defined entirely in a test file
+// that compiles, tunes and runs, are whole-model tuning: tests/tuning/.
 #include "kiln/graph/strategy.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <filesystem>
 
 #include "common/error.h"
 #include "graph_test_util.h"
-#include "kiln/autotune/record.h"
-#include "kiln/autotune/tune.h"
-#include "kiln/autotune/tuner.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
 #include "kiln/graph/tuning.h"
-#include "kiln/ir/op.h"
 #include "kiln/topi/schedule_injective.h"
 
 namespace kiln::graph {
@@ -93,11 +88,7 @@ TEST(Strategy, EveryNodeCarriesItsImplementation) {
     EXPECT_EQ(n.impl.task().key(), conv2d_task(wl, Target::host()).key());
   }
   EXPECT_EQ(blocked, 1);
-  // Task extraction reads the same strategies: one direct task, named by the template's label.
-  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
-  ASSERT_EQ(tasks.size(), 1u);
-  EXPECT_EQ(tasks[0].op, "conv2d");
-  EXPECT_EQ(tasks[0].nodes, (std::vector<std::string>{"conv"}));
+  // Task extraction reads the same record: tests/tuning/task_extraction_test.cc.
 }
 
 TEST(Strategy, RegistryRefusesDuplicates) {
@@ -169,110 +160,6 @@ TEST(Strategy, ToyTargetKindCompilesAModel) {
             std::string::npos);
 }
 
-// ---- a new op from this file: compute, strategy and a tunable template ----------------------
-
-/// y = x * scale + 1 over a [rows, cols] tensor.
-te::Tensor scale_add(const te::Tensor& x, double scale, const std::string& name) {
-  return te::compute(
-      x->shape,
-      [&](ir::Var i, ir::Var j) {
-        return x(i, j) * ir::make_const(x->dtype, scale) + ir::make_const(x->dtype, 1.0);
-      },
-      name, topi::tag::kElemWise);
-}
-
-/// The template's schedule: rows split by a tuned factor, the inner columns vectorized.
-void schedule_scale_add(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out) {
-  te::Stage st = s[out];
-  const int64_t cols = *ir::as_const_int(out->shape[1]);
-  cfg.define_split("tile_x", cols, 2, autotune::SplitPolicy::kFactors, 16);
-  if (cfg.is_fallback()) cfg.fallback_split("tile_x", {-1, 1});
-  std::vector<te::IterVar> x = cfg.split("tile_x").apply(st, st.op_axis()[1]);
-  st.vectorize(x[1]);
-}
-
-autotune::Task scale_add_task(int64_t rows, int64_t cols, const Target& target) {
-  autotune::Template t{"test_scale_add", "1", [rows, cols](autotune::Config& cfg) {
-                         te::Tensor x = te::placeholder({rows, cols}, DataType::Float(32), "x");
-                         te::Tensor y = scale_add(x, 2.0, "y");
-                         te::Schedule s = te::create_schedule({y});
-                         schedule_scale_add(cfg, s, y);
-                         return autotune::Instance{s, {x, y}};
-                       }};
-  return autotune::Task::make(t, target,
-                              "scale_add " + std::to_string(rows) + "x" + std::to_string(cols));
-}
-
-void register_scale_add_op() {
-  OpDef def;
-  def.name = "test_scale_add";
-  def.attrs = {{"scale", AttrKind::kFloat, 1.0}};
-  def.pattern = topi::OpPattern::kOutEWiseFusable;
-  def.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& name) {
-    return std::vector<te::Tensor>{scale_add(in[0], a.get_float("scale"), name)};
-  };
-  OpRegistry::register_op(def);
-  register_implementation({"test_scale_add.cpu",
-                           [](const ScheduleInput& in) {
-                             te::Schedule s = te::create_schedule(in.outs);
-                             schedule_scale_add(in.config, s, in.outs[0]);
-                             return s;
-                           },
-                           [](const OpCall& c) {
-                             const TensorType& t = c.input_type(0);
-                             return scale_add_task(t.shape[0], t.shape[1], c.target);
-                           },
-                           nullptr, "scale_add"});
-  register_strategy("test_scale_add", "cpu", [](const OpCall&) {
-    return std::vector<Choice>{{"test_scale_add.cpu", 10, false}};
-  });
-}
-
-TEST(Strategy, NewOpFromATestCompilesTunesAndRuns) {
-  static bool registered = (register_scale_add_op(), true);
-  ASSERT_TRUE(registered);
-  Graph g;
-  Entry x = g.add_input("x", {8, 64}, f32);
-  g.add_output(g.add_op("test_scale_add", {x}, {{"scale", 2.0}}, "sa"));
-  const Target host = Target::host();
-  std::vector<TuningTask> tasks = extract_tuning_tasks(g, host);
-  ASSERT_EQ(tasks.size(), 1u);
-  EXPECT_EQ(tasks[0].op, "scale_add");
-  EXPECT_EQ(tasks[0].task.key(), "test_scale_add(scale_add 8x64)");
-  // A few trials of a real tune, logged.
-  const std::string log =
-      (std::filesystem::temp_directory_path() / "kiln_strategy_test_scale_add.jsonl").string();
-  std::filesystem::remove(log);
-  autotune::TuneOptions opt;
-  opt.n_trials = 4;
-  opt.batch_size = 2;
-  opt.log_path = log;
-  opt.measure.repeat = 1;
-  opt.measure.min_repeat_ms = 0.05;
-  opt.measure.rotate_bytes = 0;
-  autotune::RandomTuner tuner(tasks[0].task, /*seed=*/1);
-  autotune::TuneResult res = autotune::tune(tasks[0].task, tuner, opt);
-  EXPECT_GE(res.trials, 1);
-  ASSERT_TRUE(res.best.has_value());
-  BuildOptions bo;
-  bo.tuning_records = autotune::load_records(log).records;
-  CompiledModule m = build_module(g, host, bo);
-  ASSERT_GE(m.tuning_report.size(), 2u);
-  EXPECT_EQ(m.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
-  EXPECT_EQ(m.tuning_report[1].rfind("tuned   test_scale_add(scale_add 8x64)", 0), 0u);
-  std::mt19937 rng4(4);
-  runtime::NDArray xv = random_array({8, 64}, rng4);
-  auto e = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
-  e.set_input("x", xv);
-  runtime::NDArray out = e.get_output(0);
-  std::fill(out.data_as<float>(), out.data_as<float>() + out.numel(), std::nanf(""));
-  e.run();
-  out = e.get_output(0);
-  for (int64_t k = 0; k < xv.numel(); ++k)
-    ASSERT_FLOAT_EQ(out.data_as<float>()[k], xv.data_as<float>()[k] * 2.0f + 1.0f) << k;
-  std::filesystem::remove(log);
-}
-
 // ---- batched products: attention's matmuls of 3-D activations --------------------------------
 
 TEST(Strategy, BatchedMatmulRunsTheBatchTemplateWithItsEpilogue) {
@@ -295,10 +182,6 @@ TEST(Strategy, BatchedMatmulRunsTheBatchTemplateWithItsEpilogue) {
       ++batched;
     }
   EXPECT_EQ(batched, 1);
-  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
-  ASSERT_EQ(tasks.size(), 1u);
-  EXPECT_EQ(tasks[0].op, "batch_matmul");
-  EXPECT_EQ(tasks[0].nodes, (std::vector<std::string>{"qk"}));
 
   CompiledModule m = build_module(g, Target::host(), BuildOptions{3, true});
   EXPECT_EQ(m.num_kernels, 1);  // the bias and relu are the product's epilogue

@@ -97,6 +97,18 @@ TEST(Structural, LetAndAllocateBindVariables) {
   EXPECT_FALSE(structural_equal(ls1, LetStmt::make(y, n, Evaluate::make(x + 1)), true));
 }
 
+TEST(Structural, FreeAndBoundUsesOfOneVariableStayABijection) {
+  // Free variables are not remembered when they must be identical (map_free_vars off); a
+  // variable free on one side and bound on the other still never matches.
+  Var x("x"), y("y"), n("n");
+  // x free, then a Let binding y (left) to x (right): the body's x on the right is the bound one.
+  EXPECT_TRUE(structural_equal(x + Let::make(y, n, y + 1), x + Let::make(x, n, x + 1)));
+  EXPECT_FALSE(structural_equal(x + Let::make(y, n, y + x), x + Let::make(x, n, x + x)));
+  // After the binding x (left) <-> y (right), a use pairing x with itself is refused.
+  EXPECT_FALSE(structural_equal(Let::make(x, n, x) + x, Let::make(y, n, y) + x));
+  EXPECT_FALSE(structural_equal(Let::make(x, n, x) + y, Let::make(y, n, y) + y));
+}
+
 TEST(Structural, ReusedLoopVariableMatchesFreshOnes) {
   // Two sequential loops sharing one Var object equal two loops with distinct vars.
   Var a("A", DataType::Handle()), i("i"), j("j"), k("k");

@@ -220,4 +220,9 @@ class Graph {
 /// The type of a constant's value.
 TensorType type_of(const runtime::NDArray& a);
 
+/// True when `a` and `b` are the same graph: the same nodes in the same order (kind, op, name,
+/// inputs, attributes, output types, chosen implementation's name; constants' values bitwise),
+/// the same results and result names. The pass runner's "changed" (support/pass_runner.h).
+bool structural_equal(const Graph& a, const Graph& b);
+
 }  // namespace kiln::graph

@@ -128,7 +128,7 @@ std::vector<te::Tensor> placeholders_for(const std::vector<TensorType>& types);
 /// The static type of a te tensor (internal error if its shape is not constant).
 TensorType tensor_type(const te::Tensor& t);
 
-// Registration functions, one per family (src/graph/ops_*.cc); called by OpRegistry::global.
+// Registration functions, one per family (src/graph/ops/ops_*.cc); called by OpRegistry::global.
 void register_elemwise_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_transform_ops(OpRegistry& r);
@@ -137,13 +137,10 @@ void register_layout_ops(OpRegistry& r);
 /// Sequence models, transposed convolution, resize and the other ONNX-driven ops (ops_extra.cc).
 void register_extra_ops(OpRegistry& r);
 /// N-d convolution and pooling (ops_ndim.cc), signal processing and sampling (ops_signal.cc),
-/// data-dependent output shapes (ops_dynamic.cc), control flow (ops_control.cc), other corner
-/// cases (ops_misc.cc).
+/// data-dependent output shapes (ops_dynamic.cc), LSTM cells (ops_rnn.cc).
 void register_ndim_ops(OpRegistry& r);
 void register_signal_ops(OpRegistry& r);
 void register_dynamic_ops(OpRegistry& r);
-void register_control_ops(OpRegistry& r);
-void register_misc_ops(OpRegistry& r);
 void register_rnn_ops(OpRegistry& r);
 
 }  // namespace kiln::graph

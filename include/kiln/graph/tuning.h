@@ -1,23 +1,21 @@
 /// \file tuning.h
-/// \brief The graph compiler's side of auto-tuning: which operator workloads of a model are
-/// tunable (the tasks `kiln tune` tunes), and the configs a tuning log gives them when the model
-/// is compiled.
+/// \brief The graph compiler's side of auto-tuning: the task of one workload (what the
+/// strategies' `task` hooks and layout hooks call, so the workload key is built in one place), and
+/// the configs a tuning log gives the workloads when a model is compiled.
 ///
-///   std::vector<graph::TuningTask> tasks = graph::extract_tuning_tasks(g, target);
-///   for (auto& t : tasks) autotune::tune(t.task, *autotune::make_tuner("xgb", t.task), opt);
-///   ...
 ///   graph::BuildOptions bo;
 ///   bo.tuning_records = autotune::load_records("model.jsonl").records;
 ///   graph::CompiledModule m = graph::build_module(g, target, bo);  // m.tuning_report
 ///
-/// A task is the tuning task of a tunable implementation (strategy.h, Implementation::task) that
-/// a node's strategy offers: today the CPU templates conv2d_nchwc (groups 1), Winograd,
-/// depthwise_conv2d_nchwc (multiplier 1), dense_packed and the packed LSTM cell, for the
-/// workload of a node with constant weights after the graph passes (batch-norm folding
-/// included). Workloads are keyed by their logical NCHW shapes and attributes, so the tuned
-/// config's schedule applies before and after layout alteration. The channel blocks stay the
-/// default ones (see conv2d_task). Grouped convolutions (not depthwise) yield conv2d_grouped_nchwc
-/// tasks (conv2d_grouped_task).
+/// Whole-model tuning -- extracting a model's tasks (tuning/tasks.h), the in-network check
+/// (tuning/network_check.h), the tools' log writing -- is the `tuning` layer above graph: it
+/// compiles models, and the graph layer must not depend on it. These task functions stay here
+/// because the strategies (src/graph/strategy/) call them, and a layer below cannot call up.
+///
+/// Workloads are keyed by their logical NCHW shapes and attributes, so the tuned config's
+/// schedule applies before and after layout alteration. The channel blocks stay the default ones
+/// (see conv2d_task). Grouped convolutions (not depthwise) yield conv2d_grouped_nchwc tasks
+/// (conv2d_grouped_task).
 #pragma once
 
 #include <map>
@@ -35,21 +33,6 @@
 #include "kiln/topi/dense.h"
 
 namespace kiln::graph {
-
-/// A tunable workload of a model.
-struct TuningTask {
-  autotune::Task task;
-  std::string op;  ///< the implementation's tuning label: "conv2d", "conv2d_winograd", "dense", …
-  std::vector<std::string> nodes;  ///< the graph nodes with this workload (names or "%i")
-};
-
-/// The unique tunable workloads of `g` (typed or not), in graph order: the graph is optimized
-/// at opt_level 1 first (so folded batch norms and constant weights are what is tuned). Every
-/// tunable implementation a node's strategy offers yields a task, the one the compiler would
-/// pick untuned first: a 3x3 stride-1 convolution that Winograd could compute yields two (op
-/// "conv2d" and "conv2d_winograd"); compiling with a log that has records of both uses the
-/// faster.
-std::vector<TuningTask> extract_tuning_tasks(const Graph& g, const Target& target);
 
 /// The task of one workload: the tunable implementations' task functions (strategy/cpu.cc) and
 /// the layout hooks that record it on the nodes they make call these, so the keys agree. In a graph

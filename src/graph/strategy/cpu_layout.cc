@@ -306,6 +306,22 @@ bool alter_depthwise_conv2d(LayoutRewriter& rw) {
   return true;
 }
 
+namespace {
+
+/// The preconditions both conv2d_transpose hooks share: x is a 4-D float32 tensor and the weight
+/// a constant 4-D float32 [C, O, KH, KW] with x's C channels. The weight, or null (the hook then
+/// leaves the node to the next implementation).
+const NDArray* transpose_weight(const OpCall& call) {
+  const TensorType& xt = call.input_type(0);
+  if (xt.dtype != DataType::Float(32) || xt.shape.size() != 4 || !call.is_f32_constant(1))
+    return nullptr;
+  const NDArray* w = call.constant(1);
+  if (w->ndim() != 4 || w->shape()[0] != xt.shape[1]) return nullptr;
+  return w;
+}
+
+}  // namespace
+
 /// conv2d_transpose (groups 1, dilation 1, a stride > 1) by sub-pixel decomposition
 /// (topi/subpixel.h): ONE conv2d_nchwc over x computing the s² phases as s²·O output channels
 /// (T = ceil(K/s) taps each, so only the useful multiply-adds), then a subpixel_interleave
@@ -317,13 +333,11 @@ bool alter_conv2d_transpose_subpixel(LayoutRewriter& rw) {
   const OpCall& call = rw.call();
   const Node& n = call.node();
   const TensorType& xt = call.input_type(0);
-  if (xt.dtype != DataType::Float(32) || xt.shape.size() != 4 || !call.is_f32_constant(1))
-    return false;
-  const NDArray& w = *call.constant(1);
+  const NDArray* wp = transpose_weight(call);
+  if (!wp) return false;
+  const NDArray& w = *wp;
   const TensorType& ot = n.outputs[0];
-  if (w.ndim() != 4 || w.shape()[0] != xt.shape[1] || ot.shape.size() != 4 ||
-      ot.shape[1] != w.shape()[1])
-    return false;
+  if (ot.shape.size() != 4 || ot.shape[1] != w.shape()[1]) return false;
   const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
   topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
   if (t.groups != 1 || t.dilation_h != 1 || t.dilation_w != 1) return false;
@@ -412,10 +426,9 @@ bool alter_conv2d_transpose_dilated(LayoutRewriter& rw) {
   const OpCall& call = rw.call();
   const Node& n = call.node();
   const TensorType& xt = call.input_type(0);
-  if (xt.dtype != DataType::Float(32) || xt.shape.size() != 4 || !call.is_f32_constant(1))
-    return false;
-  const NDArray& w = *call.constant(1);
-  if (w.ndim() != 4 || w.shape()[0] != xt.shape[1]) return false;
+  const NDArray* wp = transpose_weight(call);
+  if (!wp) return false;
+  const NDArray& w = *wp;
   const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
   topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
   if (t.groups != 1) return false;

@@ -30,11 +30,11 @@
 
 #include "kiln/autotune/record.h"
 #include "kiln/graph/graph.h"
-#include "kiln/graph/tuning.h"
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/target/target.h"
+#include "kiln/tuning/tasks.h"
 
-namespace kiln::graph {
+namespace kiln::tuning {
 
 struct NetworkCheckOptions {
   int candidates = 4;  ///< configs per workload (and model variants compiled), at least 2
@@ -61,9 +61,9 @@ struct NetworkCheckResult {
 /// Times the candidates of every task of `tasks` (extract_tuning_tasks of `g`, their targets
 /// carrying opt.threads) inside `g` compiled for `target`, as described above. `records`: the
 /// tuning log. Throws kiln::Error when the model does not compile or run.
-NetworkCheckResult check_in_network(const Graph& g, const Target& target,
+NetworkCheckResult check_in_network(const graph::Graph& g, const Target& target,
                                     const std::vector<TuningTask>& tasks,
                                     const std::vector<autotune::Record>& records,
                                     const NetworkCheckOptions& opt);
 
-}  // namespace kiln::graph
+}  // namespace kiln::tuning

@@ -1,5 +1,8 @@
-// Timing tuned configs inside the compiled model (network_check.h).
-#include "kiln/graph/network_check.h"
+// Timing tuned configs inside the compiled model (tuning/network_check.h): the candidates of
+// each workload are chosen from the log, the model is compiled once per variant (variant k gives
+// every workload its k-th candidate, forced through fake records), the variants are profiled in
+// interleaved rounds, and each kernel's time is attributed to its workload's candidate.
+#include "kiln/tuning/network_check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +13,11 @@
 #include "kiln/graph/build_module.h"
 #include "kiln/support/error.h"
 
-namespace kiln::graph {
+namespace kiln::tuning {
+
+using graph::BuildOptions;
+using graph::CompiledModule;
+using graph::Graph;
 
 namespace {
 
@@ -219,4 +226,4 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
   return res;
 }
 
-}  // namespace kiln::graph
+}  // namespace kiln::tuning

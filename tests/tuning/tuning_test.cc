@@ -1,20 +1,23 @@
-// The graph side of tuning (graph/tuning.h): the tasks a model yields keep the default channel
-// blocks, and compiling with a log uses its best records without adding layout transforms; the
-// network check (graph/network_check.h) times candidates inside the model, and compiling prefers
-// those times.
+// Whole-model tuning (tuning/tasks.h, graph/tuning.h): the tasks a model yields keep the default
+// channel blocks, and compiling with a log uses its best records without adding layout
+// transforms; the network check (tuning/network_check.h) times candidates inside the model, and
+// compiling prefers those times.
 #include "kiln/graph/tuning.h"
 
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "graph_test_util.h"
+#include "graph/graph_test_util.h"
 #include "kiln/autotune/record.h"
-#include "kiln/graph/network_check.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
+#include "kiln/tuning/network_check.h"
+#include "kiln/tuning/tasks.h"
 
-namespace kiln::graph {
+namespace kiln::tuning {
 namespace {
+
+using namespace kiln::graph;  // NOLINT: the graph API these tests build models with
 
 using test_util::random_array;
 using Ints = std::vector<int64_t>;
@@ -315,4 +318,4 @@ TEST(NetworkCheck, TimesEveryCandidateInsideTheModel) {
 }
 
 }  // namespace
-}  // namespace kiln::graph
+}  // namespace kiln::tuning

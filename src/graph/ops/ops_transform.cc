@@ -11,11 +11,11 @@
 #include <map>
 #include <optional>
 
+#include "../layout_util.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/reduction.h"
 #include "kiln/topi/transform.h"
-#include "layout_util.h"
 
 namespace kiln::graph {
 

@@ -107,8 +107,6 @@ const OpRegistry& OpRegistry::global() {
     register_ndim_ops(r);
     register_signal_ops(r);
     register_dynamic_ops(r);
-    register_control_ops(r);
-    register_misc_ops(r);
     register_rnn_ops(r);
     return r;
   }();

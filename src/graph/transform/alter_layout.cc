@@ -27,12 +27,12 @@
 #include <optional>
 #include <set>
 
+#include "../layout_util.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
 #include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
-#include "layout_util.h"
 #include "pass_util.h"
 
 namespace kiln::graph {

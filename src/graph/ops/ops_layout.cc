@@ -11,6 +11,7 @@
 //                                                   groups, transpose, reshape) on NCHW<b>c data
 // The packed weights are constants computed by the pass, so nothing packs at run time.
 
+#include "../op_attrs.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/ir/op.h"
 #include "kiln/topi/conv2d.h"
@@ -19,7 +20,6 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/subpixel.h"
-#include "op_attrs.h"
 
 namespace kiln::graph {
 

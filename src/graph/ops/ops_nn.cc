@@ -3,6 +3,7 @@
 // conv2d_nchw_shape; the others use the generic rule (the compute built on placeholders),
 // whose errors come from topi and name the shapes.
 
+#include "../op_attrs.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/batch_matmul.h"
@@ -10,7 +11,6 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/pooling.h"
-#include "op_attrs.h"
 
 namespace kiln::graph {
 
