@@ -3,7 +3,7 @@
 // choices, and select_implementations, which records the first choice that needs no layout
 // hook on every op node without one. Ops with no strategy for any of the target's keys get the
 // implementation of their fusion pattern kind, registered here: topi's injective or reduction
-// schedule, or the generic loop nest (the outputs' two outer axes fused and parallel).
+// schedule, or the rule-based scheduler (topi/auto_schedule.h) for out-fusable and opaque ops.
 #include "kiln/graph/strategy.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "builtin.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
+#include "kiln/topi/auto_schedule.h"
 #include "kiln/topi/schedule_injective.h"
 
 namespace kiln::graph {
@@ -42,20 +43,12 @@ Tables& tables() {
   return t;
 }
 
-/// The default schedule with each compute output's two outer axes fused and, when the output
-/// is large, parallel. Correct for any compute.
-te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
-  te::Schedule s = te::create_schedule(outs);
-  for (const te::Tensor& t : outs) {
-    if (t.op()->kind != te::OpKind::kCompute) continue;
-    if (tensor_type(t).numel() <= topi::kParallelThreshold) continue;
-    te::Stage st = s[t];
-    std::vector<te::IterVar> axes = st.op_axis();
-    if (axes.empty()) continue;
-    te::IterVar outer = axes.size() >= 2 ? st.fuse(axes[0], axes[1]) : axes[0];
-    st.parallel(outer);
-  }
-  return s;
+/// The default schedule of a group whose master has no template: the rule-based scheduler
+/// (topi/auto_schedule.h: inlined producers, tiled and vectorized reductions with a local
+/// accumulator, parallel outer tiles), with the knobs of `cfg`. Correct for any compute.
+te::Schedule schedule_generic(const std::vector<te::Tensor>& outs, const Target& target,
+                              autotune::Config& cfg) {
+  return topi::auto_schedule(outs, target, cfg);
 }
 
 /// The implementation of an op's pattern kind.
@@ -95,7 +88,10 @@ te::Schedule schedule_by_pattern(const ScheduleInput& in) {
   topi::OpPattern p = OpRegistry::global().get(in.master.op).pattern;
   if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(in.outs, in.target);
   if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(in.outs, in.target);
-  return schedule_generic(in.outs);
+  // A fresh fallback config: `in.config` may be a template's tuned config (of another space)
+  // when the template falls back here.
+  autotune::Config cfg = autotune::Config::fallback();
+  return schedule_generic(in.outs, in.target, cfg);
 }
 
 void register_implementation(Implementation impl) {
@@ -188,9 +184,10 @@ void register_pattern_implementations() {
       {"reduce.generic",
        [](const ScheduleInput& in) { return topi::schedule_reduce(in.outs, in.target); }, nullptr,
        nullptr, ""});
-  register_implementation({"opaque.generic",
-                           [](const ScheduleInput& in) { return schedule_generic(in.outs); },
-                           nullptr, nullptr, ""});
+  register_implementation(
+      {"opaque.generic",
+       [](const ScheduleInput& in) { return schedule_generic(in.outs, in.target, in.config); },
+       nullptr, nullptr, ""});
 }
 
 }  // namespace kiln::graph
