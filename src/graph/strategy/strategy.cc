@@ -12,6 +12,7 @@
 
 #include "builtin.h"
 #include "kiln/graph/op_registry.h"
+#include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/auto_schedule.h"
 #include "kiln/topi/schedule_injective.h"
@@ -184,10 +185,20 @@ void register_pattern_implementations() {
       {"reduce.generic",
        [](const ScheduleInput& in) { return topi::schedule_reduce(in.outs, in.target); }, nullptr,
        nullptr, ""});
-  register_implementation(
-      {"opaque.generic",
-       [](const ScheduleInput& in) { return schedule_generic(in.outs, in.target, in.config); },
-       nullptr, nullptr, ""});
+  // The rule-based scheduler, tunable (generic_task): a tuned config is the master op's; a
+  // fused group whose tiles declare other knobs (an epilogue of another shape) falls back.
+  register_implementation({"opaque.generic",
+                           [](const ScheduleInput& in) {
+                             if (!in.config.is_fallback()) {
+                               try {
+                                 return schedule_generic(in.outs, in.target, in.config);
+                               } catch (const Error&) {
+                               }
+                             }
+                             autotune::Config cfg = autotune::Config::fallback();
+                             return schedule_generic(in.outs, in.target, cfg);
+                           },
+                           generic_task, nullptr, "auto_schedule"});
 }
 
 }  // namespace kiln::graph
