@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -87,6 +88,40 @@ bool has_condition(const te::ComputeOpNode* c) {
   return found;
 }
 
+/// The coefficient of `v` in `e` when `e` is affine in it (sums, differences, products with a
+/// constant, casts), else nullopt (floordiv, a product of two variables, …).
+std::optional<int64_t> coefficient(const Expr& e, const Var& v) {
+  if (!uses(e, v)) return 0;
+  switch (e->kind) {
+    case NodeKind::Variable:
+      return 1;
+    case NodeKind::Cast:
+      return coefficient(static_cast<const Cast*>(e.get())->value, v);
+    case NodeKind::Add:
+    case NodeKind::Sub: {
+      const auto* b = static_cast<const Add*>(e.get());
+      auto x = coefficient(b->a, v), y = coefficient(b->b, v);
+      if (!x || !y) return std::nullopt;
+      return e->kind == NodeKind::Add ? *x + *y : *x - *y;
+    }
+    case NodeKind::Mul: {
+      const auto* b = static_cast<const Mul*>(e.get());
+      auto ca = as_const_int(b->a), cb = as_const_int(b->b);
+      if (cb) {
+        auto x = coefficient(b->a, v);
+        return x ? std::optional<int64_t>(*x * *cb) : std::nullopt;
+      }
+      if (ca) {
+        auto y = coefficient(b->b, v);
+        return y ? std::optional<int64_t>(*y * *ca) : std::nullopt;
+      }
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 int lanes_for(DataType t, const Target& target) {
   return std::max(1, target.vector_bits() / std::max(8, t.bits()));
 }
@@ -105,6 +140,7 @@ struct Plan {
   bool vec = false;  ///< columns are vectors of `lanes`
   int64_t lanes = 1;
   std::string prefix;
+  bool reuse = true;  ///< has_reuse: a register tile of several rows / vectors pays
 };
 
 /// The row axis: the innermost spatial axis (not x, extent > 1) that no load along x depends
@@ -127,83 +163,167 @@ int choose_row_axis(const te::ComputeOpNode* c, const std::vector<IterVar>& axes
   return fallback;
 }
 
+/// True when some load is independent of some spatial axis (extent > 1), so that a register
+/// tile over that axis reuses it (Ansor's "needs multi-level tiling"): matmul, convolution. A
+/// pooling window or a plain reduction reads each element for one output only and gets a single
+/// row of one vector (or element) per accumulator.
+bool has_reuse(const te::ComputeOpNode* c) {
+  for (const ProducerLoad* l : loads_of(c))
+    for (const IterVar& iv : c->axis) {
+      if (extent_of(iv) <= 1) continue;
+      bool used = false;
+      for (const Expr& i : l->indices) used = used || uses(i, iv->var);
+      if (!used) return true;
+    }
+  return false;
+}
+
 /// Whether the column axis may be vectorized (see the header).
 bool vectorizable(const te::ComputeOpNode* c, int x, int64_t X, int64_t lanes, bool has_bool) {
-  if (has_bool || lanes <= 1 || X < lanes) return false;
+  if (has_bool || lanes <= 1 || X < std::min<int64_t>(lanes, 4)) return false;
+  // A masked tail vector measured 2-10x slower than full ones (every lane of a partial tile is
+  // predicated): some vector width must divide the columns.
+  bool divides = false;
+  for (int64_t l = lanes; l >= std::min<int64_t>(lanes, 4); l /= 2) divides = divides || X % l == 0;
+  if (!divides) return false;
+  // Every load that moves along x must be contiguous in it (a unit stride on its innermost
+  // axis, or broadcast): a strided or divided index would gather lane by lane. And some load
+  // must be contiguous, or the reduction must not run along its inputs' innermost axis (then
+  // the column vectors are at least whole rows of the output).
   const Var& xv = c->axis[x]->var;
+  // A condition on x (a pooling window's bounds in the reduction's `where`, an inlined
+  // padding's if_then_else) would turn every tap into a masked vector update, which measured
+  // several times slower than the scalar loops.
+  bool masked = false;
+  for (const Expr& b : c->body)
+    post_order_visit(b, [&](const IRNode* n) {
+      if (n->kind == NodeKind::Reduce) {
+        const Expr& cond = static_cast<const Reduce*>(n)->condition;
+        masked = masked || (cond.defined() && uses(cond, xv));
+      } else if (n->kind == NodeKind::Call) {
+        const auto* call = static_cast<const Call*>(n);
+        masked = masked ||
+                 (call->name == "if_then_else" && !call->args.empty() && uses(call->args[0], xv));
+      }
+    });
+  if (masked) return false;
   bool x_inner = false, red_inner = false;
   for (const ProducerLoad* l : loads_of(c)) {
     if (l->indices.empty()) continue;
     const Expr& last = l->indices.back();
-    x_inner = x_inner || uses(last, xv);
+    for (size_t d = 0; d + 1 < l->indices.size(); ++d)
+      if (uses(l->indices[d], xv)) return false;
+    if (uses(last, xv)) {
+      if (coefficient(last, xv) != std::optional<int64_t>(1)) return false;
+      x_inner = true;
+    }
     for (const IterVar& r : c->reduce_axis) red_inner = red_inner || uses(last, r->var);
   }
   return x_inner || !red_inner;
 }
 
+/// The vector widths a tile may use: the target's lanes and its halves down to 4 (a narrower
+/// vector that divides the extent beats a wide one with a masked tail).
+std::vector<int64_t> lane_candidates(int64_t lanes) {
+  std::vector<int64_t> r;
+  for (int64_t l = lanes; l >= 4 || l == lanes; l /= 2) {
+    r.push_back(l);
+    if (l <= 1) break;
+  }
+  return r;
+}
+
 /// Declares the tile knobs of one anchor and sets their fallbacks; returns (rows, columns) of
-/// the register tile (columns in elements).
-std::pair<int64_t, int64_t> define_tile(Config& cfg, const Plan& p, int64_t X, int64_t Y, int64_t K,
+/// the register tile (columns in elements) and sets p.lanes to the vector width chosen.
+std::pair<int64_t, int64_t> define_tile(Config& cfg, Plan& p, int64_t X, int64_t Y, int64_t K,
                                         const Target& target) {
-  std::vector<int64_t> xs;
+  std::vector<int64_t> xs, ls = {1};
   if (p.vec) {
-    for (int64_t v = 1; v <= 4; ++v)
-      if (v == 1 || (v - 1) * p.lanes < X) xs.push_back(v);
+    ls = lane_candidates(p.lanes);
+    for (int64_t v = 1; v <= 8; ++v)
+      if (v == 1 || (v - 1) * ls.back() < X) xs.push_back(v);
   } else {
     xs = detail::filter_leq({1, 2, 4, 8}, X);
   }
   std::vector<int64_t> ys = detail::filter_leq({1, 2, 3, 4, 6, 8}, Y);
   cfg.define_knob(p.prefix + "tile_x", xs);
   cfg.define_knob(p.prefix + "tile_y", ys);
+  cfg.define_knob(p.prefix + "tile_lanes", ls);
   cfg.define_split(p.prefix + "tile_k", std::max<int64_t>(K, 1), 2, SplitPolicy::kFactors, 16);
   cfg.define_bool(p.prefix + "unroll_k");
   if (cfg.is_fallback()) {
-    // The most accumulators that leave room for one row of operands and a broadcast, weighted
-    // by the share of the padded tile that is real work; ties to more accumulators.
+    // The most multiply-adds per step (accumulators times their lanes) whose accumulators
+    // leave room for one row of operands and a broadcast, weighted by the share of the padded
+    // tile that is real work; a tile that does not divide the columns costs more (its masked
+    // tail measured 2-6x slower), so a narrower vector that divides them wins.
     const int64_t regs = p.vec ? target.vector_registers() : 16;
     double best = -1;
-    int64_t bx = xs.front(), by = ys.front();
-    for (int64_t v : xs)
-      for (int64_t r : ys) {
-        const int64_t cols = p.vec ? v * p.lanes : v, acc = r * v;
-        if (acc + v + 1 > regs && !(v == xs.front() && r == ys.front())) continue;
-        const double ex = static_cast<double>(X) / (((X + cols - 1) / cols) * cols);
-        const double ey = static_cast<double>(Y) / (((Y + r - 1) / r) * r);
-        const double score = static_cast<double>(std::min<int64_t>(acc, 24)) * ex * ey + 1e-3 * acc;
-        if (score > best) {
-          best = score;
-          bx = v;
-          by = r;
+    int64_t bx = xs.front(), by = ys.front(), bl = ls.front();
+    for (int64_t l : ls)
+      for (int64_t v : xs)
+        for (int64_t r : ys) {
+          const int64_t cols = v * l, acc = r * v;
+          if (acc + v + 1 > regs || (v > 1 && (v - 1) * l >= X)) continue;
+          if (!p.reuse && (r > 1 || v > 1)) continue;  // no reuse: one vector
+          const double ex = static_cast<double>(X) / (((X + cols - 1) / cols) * cols);
+          const double ey = static_cast<double>(Y) / (((Y + r - 1) / r) * r);
+          const double tail = (X % cols != 0 ? 0.3 : 1.0) * (Y % r != 0 ? 0.8 : 1.0);
+          const double score =
+              static_cast<double>(std::min<int64_t>(acc, 24)) * l / ls.front() * ex * ey * tail +
+              1e-3 * acc;
+          if (score > best) {
+            best = score;
+            bx = v;
+            by = r;
+            bl = l;
+          }
         }
-      }
     cfg.fallback_knob(p.prefix + "tile_x", bx);
     cfg.fallback_knob(p.prefix + "tile_y", by);
+    cfg.fallback_knob(p.prefix + "tile_lanes", bl);
     cfg.fallback_split(p.prefix + "tile_k", {-1, K <= 8 ? K : 4});
     cfg.fallback_knob(p.prefix + "unroll_k", 1);
   }
+  if (p.vec) p.lanes = cfg.knob(p.prefix + "tile_lanes");
   const int64_t cols = cfg.knob(p.prefix + "tile_x") * (p.vec ? p.lanes : 1);
   return {cfg.knob(p.prefix + "tile_y"), cols};
 }
 
-/// Splits the owner stage's spatial axes into outer tiles and the register tile; returns the
-/// fused outer loop (undefined when there is none) after ordering [outer..., y_i, x_i].
-/// `inner_x` receives the register tile's column loops (x_t, x_v or x_i).
-IterVar tile_outer(te::Stage& st, const Plan& p, int64_t rows, int64_t cols,
-                   std::vector<IterVar>* inner) {
+/// The outer loops of a tile: the parallel one (the outermost loops fused until there are
+/// enough iterations to share among threads, kParallelChunks) and the innermost one, where the
+/// accumulator is computed. Fusing every outer loop would put a division and a remainder per
+/// index into every iteration; loops left inside stay plain nested loops.
+struct Outer {
+  IterVar par, attach;
+  int64_t par_extent = 1;
+};
+
+/// Enough parallel iterations for any thread count we run with, with room for imbalance.
+constexpr int64_t kParallelChunks = 64;
+
+/// Splits the owner stage's spatial axes into outer tiles and the register tile, ordered
+/// [outer..., y_i, x_i]. `inner` receives the register tile's loops (y_i when tiled, x_i).
+Outer tile_outer(te::Stage& st, const Plan& p, int64_t rows, int64_t cols,
+                 std::vector<IterVar>* inner) {
   std::vector<IterVar> axes = st.op_axis();
   std::vector<IterVar> outer;
+  std::vector<int64_t> ext;
   IterVar yi, xi;
   for (int d = 0; d < static_cast<int>(axes.size()); ++d) {
+    const int64_t e = extent_of(axes[d]);
     if (d == p.x) {
       auto [o, i] = st.split(axes[d], detail::ci(cols));
       outer.push_back(o);
+      ext.push_back((e + cols - 1) / cols);
       xi = i;
     } else if (d == p.y) {
       auto [o, i] = st.split(axes[d], detail::ci(rows));
       outer.push_back(o);
+      ext.push_back((e + rows - 1) / rows);
       yi = i;
     } else {
       outer.push_back(axes[d]);
+      ext.push_back(e);
     }
   }
   std::vector<IterVar> order = outer;
@@ -212,7 +332,15 @@ IterVar tile_outer(te::Stage& st, const Plan& p, int64_t rows, int64_t cols,
   st.reorder(order);
   if (yi.defined()) inner->push_back(yi);
   inner->push_back(xi);
-  return outer.size() > 1 ? st.fuse(outer) : outer[0];
+  size_t k = 1;
+  int64_t n = ext[0];
+  while (k < outer.size() && n < kParallelChunks) n *= ext[k++];
+  std::vector<IterVar> head(outer.begin(), outer.begin() + static_cast<ptrdiff_t>(k));
+  Outer r;
+  r.par = head.size() > 1 ? st.fuse(head) : head[0];
+  r.par_extent = n;
+  r.attach = k == outer.size() ? r.par : outer.back();
+  return r;
 }
 
 /// The register tile's loops of a stage computing the reduction (the accumulator, or the
@@ -350,7 +478,17 @@ class AutoScheduler {
     const int64_t X = extent_of(axes[p.x]);
     p.lanes = lanes_for(r->output_dtype(0), target_);
     p.vec = vectorizable(c, p.x, X, p.lanes, has_bool_);
-    p.y = choose_row_axis(c, axes, p.x);
+    p.reuse = has_reuse(c);
+    if (!p.reuse && !p.vec) {
+      // No reuse and no vectors (a strided pooling window): a tile buys nothing, and measured
+      // slower than the natural loop nest with its two outer loops fused and parallel.
+      IterVar outer =
+          axes.size() >= 2 ? rs.fuse(rs.op_axis()[0], rs.op_axis()[1]) : rs.op_axis()[0];
+      if (big && n_sp > 1) rs.parallel(outer);
+      owners_.insert(r.get());
+      return;
+    }
+    p.y = p.reuse ? choose_row_axis(c, axes, p.x) : -1;
     const int64_t Y = p.y >= 0 ? extent_of(axes[p.y]) : 1;
     const int64_t K = extent_of(c->reduce_axis.back());
     auto [rows, cols] = define_tile(cfg_, p, X, Y, K, target_);
@@ -369,14 +507,13 @@ class AutoScheduler {
     if (owner.defined()) {
       owners_.insert(owner->origin_op.get());
       std::vector<IterVar> inner;
-      IterVar outer = tile_outer(owner, p, rows, cols, &inner);
-      const bool parallel = big && extent_of_fused(n_sp, rows, cols, axes, p) > 1;
-      if (parallel) owner.parallel(outer);
+      Outer outer = tile_outer(owner, p, rows, cols, &inner);
+      if (big && outer.par_extent > 1) owner.parallel(outer.par);
       if (p.vec) {
         auto [xt, xv] = owner.split(inner.back(), detail::ci(p.lanes));
         owner.vectorize(xv);
       }
-      acc.compute_at(owner, outer);
+      acc.compute_at(owner, outer.attach);
       std::vector<IterVar> aax = acc.op_axis();
       std::vector<IterVar> sp_x, others;
       if (p.vec) {
@@ -393,8 +530,8 @@ class AutoScheduler {
     // In place: [outer (fused, parallel), reduction, y_i, x_t, x_v].
     owners_.insert(r.get());
     std::vector<IterVar> inner;
-    IterVar outer = tile_outer(rs, p, rows, cols, &inner);
-    if (big && extent_of_fused(n_sp, rows, cols, axes, p) > 1) rs.parallel(outer);
+    Outer outer = tile_outer(rs, p, rows, cols, &inner);
+    if (big && outer.par_extent > 1) rs.parallel(outer.par);
     std::vector<IterVar> sp_x;
     if (p.vec) {
       auto [xt, xv] = rs.split(inner.back(), detail::ci(p.lanes));
@@ -403,19 +540,6 @@ class AutoScheduler {
       sp_x = {inner.back()};
     }
     tile_register(cfg_, rs, p, sp_x, p.y >= 0 ? inner.front() : IterVar(), {});
-  }
-
-  /// The extent of the fused outer loop.
-  static int64_t extent_of_fused(int64_t n_sp, int64_t rows, int64_t cols,
-                                 const std::vector<IterVar>& axes, const Plan& p) {
-    int64_t n = 1;
-    for (int d = 0; d < static_cast<int>(axes.size()); ++d) {
-      int64_t e = extent_of(axes[d]);
-      if (d == p.x) e = (e + cols - 1) / cols;
-      if (d == p.y) e = (e + rows - 1) / rows;
-      n *= e;
-    }
-    return n_sp > 0 ? n : 0;
   }
 
   Config& cfg_;
