@@ -267,7 +267,7 @@ std::pair<int64_t, int64_t> define_tile(Config& cfg, Plan& p, int64_t X, int64_t
           if (!p.reuse && (r > 1 || v > 1)) continue;  // no reuse: one vector
           const double ex = static_cast<double>(X) / (((X + cols - 1) / cols) * cols);
           const double ey = static_cast<double>(Y) / (((Y + r - 1) / r) * r);
-          const double tail = (X % cols != 0 ? 0.3 : 1.0) * (Y % r != 0 ? 0.8 : 1.0);
+          const double tail = (X % cols != 0 ? 0.1 : 1.0) * (Y % r != 0 ? 0.8 : 1.0);
           const double score =
               static_cast<double>(std::min<int64_t>(acc, 24)) * l / ls.front() * ex * ey * tail +
               1e-3 * acc;
