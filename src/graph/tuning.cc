@@ -118,6 +118,10 @@ std::vector<std::string> TunedConfigs::report() const {
 
 autotune::Task generic_task(const OpCall& call) {
   const Node& n = call.node();
+  // Only where the rule-based scheduler is the node's only implementation: when a template's
+  // layout hook may take the node, that template's task is the one to tune.
+  KILN_USER_CHECK(strategy_choices(call).size() == 1)
+      << "'" << n.name << "': a template covers this " << n.op << " node";
   std::vector<TensorType> types;
   for (size_t k = 0; k < n.inputs.size(); ++k) types.push_back(call.input_type(k));
   const std::string op = n.op;

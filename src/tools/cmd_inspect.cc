@@ -64,8 +64,8 @@ int inspect(const InspectOptions& o) {
   std::map<std::string, int> calls = calls_per_function(m.graph_json);
   if (o.fused) {
     for (const graph::KernelInfo& k : m.kernels)
-      std::cout << k.func_name << " (x" << calls[k.func_name] << ") [" << k.impl << "]: " << k.group
-                << "\n";
+      std::cout << k.func_name << " (x" << calls[k.func_name] << "): " << k.group << " [" << k.impl
+                << "]\n";
     std::cout << memory_summary(m) << "\n";
     return 0;
   }

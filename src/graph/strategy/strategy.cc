@@ -157,7 +157,8 @@ Graph select_implementations(const Graph& g, const Target& target) {
     const Node& n = r.node(i);
     if (!n.is_op() || !n.impl.name.empty()) continue;
     OpCall call{r, i, target};
-    for (const Choice& c : strategy_choices(call)) {
+    const std::vector<Choice> choices = strategy_choices(call);
+    for (const Choice& c : choices) {
       if (c.rewrite) continue;  // taken by the layout pass only
       const Implementation& impl = implementation(c.impl);
       ImplChoice choice{impl.name, {}};
@@ -166,7 +167,9 @@ Graph select_implementations(const Graph& g, const Target& target) {
           auto task = std::make_shared<autotune::Task>(impl.task(call));
           choice.task = [task] { return *task; };
         } catch (const Error&) {
-          continue;  // the template does not cover this node
+          // The template does not cover this node; the last resort (the pattern kind's
+          // implementation) is recorded untunable rather than not at all.
+          if (&c != &choices.back()) continue;
         }
       }
       r.mutable_node(i).impl = std::move(choice);
