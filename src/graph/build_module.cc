@@ -208,6 +208,7 @@ class ModuleBuilder {
       }
     }
     k.func_name = "fused_" + master.op + "_" + std::to_string(funcs_.size());
+    impls_[k.func_name] = master.impl.name;  // graph.json's "impl" (template or generated)
     try {
       std::vector<te::Tensor> ins = placeholders_for(in_types);
       std::map<Entry, te::Tensor> val;
@@ -248,7 +249,8 @@ class ModuleBuilder {
       funcs_.push_back(tir::lower(s, params, k.func_name));
       costs_[k.func_name] = tir::kernel_cost(funcs_.back());
       if (opt_.keep_ir) {
-        kernels_.push_back(KernelInfo{k.func_name, groups_str(g_, {grp.nodes}), ""});
+        kernels_.push_back(
+            KernelInfo{k.func_name, groups_str(g_, {grp.nodes}), "", master.impl.name});
         kernels_.back().group.pop_back();  // groups_str ends each group with a newline
         kernels_.back().tir = tir::to_string(funcs_.back());
       }
@@ -404,6 +406,7 @@ class ModuleBuilder {
         jn["attrs"] = {{"func_name", en.func_name},
                        {"num_inputs", en.inputs.size()},
                        {"num_outputs", en.outputs.size()}};
+        if (auto i = impls_.find(en.func_name); i != impls_.end()) jn["attrs"]["impl"] = i->second;
         if (auto c = costs_.find(en.func_name); c != costs_.end()) {
           jn["attrs"]["flops"] = c->second.flops;  // per call, for kiln bench --profile
           jn["attrs"]["bytes"] = c->second.bytes;
@@ -473,6 +476,7 @@ class ModuleBuilder {
   std::vector<tir::PrimFunc> funcs_;
   std::map<std::string, tir::KernelCost> costs_;  ///< per function (tir/cost.h)
   std::vector<KernelInfo> kernels_;
+  std::map<std::string, std::string> impls_;  // function → its master's implementation
 };
 
 }  // namespace

@@ -6,6 +6,10 @@
 
 #include <map>
 
+#include "kiln/graph/op_registry.h"
+#include "kiln/graph/strategy.h"
+#include "kiln/graph/transform.h"
+#include "kiln/topi/auto_schedule.h"
 #include "kiln/topi/conv2d_grouped.h"
 #include "kiln/topi/conv2d_winograd.h"
 #include "kiln/topi/depthwise_conv2d.h"
@@ -81,6 +85,34 @@ std::vector<std::string> TunedConfigs::report() const {
                              std::to_string(fallback_) + " with default configs"};
   r.insert(r.end(), lines_.begin(), lines_.end());
   return r;
+}
+
+// --- The rule-based scheduler's task (generic_task) --------------------------------------
+
+autotune::Task generic_task(const OpCall& call) {
+  const Node& n = call.node();
+  // Only where the rule-based scheduler is the node's only implementation: when a template's
+  // layout hook may take the node, that template's task is the one to tune.
+  KILN_USER_CHECK(strategy_choices(call).size() == 1)
+      << "'" << n.name << "': a template covers this " << n.op << " node";
+  std::vector<TensorType> types;
+  for (size_t k = 0; k < n.inputs.size(); ++k) types.push_back(call.input_type(k));
+  const std::string op = n.op;
+  const Attrs attrs = n.attrs;
+  const Target target = call.target;
+  std::string workload = op + "(" + attrs.str() + ")";
+  for (const TensorType& t : types) workload += " " + t.str();
+  autotune::Template t{"auto_schedule", "1", [op, attrs, types, target](autotune::Config& cfg) {
+                         std::vector<te::Tensor> ins = placeholders_for(types);
+                         std::vector<te::Tensor> outs =
+                             OpRegistry::global().get(op).compute(ins, attrs, op);
+                         te::Schedule s = te::create_schedule(outs);
+                         topi::auto_schedule(cfg, s, outs, target);
+                         std::vector<te::Tensor> args = ins;
+                         args.insert(args.end(), outs.begin(), outs.end());
+                         return autotune::Instance{s, args, cfg};
+                       }};
+  return autotune::Task::make(t, target, workload);
 }
 
 }  // namespace kiln::graph

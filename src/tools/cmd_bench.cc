@@ -155,6 +155,21 @@ std::map<std::string, std::pair<double, double>> kernel_costs(const nlohmann::js
   return r;
 }
 
+/// Per node name, the implementation its kernel's master runs (graph.json's "impl"; "" when
+/// absent): a template's name, or opaque.generic for the rule-based scheduler.
+std::map<std::string, std::string> kernel_impls(const nlohmann::json& j) {
+  std::map<std::string, std::string> r;
+  if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) return r;
+  for (const nlohmann::json& n : j["nodes"]) {
+    if (!n.is_object() || !n.contains("attrs") || !n.contains("name") || !n["name"].is_string())
+      continue;
+    const nlohmann::json& a = n["attrs"];
+    if (a.is_object() && a.contains("impl") && a["impl"].is_string())
+      r[n["name"].get<std::string>()] = a["impl"].get<std::string>();
+  }
+  return r;
+}
+
 /// Number of distinct functions the module directory's graph.json calls.
 int kernels_of_directory(const std::string& dir) {
   std::string path = dir + "/graph.json";
@@ -233,13 +248,14 @@ int bench(const BenchOptions& o) {
                      [&](size_t a, size_t b) { return nodes[a].ms > nodes[b].ms; });
     const Roofline roof = measure_roofline(threads);
     const auto costs = kernel_costs(graph_json);
+    const auto impls = kernel_impls(graph_json);
     std::printf(
         "roofline, measured now on %d thread(s): %.1f GFLOP/s fp32 multiply-add peak, %.1f GB/s "
         "copy bandwidth\n",
         threads, roof.gflops, roof.gbs);
     std::printf("profile over %d runs: %zu nodes, %.3f ms in kernels; the %d slowest:\n", o.repeat,
                 nodes.size(), total, std::min<int>(o.profile, nodes.size()));
-    std::printf("        time  share   GFLOP/s     GB/s  of roofline  node  (kernel)\n");
+    std::printf("        time  share   GFLOP/s     GB/s  of roofline  node  (kernel, impl)\n");
     nlohmann::json prof = nlohmann::json::array();
     for (size_t k = 0; k < order.size(); ++k) {
       const runtime::NodeTime& n = nodes[order[k]];
@@ -253,15 +269,16 @@ int bench(const BenchOptions& o) {
       const double gflops = sec > 0 ? flops / sec / 1e9 : 0, gbs = sec > 0 ? bytes / sec / 1e9 : 0;
       const double frac = sec > 0 ? bound / sec : 0;
       if (static_cast<int>(k) < o.profile)
-        std::printf("  %8.3f ms %5.1f%%  %8.2f %8.2f  %9.1f%%   %s  (%s)\n", n.ms,
+        std::printf("  %8.3f ms %5.1f%%  %8.2f %8.2f  %9.1f%%   %s  (%s, %s)\n", n.ms,
                     total > 0 ? 100 * n.ms / total : 0.0, gflops, gbs, 100 * frac, n.name.c_str(),
-                    n.func_name.c_str());
+                    n.func_name.c_str(), impls.count(n.name) ? impls.at(n.name).c_str() : "?");
       prof.push_back({{"name", n.name},
                       {"func", n.func_name},
                       {"ms", n.ms},
                       {"flops", flops},
                       {"bytes", bytes},
-                      {"roofline_fraction", frac}});
+                      {"roofline_fraction", frac},
+                      {"impl", impls.count(n.name) ? impls.at(n.name) : ""}});
     }
     report["profile"] = prof;
     report["roofline"] = {{"gflops", roof.gflops}, {"gbs", roof.gbs}, {"threads", threads}};

@@ -1,8 +1,9 @@
 // `kiln inspect MODEL`: what the compiler made of a model. The model is compiled with
 // BuildOptions::keep_ir, then: --graph prints the optimized graph's text (after every graph
 // pass); --fused prints one line per compiled kernel (its function name, how many groups
-// call it, and its group of op nodes) and the memory plan; --tir NAME prints that kernel's
-// lowered loop program. Without a flag: a short summary (nodes, kernels, memory plan).
+// call it, the implementation its master runs and its group of op nodes) and the memory plan; --tir
+// NAME prints that kernel's lowered loop program. Without a flag: a short summary (nodes, kernels,
+// memory plan).
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -63,7 +64,8 @@ int inspect(const InspectOptions& o) {
   std::map<std::string, int> calls = calls_per_function(m.graph_json);
   if (o.fused) {
     for (const graph::KernelInfo& k : m.kernels)
-      std::cout << k.func_name << " (x" << calls[k.func_name] << "): " << k.group << "\n";
+      std::cout << k.func_name << " (x" << calls[k.func_name] << "): " << k.group << " [" << k.impl
+                << "]\n";
     std::cout << memory_summary(m) << "\n";
     return 0;
   }
@@ -88,6 +90,21 @@ int inspect(const InspectOptions& o) {
   std::printf("graph: %d nodes after optimization (%d inputs, %d constants, %d ops)\n",
               inputs + constants + ops, inputs, constants, ops);
   std::printf("kernels: %d functions for %d fused groups\n", m.num_kernels, groups);
+  // Which schedule each function got: a template, the rule-based scheduler (opaque.generic:
+  // an out-fusable or opaque op without one) or the injective / reduction schedules.
+  int templated = 0, generated = 0, pattern = 0;
+  for (const graph::KernelInfo& k : m.kernels) {
+    if (k.impl == "opaque.generic")
+      ++generated;
+    else if (k.impl == "injective.generic" || k.impl == "reduce.generic")
+      ++pattern;
+    else
+      ++templated;
+  }
+  std::printf(
+      "schedules: %d functions by a template, %d by the rule-based scheduler, %d by the "
+      "injective/reduction schedules (--fused lists each one's implementation)\n",
+      templated, generated, pattern);
   std::printf("%s\n", memory_summary(m).c_str());
   std::printf(
       "(--graph: the optimized graph; --fused: the kernels; --tir NAME: a kernel's loops)\n");

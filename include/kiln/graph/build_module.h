@@ -58,6 +58,9 @@ struct KernelInfo {
   std::string func_name;  ///< the function in lib
   std::string group;      ///< its op nodes: "{conv2d %2, add %4, relu %5}"
   std::string tir;        ///< the lowered loop program (tir::to_string)
+  /// The implementation its master runs (strategy.h): a template ("conv2d_nchwc.cpu") or a
+  /// pattern kind's ("opaque.generic": the rule-based scheduler, topi/auto_schedule.h).
+  std::string impl;
 };
 
 /// A compiled model: the three parts of a module directory.

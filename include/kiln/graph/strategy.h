@@ -76,7 +76,7 @@ struct ScheduleInput {
 bool is_epilogue_shape(const std::vector<int64_t>& master, const std::vector<int64_t>& out);
 
 /// The schedule of a group by its master's pattern kind: topi's injective or reduction
-/// schedule, else the default schedule with the outputs' two outer axes fused and parallel.
+/// schedule, else the rule-based scheduler (topi/auto_schedule.h) with its fallback knobs.
 te::Schedule schedule_by_pattern(const ScheduleInput& in);
 
 /// What a layout hook may do: the alter_op_layout walk, rewriting old node `call.index` into

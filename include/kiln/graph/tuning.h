@@ -57,6 +57,14 @@ autotune::Task batch_matmul_task(const topi::BatchMatmulWorkload& wl, const Targ
 /// The ONNX-form LSTM cell (topi::lstm_cell_onnx_template) of batch B and hidden size H.
 autotune::Task lstm_cell_task(int64_t batch, int64_t hidden, const Target& target);
 
+struct OpCall;
+/// The rule-based scheduler's task for an op node without a template (topi/auto_schedule.h;
+/// the implementation opaque.generic): the node's compute on placeholders of its input types,
+/// scheduled by auto_schedule with the config's knobs (tile_x, tile_y, tile_k, unroll_k per
+/// reduction). Template "auto_schedule"; the workload is the op, its attributes and its input
+/// types, which determine the compute and so the knobs.
+autotune::Task generic_task(const OpCall& call);
+
 /// Looks up tuned configs for build_module and reports what it used.
 class TunedConfigs {
  public:

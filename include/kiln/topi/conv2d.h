@@ -76,7 +76,8 @@ te::Tensor conv2d_nchw(const te::Tensor& data, const te::Tensor& kernel, const C
 /// tag), with knobs tile_ow (row accumulator width), vectorize and parallel_rows.
 void schedule_conv2d_nchw(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
                           const Target& target);
-/// The fallback (untuned) schedule of a group whose first output holds a conv2d_nchw.
+/// The fallback (untuned) schedule of a group whose first output holds a conv2d_nchw: the
+/// rule-based scheduler (auto_schedule.h).
 te::Schedule schedule_conv2d_nchw(const std::vector<te::Tensor>& outs, const Target& target);
 /// Template "conv2d_nchw": args {data, kernel, out}.
 autotune::Template conv2d_nchw_template(const Conv2DWorkload& wl, const Target& target);

@@ -38,6 +38,7 @@ te::Tensor conv2d_transpose_nchw(const te::Tensor& data, const te::Tensor& kerne
 /// stage in parallel.
 void schedule_conv2d_transpose_nchw(autotune::Config& cfg, te::Schedule& s, const te::Tensor& out,
                                     const Target& target);
+/// The fallback (untuned) schedule: the rule-based scheduler (auto_schedule.h).
 te::Schedule schedule_conv2d_transpose_nchw(const std::vector<te::Tensor>& outs,
                                             const Target& target);
 

@@ -23,7 +23,8 @@
 /// The CPU schedule of conv3d (`schedule_conv3d_ncdhw`) follows conv2d_nchw's reference
 /// schedule: batch, output channel, depth and row fused into one parallel loop, each output row
 /// accumulated in a local buffer with the reduction loops outside it, the row split by the
-/// vector lanes and vectorized; a padding stage is computed at the root in parallel.
+/// vector lanes and vectorized; a padding stage is computed at the root in parallel. When the
+/// output width is a multiple of 4 it is the rule-based scheduler's (auto_schedule.h) instead.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // choices, and select_implementations, which records the first choice that needs no layout
 // hook on every op node without one. Ops with no strategy for any of the target's keys get the
 // implementation of their fusion pattern kind, registered here: topi's injective or reduction
-// schedule, or the generic loop nest (the outputs' two outer axes fused and parallel).
+// schedule, or the rule-based scheduler (topi/auto_schedule.h) for out-fusable and opaque ops.
 #include "kiln/graph/strategy.h"
 
 #include <algorithm>
@@ -12,7 +12,9 @@
 
 #include "builtin.h"
 #include "kiln/graph/op_registry.h"
+#include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
+#include "kiln/topi/auto_schedule.h"
 #include "kiln/topi/schedule_injective.h"
 
 namespace kiln::graph {
@@ -42,20 +44,12 @@ Tables& tables() {
   return t;
 }
 
-/// The default schedule with each compute output's two outer axes fused and, when the output
-/// is large, parallel. Correct for any compute.
-te::Schedule schedule_generic(const std::vector<te::Tensor>& outs) {
-  te::Schedule s = te::create_schedule(outs);
-  for (const te::Tensor& t : outs) {
-    if (t.op()->kind != te::OpKind::kCompute) continue;
-    if (tensor_type(t).numel() <= topi::kParallelThreshold) continue;
-    te::Stage st = s[t];
-    std::vector<te::IterVar> axes = st.op_axis();
-    if (axes.empty()) continue;
-    te::IterVar outer = axes.size() >= 2 ? st.fuse(axes[0], axes[1]) : axes[0];
-    st.parallel(outer);
-  }
-  return s;
+/// The default schedule of a group whose master has no template: the rule-based scheduler
+/// (topi/auto_schedule.h: inlined producers, tiled and vectorized reductions with a local
+/// accumulator, parallel outer tiles), with the knobs of `cfg`. Correct for any compute.
+te::Schedule schedule_generic(const std::vector<te::Tensor>& outs, const Target& target,
+                              autotune::Config& cfg) {
+  return topi::auto_schedule(outs, target, cfg);
 }
 
 /// The implementation of an op's pattern kind.
@@ -95,7 +89,10 @@ te::Schedule schedule_by_pattern(const ScheduleInput& in) {
   topi::OpPattern p = OpRegistry::global().get(in.master.op).pattern;
   if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(in.outs, in.target);
   if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(in.outs, in.target);
-  return schedule_generic(in.outs);
+  // A fresh fallback config: `in.config` may be a template's tuned config (of another space)
+  // when the template falls back here.
+  autotune::Config cfg = autotune::Config::fallback();
+  return schedule_generic(in.outs, in.target, cfg);
 }
 
 void register_implementation(Implementation impl) {
@@ -160,7 +157,8 @@ Graph select_implementations(const Graph& g, const Target& target) {
     const Node& n = r.node(i);
     if (!n.is_op() || !n.impl.name.empty()) continue;
     OpCall call{r, i, target};
-    for (const Choice& c : strategy_choices(call)) {
+    const std::vector<Choice> choices = strategy_choices(call);
+    for (const Choice& c : choices) {
       if (c.rewrite) continue;  // taken by the layout pass only
       const Implementation& impl = implementation(c.impl);
       ImplChoice choice{impl.name, {}};
@@ -169,7 +167,9 @@ Graph select_implementations(const Graph& g, const Target& target) {
           auto task = std::make_shared<autotune::Task>(impl.task(call));
           choice.task = [task] { return *task; };
         } catch (const Error&) {
-          continue;  // the template does not cover this node
+          // The template does not cover this node; the last resort (the pattern kind's
+          // implementation) is recorded untunable rather than not at all.
+          if (&c != &choices.back()) continue;
         }
       }
       r.mutable_node(i).impl = std::move(choice);
@@ -188,9 +188,20 @@ void register_pattern_implementations() {
       {"reduce.generic",
        [](const ScheduleInput& in) { return topi::schedule_reduce(in.outs, in.target); }, nullptr,
        nullptr, ""});
+  // The rule-based scheduler, tunable (generic_task): a tuned config is the master op's; a
+  // fused group whose tiles declare other knobs (an epilogue of another shape) falls back.
   register_implementation({"opaque.generic",
-                           [](const ScheduleInput& in) { return schedule_generic(in.outs); },
-                           nullptr, nullptr, ""});
+                           [](const ScheduleInput& in) {
+                             if (!in.config.is_fallback()) {
+                               try {
+                                 return schedule_generic(in.outs, in.target, in.config);
+                               } catch (const Error&) {
+                               }
+                             }
+                             autotune::Config cfg = autotune::Config::fallback();
+                             return schedule_generic(in.outs, in.target, cfg);
+                           },
+                           generic_task, nullptr, "auto_schedule"});
 }
 
 }  // namespace kiln::graph
