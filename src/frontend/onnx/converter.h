@@ -207,9 +207,11 @@ class Converter {
   void unsupported_if(bool cond, const std::string& what) const {
     KILN_USER_CHECK(!cond) << where() << ": " << what << " is not supported yet";
   }
-  Entry op(const std::string& name, std::vector<Entry> inputs, Attrs attrs = {}) {
-    return g_.add_op(name, std::move(inputs), std::move(attrs), unique_name(node->name));
-  }
+  /// Adds op `name`. A product or convolution over an empty reduction (zero input channels,
+  /// a zero inner dimension) with a non-empty result is its sum over nothing: a constant of
+  /// zeros instead of the op, so that no kernel reduces over an empty axis (the op is left
+  /// dead, for run()'s dead-code elimination).
+  Entry op(const std::string& name, std::vector<Entry> inputs, Attrs attrs = {});
   Entry constant(const std::string& hint, runtime::NDArray v) {
     return g_.add_constant(unique_name(node->name + "." + hint), std::move(v));
   }
@@ -313,6 +315,7 @@ class Converter {
   mutable graph::Graph typed_;
   mutable int typed_n_ = 0;  // nodes of g_ copied into typed_
   mutable bool typed_ok_ = true;
+  bool emptied_ = false;  // a value with no elements was replaced by a constant
 };
 
 /// The value of op node `n` computed on the host from its inputs' values, when `n` is one of the
