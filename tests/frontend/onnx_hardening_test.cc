@@ -64,10 +64,12 @@ runtime::NDArray run_at(const OnnxModel& m, int opt_level, const Ints& x_shape) 
   for (int k = 0; k < g.num_nodes(); ++k)
     EXPECT_FALSE(g.node(k).is_op() && g.node(k).op == "conv2d")
         << "a conv2d over an empty tensor is left in the imported graph";
+  EXPECT_EQ(g.output_names(), std::vector<std::string>{"y"});
   graph::BuildOptions opt;
   opt.opt_level = opt_level;
   graph::CompiledModule cm = graph::build_module(g, Target::host(), opt);
   runtime::GraphExecutor ex = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+  EXPECT_EQ(ex.output_names(), std::vector<std::string>{"y"});
   ex.set_input("x", random_array(x_shape, 7));
   ex.run();
   return ex.get_output(0);

@@ -225,7 +225,11 @@ graph::Graph Converter::run() {
   g_.set_output_names(head_names);
   // The ops whose empty results were replaced by constants are dead: removed here, so that no
   // opt level compiles a kernel over an empty tensor.
-  if (emptied_) return graph::dead_code_elimination(g_);
+  if (emptied_) {
+    graph::Graph live = graph::dead_code_elimination(g_);
+    live.set_output_names(head_names);  // passes keep the outputs, not their names
+    return live;
+  }
   return g_;
 }
 
