@@ -12,11 +12,16 @@
 // NaN in Hardmax: the 1 goes to the first NaN of a row that has one (one_hot(argmax(x)) in
 // PyTorch, and Kiln's ArgMax), else to the first maximum; checked on random rows with NaN at
 // random places against that rule computed here, at opsets 11 (flattened trailing axes) and 13.
+//
+// Fuzzer findings (fuzz/onnx_import_fuzz.cc), each reduced to the model that reproduces it:
+// Clip with both bounds after a node that cannot be typed (min_value of an unknown type: an
+// internal error, now the type error of the earlier node).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "common/error.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/runtime/graph_executor.h"
@@ -268,6 +273,25 @@ TEST(OnnxNaN, HardmaxPutsTheOneAtTheFirstNaN) {
       test_util::expect_close_to(ex.get_output(0), hardmax_reference(x, len), shape, 0, 0);
     }
   }
+}
+
+TEST(OnnxFuzzFindings, ClipAfterANodeThatCannotBeTypedReportsThatNode) {
+  // Mul of [2, 3] and [3, 3] does not broadcast; Clip's bounds are constants.
+  OnnxModel m = one_node("Mul", {2, 3}, {"x", "b"}, {{"b", random_array({3, 3}, 1)}});
+  m.nodes[0].outputs = {"m"};
+  m.nodes.push_back(node("Clip", {"m", "lo", "hi"}, {"y"}));
+  runtime::NDArray lo = random_array({}, 2), hi = random_array({}, 3);
+  m.initializers["lo"] = lo;
+  m.initializers["hi"] = hi;
+  std::string e = ::kiln::testing::error_of([&] {
+    graph::Graph g = import_onnx(m);
+    graph::build_module(g, Target::host(), {});
+  });
+  EXPECT_NE(e.find("(multiply 'm') with inputs (float32[2, 3], float32[3, 3]): multiply: cannot "
+                   "broadcast shapes [2, 3] and [3, 3]"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("internal"), std::string::npos) << e;
 }
 
 }  // namespace
