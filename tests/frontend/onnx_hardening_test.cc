@@ -15,10 +15,13 @@
 //
 // Fuzzer findings (fuzz/onnx_import_fuzz.cc), each reduced to the model that reproduces it:
 // Clip with both bounds after a node that cannot be typed (min_value of an unknown type: an
-// internal error, now the type error of the earlier node).
+// internal error, now the type error of the earlier node); Slice before opset 10 without its
+// 'starts' and 'ends' attributes (read past an empty list); Slice of constant shape values with
+// a step of ±2^63 (signed overflow of the index).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
 
 #include "common/error.h"
@@ -292,6 +295,45 @@ TEST(OnnxFuzzFindings, ClipAfterANodeThatCannotBeTypedReportsThatNode) {
             std::string::npos)
       << e;
   EXPECT_EQ(e.find("internal"), std::string::npos) << e;
+}
+
+TEST(OnnxFuzzFindings, SliceBeforeOpset10WithoutStartsAndEnds) {
+  OnnxModel m = one_node("Slice", {4}, {"x"}, {});
+  m.opsets[""] = 9;
+  EXPECT_EQ(::kiln::testing::error_of([&] { import_onnx(m); }),
+            "'empty.onnx', node 'Slice_y' (Slice): attributes 'starts' and 'ends' are required "
+            "(Slice before opset 10)");
+}
+
+runtime::NDArray i64(const Ints& v) {
+  runtime::NDArray a = runtime::NDArray::empty({static_cast<int64_t>(v.size())}, DataType::Int(64));
+  for (size_t i = 0; i < v.size(); ++i) a.data_as<int64_t>()[i] = v[i];
+  return a;
+}
+
+TEST(OnnxFuzzFindings, SliceOfConstantShapeValuesWithAHugeStep) {
+  // data = [10, 11, 12, 13], sliced on the host: one element each, no signed overflow.
+  struct Case {
+    int64_t start, end, step, want;
+  } cases[] = {{1, 4, INT64_MAX, 11}, {3, -10, INT64_MIN, 13}, {-1, INT64_MIN, INT64_MIN, 13}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE("start " + std::to_string(k.start) + ", step " + std::to_string(k.step));
+    OnnxModel m = one_node("Slice", {2}, {"data", "st", "en", "ax", "sp"}, {});
+    m.initializers = {{"data", i64({10, 11, 12, 13})},
+                      {"st", i64({k.start})},
+                      {"en", i64({k.end})},
+                      {"ax", i64({0})},
+                      {"sp", i64({k.step})}};
+    graph::Graph g = import_onnx(m);
+    graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
+    runtime::GraphExecutor ex =
+        runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+    ex.set_input("x", random_array({2}, 5));  // unused
+    ex.run();
+    runtime::NDArray y = ex.get_output(0);
+    ASSERT_EQ(y.shape(), Ints{1});
+    EXPECT_EQ(y.data_as<int64_t>()[0], k.want);
+  }
 }
 
 }  // namespace
