@@ -17,7 +17,8 @@
 // Clip with both bounds after a node that cannot be typed (min_value of an unknown type: an
 // internal error, now the type error of the earlier node); Slice before opset 10 without its
 // 'starts' and 'ends' attributes (read past an empty list); Slice of constant shape values with
-// a step of ±2^63 (signed overflow of the index).
+// a step of ±2^63 (signed overflow of the index); Reshape to a shape whose element count
+// overflows int64 (signed overflow, now "cannot reshape").
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -334,6 +335,22 @@ TEST(OnnxFuzzFindings, SliceOfConstantShapeValuesWithAHugeStep) {
     ASSERT_EQ(y.shape(), Ints{1});
     EXPECT_EQ(y.data_as<int64_t>()[0], k.want);
   }
+}
+
+TEST(OnnxFuzzFindings, ReshapeToAShapeWhoseSizeOverflows) {
+  // An input without elements (reshaped at import), then one with elements (the graph's rule).
+  Ints huge{8589934595, 51677046505722};
+  OnnxModel m = one_node("Reshape", {0, 3}, {"x", "s"}, {{"s", i64(huge)}});
+  EXPECT_EQ(::kiln::testing::error_of([&] { import_onnx(m); }),
+            "'empty.onnx', node 'Reshape_y' (Reshape): cannot reshape float32[0, 3] to "
+            "[8589934595, 51677046505722]");
+  m = one_node("Reshape", {2, 3}, {"x", "s"}, {{"s", i64(huge)}});
+  std::string e = ::kiln::testing::error_of([&] {
+    graph::Graph g = import_onnx(m);
+    graph::build_module(g, Target::host(), {});
+  });
+  EXPECT_NE(e.find("reshape"), std::string::npos) << e;
+  EXPECT_EQ(e.find("internal"), std::string::npos) << e;
 }
 
 }  // namespace

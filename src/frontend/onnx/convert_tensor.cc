@@ -43,7 +43,7 @@ std::vector<Entry> convert_reshape(Converter& c) {
     } else {
       KILN_USER_CHECK(shape[k] >= 0)
           << c.where() << ": shape " << runtime::shape_str(shape) << " has a negative size";
-      known *= shape[k];
+      known = mul_saturating(known, shape[k]);  // an overflow fails the check below
     }
   }
   if (unknown >= 0) {
