@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test lint bench bench-tuners format clean
+.PHONY: all deps configure build demo test lint bench bench-tuners format clean fuzz fuzz-build
 
 all: build
 
@@ -23,8 +23,28 @@ demo: build
 	./$(BUILD)/bin/kiln demo --gemm
 
 # ctest runs lint too (the test `kiln-lint`), so `make test` and CI fail when lint fails.
+# Then each libFuzzer target runs FUZZ_TEST_SECONDS on its corpus (a crash fails the step).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_TEST_SECONDS)
+
+# Fuzzing (fuzz/, docs/fuzzing.md): libFuzzer targets for the ONNX importer, the module loader,
+# the .npy reader and the tuning-log reader, built with clang 16, ASan and UBSan in their own
+# build directory. `make fuzz FUZZ_SECONDS=600` runs each target 10 minutes.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TEST_SECONDS ?= 30
+
+$(FUZZ_BUILD)/build.ninja:
+	@$(MAKE) --no-print-directory deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DKILN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-16 \
+	  -DCMAKE_C_COMPILER=clang-16
+
+fuzz-build: $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target kiln-fuzz-all
+
+fuzz: build fuzz-build
+	bash scripts/fuzz.sh -t $(FUZZ_SECONDS) -b $(FUZZ_BUILD) -k $(BUILD)/bin/kiln
 
 # Formatting (clang-format 14, --dry-run -Werror), layering, op-name comparisons: scripts/lint.sh.
 lint:
@@ -43,4 +63,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -17,6 +17,8 @@ PKGS=(
   python3-torch python3-torchvision python3-onnx python3-numpy python3-venv  # reference models and data (tests only)
   python3-matplotlib                                                 # tuner curves plot (bench/plot_tuners.py)
   clang-format
+  clang-16 libclang-rt-16-dev                                        # libFuzzer + ASan/UBSan: make fuzz (fuzz/)
+  stress-ng                                                          # scripts/flaky-check.sh's CPU load
 )
 
 missing=()

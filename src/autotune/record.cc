@@ -1,7 +1,8 @@
 // Tuning records as JSON lines: serialization of one measurement, an append-only writer that
-// flushes and fsyncs every line (and first terminates a line left unterminated by a crash),
-// a loader that skips damaged lines with a warning, and the best-record lookup that ignores, and
-// counts, records made for another target or template version.
+// flushes and fsyncs every line (and first terminates a line left unterminated by a crash), a
+// loader (regular files only, bounded) that skips damaged lines with a warning, and the
+// best-record lookup that ignores, and counts, records made for another target or template
+// version.
 #include "kiln/autotune/record.h"
 
 #include <fcntl.h>
@@ -9,12 +10,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <sstream>
 
 #include "kiln/support/error.h"
+#include "kiln/support/file.h"
 
 namespace kiln::autotune {
 
@@ -208,8 +210,11 @@ void RecordWriter::write(const Record& r) {
 
 RecordLog load_records(const std::string& path, bool print_warnings) {
   RecordLog log;
-  std::ifstream in(path);
-  if (!in) return log;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return log;
+  // A regular file of at most 1 GiB, read whole (support/file.h): a FIFO or a link to
+  // /dev/zero given as the log is an error naming it, not a hang.
+  std::istringstream in(support::read_file(path, "tuning log '" + path + "'"));
   std::string line;
   size_t lineno = 0;
   while (std::getline(in, line)) {

@@ -157,8 +157,9 @@ struct RecordLog {
   size_t skipped = 0;
 };
 
-/// Reads every record of `path`. A missing file is an empty log. Corrupt or partial lines are
-/// skipped, each with a warning (also printed to stderr when `print_warnings`).
+/// Reads every record of `path`. A missing file is an empty log; a path that is not a regular
+/// file (a FIFO, a device) or a file over 1 GiB is a kiln::Error naming it. Corrupt or partial
+/// lines are skipped, each with a warning (also printed to stderr when `print_warnings`).
 RecordLog load_records(const std::string& path, bool print_warnings = true);
 
 /// The best record of a task and what was used or ignored to find it.

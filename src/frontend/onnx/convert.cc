@@ -5,7 +5,7 @@
 // sub-graphs for the control-flow converters (Converter::import_body) and sets the outputs, a
 // sequence output flattened into one output per element. Converters that need a value's type run
 // graph::infer_types over the graph built so far; inputs computed from constants only are folded
-// on demand (Converter::folded).
+// on demand (Converter::folded). A value with no elements becomes an empty constant.
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
@@ -61,7 +61,19 @@ void Converter::convert_nodes(const std::vector<OnnxNode>& nodes, bool name_valu
       KILN_USER_CHECK(i < outs.size())
           << where() << ": output " << i << " ('" << n.outputs[i] << "') is not supported yet";
       values_[n.outputs[i]] = outs[i];
-      if (!name_values || is_sequence(outs[i]) || is_optional(outs[i])) continue;
+      if (is_sequence(outs[i]) || is_optional(outs[i])) continue;
+      // A value with no elements (a zero batch or zero channels) is a constant whatever computes
+      // it: kernels, layouts and schedule templates never see an empty tensor (issue 26).
+      if (!g_.node(outs[i].node).is_constant()) {
+        std::optional<graph::TensorType> t = known_type(outs[i]);
+        if (t && t->known() && t->numel() == 0) {
+          outs[i] = empty_tensor(*this, t->shape, t->dtype);
+          emptied_ = true;
+          values_[n.outputs[i]] = outs[i];
+          continue;
+        }
+      }
+      if (!name_values) continue;
       // The graph node that produces an ONNX value carries the value's name (unique in ONNX;
       // graph outputs and their .npy files are named after it).
       graph::Node& prod = g_.mutable_node(outs[i].node);
@@ -211,6 +223,13 @@ graph::Graph Converter::run() {
   }
   g_.set_outputs(heads);
   g_.set_output_names(head_names);
+  // The ops whose empty results were replaced by constants are dead: removed here, so that no
+  // opt level compiles a kernel over an empty tensor.
+  if (emptied_) {
+    graph::Graph live = graph::dead_code_elimination(g_);
+    live.set_output_names(head_names);  // passes keep the outputs, not their names
+    return live;
+  }
   return g_;
 }
 

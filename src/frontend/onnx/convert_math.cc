@@ -169,10 +169,12 @@ std::vector<Entry> convert_clip(Converter& c) {
   // A missing bound is the element type's limit; float limits would overflow integer types.
   DataType t = c.dtype_of(c.in(0));
   c.unsupported_if(t.is_void() && (!lo || !hi), "Clip with one bound of a computed tensor");
-  double tmin = t.is_float() ? -std::numeric_limits<float>::max()
-                             : static_cast<double>(*as_const_int(ir::min_value(t)));
-  double tmax = t.is_float() ? std::numeric_limits<float>::max()
-                             : static_cast<double>(*as_const_int(ir::max_value(t)));
+  // (An untyped input, e.g. after an earlier node that cannot be typed, has both bounds.)
+  bool real = t.is_float() || t.is_void();
+  double tmin = real ? -std::numeric_limits<float>::max()
+                     : static_cast<double>(*as_const_int(ir::min_value(t)));
+  double tmax = real ? std::numeric_limits<float>::max()
+                     : static_cast<double>(*as_const_int(ir::max_value(t)));
   return {c.op("clip", {c.in(0)}, {{"a_min", lo.value_or(tmin)}, {"a_max", hi.value_or(tmax)}})};
 }
 

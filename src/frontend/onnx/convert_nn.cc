@@ -128,7 +128,7 @@ std::vector<Entry> convert_softmax(Converter& c, const char* op) {
 }
 
 /// Hardmax: 1 at the first maximum along the axis, 0 elsewhere (before opset 13, over the
-/// trailing dimensions flattened from `axis`).
+/// trailing dimensions flattened from `axis`); a NaN counts as the maximum, as in ArgMax.
 std::vector<Entry> convert_hardmax(Converter& c) {
   graph::TensorType t = c.type_in(0);
   c.unsupported_if(!(t.dtype == DataType::Float(32) || t.dtype == DataType::Float(64)),
@@ -151,6 +151,11 @@ std::vector<Entry> convert_hardmax(Converter& c) {
   size_t rank = c.opset < 13 ? 2 : static_cast<size_t>(r);
   Attrs keep1{{"axes", Ints{red}}, {"keepdims", int64_t{1}}};
   Entry hit = c.op("equal", {x, c.op("max", {x}, keep1)});
+  // A NaN is the maximum (max propagates NaN): the 1 goes to the first NaN, as
+  // one_hot(argmax(x)) in PyTorch and ArgMax here. (ONNX Runtime's Hardmax gives a row of
+  // zeros when the row starts with NaN and skips NaN elsewhere, which its ArgMax does not.)
+  Entry nan = c.op("isnan", {x});
+  hit = c.op("where", {nan, nan, hit});
   Entry idx = c.op("where", {hit, iota(c, len, rank, red),
                              c.fill("sentinel", static_cast<double>(len), DataType::Int(64))});
   Entry first = c.op("min", {idx}, keep1);

@@ -43,7 +43,7 @@ std::vector<Entry> convert_reshape(Converter& c) {
     } else {
       KILN_USER_CHECK(shape[k] >= 0)
           << c.where() << ": shape " << runtime::shape_str(shape) << " has a negative size";
-      known *= shape[k];
+      known = mul_saturating(known, shape[k]);  // an overflow fails the check below
     }
   }
   if (unknown >= 0) {
@@ -139,6 +139,8 @@ std::vector<Entry> convert_constant_of_shape(Converter& c) {
 std::vector<Entry> convert_slice_plain(Converter& c) {
   Ints starts, ends, axes, steps;
   if (c.opset < 10) {
+    KILN_USER_CHECK(c.has_attr("starts") && c.has_attr("ends"))
+        << c.where() << ": attributes 'starts' and 'ends' are required (Slice before opset 10)";
     starts = c.attr_ints("starts", {});
     ends = c.attr_ints("ends", {});
     axes = c.attr_ints("axes", {});
@@ -157,16 +159,21 @@ std::vector<Entry> convert_slice_plain(Converter& c) {
       << c.where() << ": starts, ends, axes and steps must have the same length";
   for (int64_t& a : axes) a = norm_axis(c, a, r);
   for (int64_t s : steps) c.unsupported_if(s == 0, "a zero step");
-  if (r == 1 && c.const_input(0) && c.const_input(0)->dtype() == DataType::Int(64)) {
+  if (r == 1 && starts.size() == 1 && c.const_input(0) &&
+      c.const_input(0)->dtype() == DataType::Int(64)) {
     // Shape arithmetic (Shape -> Slice -> Concat): sliced on the host, so that an empty slice
     // (a prefix of length 0) stays representable until it is concatenated away.
     Ints v = c.const_ints(0, "data");
     int64_t n = static_cast<int64_t>(v.size()), st = steps[0];
     int64_t b = starts[0] < 0 ? starts[0] + n : starts[0], e = ends[0] < 0 ? ends[0] + n : ends[0];
-    b = st > 0 ? std::clamp<int64_t>(b, 0, n) : std::clamp<int64_t>(b, 0, n - 1);
+    b = st > 0 ? std::clamp<int64_t>(b, 0, n)
+               : std::clamp<int64_t>(b, 0, std::max<int64_t>(n - 1, 0));
     e = st > 0 ? std::clamp<int64_t>(e, 0, n) : std::clamp<int64_t>(e, -1, n - 1);
     Ints out;
-    for (int64_t k = b; st > 0 ? k < e : k > e; k += st) out.push_back(v[k]);
+    for (int64_t k = b; n > 0 && (st > 0 ? k < e : k > e); k += st) {
+      out.push_back(v[k]);
+      if (st > 0 ? e - k <= st : (k - e) + st <= 0) break;  // the next k would overflow or leave
+    }
     return {c.constant("slice", int64_array(out))};
   }
   return {c.op("strided_slice", {c.in(0)},
@@ -195,15 +202,17 @@ std::optional<Ints> slice_shape(Converter& c) {
     if (steps[k] == 0 || axes[k] < -r || axes[k] >= r) return std::nullopt;
     int64_t ax = axes[k] < 0 ? axes[k] + r : axes[k], d = shape[ax], st = steps[k];
     int64_t b = starts[k] < 0 ? starts[k] + d : starts[k], e = ends[k] < 0 ? ends[k] + d : ends[k];
-    int64_t n;
-    if (st > 0) {
+    int64_t n = 0;  // ceil(span / |step|) without overflow for steps near ±2^63
+    if (d == 0) {
+      n = 0;
+    } else if (st > 0) {
       b = std::clamp<int64_t>(b, 0, d), e = std::clamp<int64_t>(e, 0, d);
-      n = e > b ? (e - b + st - 1) / st : 0;
+      n = e > b ? (e - b - 1) / st + 1 : 0;
     } else {
       b = std::clamp<int64_t>(b, 0, d - 1), e = std::clamp<int64_t>(e, -1, d - 1);
-      n = b > e ? (b - e - st - 1) / -st : 0;
+      n = b > e ? (st == INT64_MIN ? 1 : (b - e - 1) / -st + 1) : 0;
     }
-    shape[ax] = d == 0 ? 0 : n;
+    shape[ax] = n;
   }
   return shape;
 }

@@ -2,7 +2,7 @@
 // the folding of values computed from constants (Converter::folded: on the host where
 // eval_on_host can, else through the compiler, remembering every value found) and small helpers
 // shared by the converter families: element-type codes, int64 arrays, iota constants, empty
-// tensors.
+// tensors; Converter::op, which turns a product over an empty reduction into zeros.
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
@@ -141,8 +141,33 @@ Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t) {
 
 int64_t numel_of(const Ints& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) n = mul_saturating(n, d);
   return n;
+}
+
+int64_t mul_saturating(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+Entry Converter::op(const std::string& name, std::vector<Entry> inputs, Attrs attrs) {
+  static const std::set<std::string> kProducts = {"conv2d",           "conv3d", "conv2d_transpose",
+                                                  "conv3d_transpose", "dense",  "matmul"};
+  bool empty_input = false;
+  if (kProducts.count(name)) {
+    for (Entry x : inputs) {
+      std::optional<graph::TensorType> t = known_type(x);
+      empty_input = empty_input || (t && t->known() && t->numel() == 0);
+    }
+  }
+  Entry e = g_.add_op(name, std::move(inputs), std::move(attrs), unique_name(node->name));
+  if (!empty_input) return e;
+  std::optional<graph::TensorType> t = known_type(e);
+  if (!t || !t->known()) return e;
+  runtime::NDArray zeros = runtime::NDArray::empty(t->shape, t->dtype);
+  if (zeros.nbytes()) std::memset(zeros.data(), 0, zeros.nbytes());
+  emptied_ = true;
+  return constant(t->numel() ? "zeros" : "empty", std::move(zeros));
 }
 
 Entry empty_tensor(Converter& c, const Ints& shape, DataType t) {

@@ -207,9 +207,11 @@ class Converter {
   void unsupported_if(bool cond, const std::string& what) const {
     KILN_USER_CHECK(!cond) << where() << ": " << what << " is not supported yet";
   }
-  Entry op(const std::string& name, std::vector<Entry> inputs, Attrs attrs = {}) {
-    return g_.add_op(name, std::move(inputs), std::move(attrs), unique_name(node->name));
-  }
+  /// Adds op `name`. A product or convolution over an empty reduction (zero input channels,
+  /// a zero inner dimension) with a non-empty result is its sum over nothing: a constant of
+  /// zeros instead of the op, so that no kernel reduces over an empty axis (the op is left
+  /// dead, for run()'s dead-code elimination).
+  Entry op(const std::string& name, std::vector<Entry> inputs, Attrs attrs = {});
   Entry constant(const std::string& hint, runtime::NDArray v) {
     return g_.add_constant(unique_name(node->name + "." + hint), std::move(v));
   }
@@ -313,6 +315,7 @@ class Converter {
   mutable graph::Graph typed_;
   mutable int typed_n_ = 0;  // nodes of g_ copied into typed_
   mutable bool typed_ok_ = true;
+  bool emptied_ = false;  // a value with no elements was replaced by a constant
 };
 
 /// The value of op node `n` computed on the host from its inputs' values, when `n` is one of the
@@ -417,8 +420,12 @@ DataType onnx_elem_type(int64_t code);
 runtime::NDArray int64_array(const std::vector<int64_t>& xs);
 /// A constant int64 (or `t`) tensor of rank `r` holding 0..n-1 along `axis` (size 1 elsewhere).
 graph::Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t = DataType::Int(64));
-/// The number of elements of a tensor of `shape`.
+/// The number of elements of a tensor of `shape`; INT64_MAX when the product overflows (a
+/// shape no tensor has: comparisons with a real element count fail, and the caller's error
+/// names the node).
 int64_t numel_of(const Ints& shape);
+/// a * b, or INT64_MAX when it overflows.
+int64_t mul_saturating(int64_t a, int64_t b);
 /// A constant tensor of `shape` (with at least one zero dimension) and type `t`.
 Entry empty_tensor(Converter& c, const Ints& shape, DataType t);
 
