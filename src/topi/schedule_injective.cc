@@ -241,7 +241,9 @@ int concat_axis(const te::Tensor& out) {
 /// axis becomes a serial loop just inside the parallel loop over the axes before it and the
 /// one after it, so that loop_partition cuts it into one loop per concat input (each reads one
 /// input, instead of every element loading from all of them and selecting); the remaining
-/// axes run inside, the innermost vectorized.
+/// axes run inside, the innermost vectorized. When the axes outside it have no extent to share
+/// between threads (a [1, tokens, C] concat along the tokens), the concat axis itself is the
+/// parallel loop (each part a parallel loop).
 void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, const Target& target) {
   te::Stage st = s[out];
   std::vector<IterVar> axes = st.op_axis();
@@ -260,8 +262,12 @@ void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, con
     auto [o, i] = st.split(axes.back(), Expr(lanes));
     st.vectorize(i);
   }
-  if (!par.empty() && product(axes) > kParallelThreshold && product(par) > 1)
+  if (product(axes) <= kParallelThreshold) return;
+  if (product(par) > 1) {
     st.parallel(par.size() > 1 ? st.fuse(par) : par[0]);
+  } else {
+    st.parallel(axes[j]);  // nothing outside it to share: its parts run in parallel one by one
+  }
 }
 
 }  // namespace
