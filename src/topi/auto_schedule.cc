@@ -35,20 +35,8 @@ namespace {
 
 using OpSet = std::set<const te::OperationNode*>;
 
-int64_t extent_of(const IterVar& iv) {
-  auto v = as_const_int(iv->dom->extent);
-  return v ? *v : -1;
-}
-
-int64_t product(const std::vector<IterVar>& axes) {
-  int64_t n = 1;
-  for (const IterVar& iv : axes) {
-    int64_t e = extent_of(iv);
-    if (e < 0) return -1;
-    n *= e;
-  }
-  return n;
-}
+using detail::extent_of;
+using detail::product;
 
 const te::ComputeOpNode* as_compute(const te::Operation& op) {
   return op->kind == te::OpKind::kCompute ? static_cast<const te::ComputeOpNode*>(op.get())

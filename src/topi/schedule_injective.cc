@@ -16,6 +16,7 @@
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/op_pattern.h"
 #include "lane_reduce.h"
+#include "topi_util.h"
 
 namespace kiln::topi {
 
@@ -23,20 +24,8 @@ using namespace kiln::ir;  // NOLINT
 
 namespace {
 
-int64_t extent_of(const IterVar& iv) {
-  auto v = as_const_int(iv->dom->extent);
-  return v ? *v : -1;
-}
-
-int64_t product(const std::vector<IterVar>& axes) {
-  int64_t n = 1;
-  for (const IterVar& iv : axes) {
-    int64_t e = extent_of(iv);
-    if (e < 0) return -1;
-    n *= e;
-  }
-  return n;
-}
+using detail::extent_of;
+using detail::product;
 
 bool is_compute(const te::Operation& op) { return op->kind == te::OpKind::kCompute; }
 

@@ -140,4 +140,21 @@ inline std::vector<int64_t> filter_leq(const std::vector<int64_t>& c, int64_t bo
   return r;
 }
 
+/// The constant extent of a loop axis, or -1 when it is not a constant.
+inline int64_t extent_of(const IterVar& iv) {
+  auto v = as_const_int(iv->dom->extent);
+  return v ? *v : -1;
+}
+
+/// The product of the axes' constant extents, or -1 when one of them is not a constant.
+inline int64_t product(const std::vector<IterVar>& axes) {
+  int64_t n = 1;
+  for (const IterVar& iv : axes) {
+    int64_t e = extent_of(iv);
+    if (e < 0) return -1;
+    n *= e;
+  }
+  return n;
+}
+
 }  // namespace kiln::topi::detail
