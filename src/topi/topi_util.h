@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/support/error.h"
+#include "kiln/support/saturating.h"
 #include "kiln/te/tensor.h"
 
 namespace kiln::topi::detail {
@@ -46,11 +47,8 @@ inline std::vector<Expr> to_exprs(const std::vector<int64_t>& s) {
   return r;
 }
 
-inline int64_t numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  return n;
-}
+/// The element count of a shape; INT64_MAX when it overflows (the caller's size check fails).
+inline int64_t numel(const std::vector<int64_t>& s) { return numel_saturating(s); }
 
 /// `axis` in [-ndim, ndim) made non-negative; a user error naming `op` and the shape otherwise.
 inline int normalize_axis(int64_t axis, const std::vector<int64_t>& shape, const std::string& op,

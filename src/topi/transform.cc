@@ -90,7 +90,7 @@ te::Tensor reshape(const te::Tensor& x, const std::vector<int64_t>& newshape,
       KILN_USER_CHECK(out[d] > 0) << "reshape: newshape " << shape_text(newshape)
                                   << " has an invalid dimension " << out[d];
     }
-    known *= out[d];
+    known = mul_saturating(known, out[d]);  // an overflow fails the checks below
   }
   int64_t n = detail::numel(in);
   if (infer >= 0) {

@@ -260,6 +260,16 @@ TEST(TopiTransform, Errors) {
             "reshape: cannot reshape [2, 3] (6 elements) to [4, 2] (8 elements)");
   EXPECT_TRUE(has(error_of([&] { reshape(X, {-1, -1}); }), "more than one -1"));
   EXPECT_TRUE(has(error_of([&] { reshape(X, {4, -1}); }), "cannot infer the -1 in [4, -1]"));
+  // Known dimensions whose product overflows int64 (a fuzz finding: signed overflow before the
+  // -1 was inferred, then a product that wrapped): the count saturates and the checks fail.
+  EXPECT_TRUE(has(error_of([&] {
+                    reshape(X, {8246498862299086851, 116, -1});
+                  }),
+                  "cannot infer the -1 in [8246498862299086851, 116, -1]"));
+  EXPECT_TRUE(has(error_of([&] {
+                    reshape(X, {4294967296, 4294967296, 6});
+                  }),
+                  "cannot reshape [2, 3] (6 elements) to [4294967296, 4294967296, 6]"));
   EXPECT_TRUE(has(error_of([&] { transpose(X, {0, 0}); }), "transpose: axis 0 repeats"));
   EXPECT_EQ(error_of([&] {
               concat({X, Y}, 0);

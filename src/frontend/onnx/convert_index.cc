@@ -74,7 +74,7 @@ Ints const_indices(Converter& c, size_t i) { return c.const_ints(i, "indices"); 
 /// row target[u]. data viewed as [N, row], updates as [U, row].
 Entry scatter_rows(Converter& c, Entry data, Entry updates, const Ints& data_shape, int64_t row,
                    const Ints& target, const std::string& reduction, DataType dt) {
-  int64_t n = numel_of(data_shape) / row;
+  int64_t n = numel_saturating(data_shape) / row;
   int64_t u = static_cast<int64_t>(target.size());
   c.unsupported_if(reduction != "none" && reduction != "add" && reduction != "mul" &&
                        reduction != "max" && reduction != "min",
@@ -171,7 +171,7 @@ std::vector<Entry> convert_scatter_nd(Converter& c) {
   Ints idx = const_indices(c, 1);
   int64_t tuples = static_cast<int64_t>(idx.size()) / k;
   Ints rows = nd_rows(c, dt.shape, idx, k, 0, tuples);
-  int64_t row = numel_of(Ints(dt.shape.begin() + k, dt.shape.end()));
+  int64_t row = numel_saturating(Ints(dt.shape.begin() + k, dt.shape.end()));
   return {scatter_rows(c, c.in(0), c.in(2), dt.shape, row, rows, c.attr_string("reduction", "none"),
                        dt.dtype)};
 }
@@ -187,12 +187,12 @@ std::vector<Entry> convert_gather_nd(Converter& c) {
   KILN_USER_CHECK(k >= 1 && b + k <= r)
       << c.where() << ": index tuples of length " << k << " for data " << dt.str();
   Ints idx = const_indices(c, 1);
-  int64_t batches = numel_of(Ints(it.shape.begin(), it.shape.begin() + b));
+  int64_t batches = numel_saturating(Ints(it.shape.begin(), it.shape.begin() + b));
   int64_t tuples = static_cast<int64_t>(idx.size()) / k;
   Ints rows = nd_rows(c, dt.shape, idx, k, b, tuples / std::max<int64_t>(batches, 1));
   Ints rest(dt.shape.begin() + b + k, dt.shape.end());
-  int64_t row = numel_of(rest);
-  Entry d2 = c.op("reshape", {c.in(0)}, {{"newshape", Ints{numel_of(dt.shape) / row, row}}});
+  int64_t row = numel_saturating(rest);
+  Entry d2 = c.op("reshape", {c.in(0)}, {{"newshape", Ints{numel_saturating(dt.shape) / row, row}}});
   Entry g = c.op("take", {d2, const_i64(c, "rows", rows)}, {{"axis", int64_t{0}}});
   Ints out(it.shape.begin(), it.shape.end() - 1);
   out.insert(out.end(), rest.begin(), rest.end());

@@ -51,7 +51,7 @@ std::vector<Entry> convert_reshape(Converter& c) {
                                 << " has both a 0 and a -1 (allowzero=1)";
     shape[unknown] = ty.numel() / known;
   }
-  KILN_USER_CHECK(numel_of(shape) == ty.numel())
+  KILN_USER_CHECK(numel_saturating(shape) == ty.numel())
       << c.where() << ": cannot reshape " << ty.str() << " to " << runtime::shape_str(shape);
   if (ty.numel() == 0) return std::vector<Entry>{empty_tensor(c, shape, ty.dtype)};
   return std::vector<Entry>{c.op("reshape", {c.in(0)}, {{"newshape", shape}})};
@@ -219,7 +219,7 @@ std::optional<Ints> slice_shape(Converter& c) {
 
 std::vector<Entry> convert_slice(Converter& c) {
   std::optional<Ints> shape = slice_shape(c);
-  if (!shape || numel_of(*shape) != 0) return convert_slice_plain(c);
+  if (!shape || numel_saturating(*shape) != 0) return convert_slice_plain(c);
   return {empty_tensor(c, *shape, c.type_in(0).dtype)};
 }
 

@@ -139,17 +139,6 @@ Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t) {
   return c.constant("iota", a);
 }
 
-int64_t numel_of(const Ints& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n = mul_saturating(n, d);
-  return n;
-}
-
-int64_t mul_saturating(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
-}
-
 Entry Converter::op(const std::string& name, std::vector<Entry> inputs, Attrs attrs) {
   static const std::set<std::string> kProducts = {"conv2d",           "conv3d", "conv2d_transpose",
                                                   "conv3d_transpose", "dense",  "matmul"};

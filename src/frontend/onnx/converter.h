@@ -21,6 +21,7 @@
 #include "kiln/graph/transform.h"
 #include "kiln/ir/op.h"
 #include "kiln/support/error.h"
+#include "kiln/support/saturating.h"
 
 namespace kiln::frontend::onnx_import {
 
@@ -420,12 +421,6 @@ DataType onnx_elem_type(int64_t code);
 runtime::NDArray int64_array(const std::vector<int64_t>& xs);
 /// A constant int64 (or `t`) tensor of rank `r` holding 0..n-1 along `axis` (size 1 elsewhere).
 graph::Entry iota(Converter& c, int64_t n, size_t r, int64_t axis, DataType t = DataType::Int(64));
-/// The number of elements of a tensor of `shape`; INT64_MAX when the product overflows (a
-/// shape no tensor has: comparisons with a real element count fail, and the caller's error
-/// names the node).
-int64_t numel_of(const Ints& shape);
-/// a * b, or INT64_MAX when it overflows.
-int64_t mul_saturating(int64_t a, int64_t b);
 /// A constant tensor of `shape` (with at least one zero dimension) and type `t`.
 Entry empty_tensor(Converter& c, const Ints& shape, DataType t);
 
