@@ -34,7 +34,7 @@ test: build fuzz-build
 # build directory. `make fuzz FUZZ_SECONDS=600` runs each target 10 minutes.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TEST_RUNS ?= 50000
+FUZZ_TEST_RUNS ?= 200000
 
 $(FUZZ_BUILD)/build.ninja:
 	@$(MAKE) --no-print-directory deps

@@ -57,7 +57,7 @@ for t in "${TARGETS[@]}"; do
     work="$FUZZ_BUILD/corpus/scratch/$t"
     rm -rf "$work"
     limit=(-runs="$RUNS" -seed=1)
-    what="$RUNS runs (seed 1)"
+    what="seed 1"
   else
     work="$FUZZ_BUILD/corpus/work/$t"
     limit=(-max_total_time="$SECONDS_PER")
