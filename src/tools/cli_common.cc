@@ -125,6 +125,13 @@ std::map<std::string, std::vector<int64_t>> parse_input_shapes(
   return shapes;
 }
 
+std::vector<autotune::Record> load_tuning_log(const std::string& path) {
+  std::error_code ec;
+  KILN_USER_CHECK(std::filesystem::exists(path, ec))
+      << "--tuning-log '" << path << "': no such file";
+  return autotune::load_records(path).records;
+}
+
 graph::Graph load_model(const std::string& model, const std::vector<std::string>& shape_specs) {
   std::map<std::string, std::vector<int64_t>> shapes = parse_input_shapes(shape_specs);
   const std::string prefix = "builtin:";

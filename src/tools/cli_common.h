@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/autotune/record.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/graph.h"
 #include "kiln/runtime/graph_executor.h"
@@ -77,6 +78,11 @@ void check_input_shapes(const frontend::OnnxModel& m,
 /// "data=B,3,S,S" picks the batch and image size). User errors name the path or list the
 /// built-in models.
 graph::Graph load_model(const std::string& model, const std::vector<std::string>& shape_specs);
+
+/// The records of `--tuning-log PATH` for a build: "--tuning-log 'PATH': no such file" when it
+/// is missing (a build given a log expects one; `kiln tune` starts a missing log instead), and
+/// load_records' error when it is not a regular file (a FIFO, /dev/zero, a directory).
+std::vector<autotune::Record> load_tuning_log(const std::string& path);
 
 /// Makes an executor of a compiled module held in memory; `source` names it in errors.
 runtime::GraphExecutor executor_of(const graph::CompiledModule& m, const std::string& source);

@@ -212,9 +212,7 @@ int bench(const BenchOptions& o) {
     graph::BuildOptions bopt;
     bopt.opt_level = o.opt_level;
     if (!o.tuning_log.empty()) {
-      KILN_USER_CHECK(std::filesystem::is_regular_file(o.tuning_log))
-          << "--tuning-log '" << o.tuning_log << "': no such file";
-      bopt.tuning_records = autotune::load_records(o.tuning_log).records;
+      bopt.tuning_records = load_tuning_log(o.tuning_log);
       // The records measured with the thread count this benchmark runs with.
       bopt.tuning_threads = kiln_get_num_threads();
     }

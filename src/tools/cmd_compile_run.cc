@@ -166,9 +166,7 @@ int compile_model(const CompileOptions& o) {
   graph::BuildOptions bopt;
   bopt.opt_level = o.opt_level;
   if (!o.tuning_log.empty()) {
-    KILN_USER_CHECK(std::filesystem::is_regular_file(o.tuning_log))
-        << "--tuning-log '" << o.tuning_log << "': no such file";
-    bopt.tuning_records = autotune::load_records(o.tuning_log).records;
+    bopt.tuning_records = load_tuning_log(o.tuning_log);
     bopt.tuning_threads = o.tuning_threads;
   }
   graph::CompiledModule m = graph::compile_to_directory(g, Target(o.target), bopt, o.out);

@@ -173,6 +173,17 @@ grep -q "directory '$TMP/no/such/dir' does not exist" "$TMP/e" || fail "log dir 
 grep -q "there is no task 3; the model has 2 tunable task(s)" "$TMP/e" || fail "--tasks message: $(cat "$TMP/e")"
 "$KILN" compile "$TMP/m.onnx" -o "$TMP/x" --tuning-log "$TMP/none.jsonl" >"$TMP/e" 2>&1 && fail "missing tuning log accepted"
 grep -q "\-\-tuning-log '$TMP/none.jsonl': no such file" "$TMP/e" || fail "missing tuning log message: $(cat "$TMP/e")"
+# A log that is not a regular file is named as what it is (it was "no such file"; a FIFO must
+# not be waited on).
+mkfifo "$TMP/fifo.jsonl"
+for bad in "/dev/zero:a character device" "$TMP/fifo.jsonl:a FIFO" "$TMP:a directory"; do
+  path="${bad%%:*}" kind="${bad#*:}"
+  for cmd in compile bench; do
+    out=(); [ $cmd = compile ] && out=(-o "$TMP/x")
+    timeout 60 "$KILN" $cmd "$TMP/m.onnx" "${out[@]}" --tuning-log "$path" >"$TMP/e" 2>&1 && fail "$cmd accepted --tuning-log $path"
+    grep -q "tuning log '$path': not a regular file ($kind)" "$TMP/e" || fail "$cmd --tuning-log $path message: $(cat "$TMP/e")"
+  done
+done
 "$KILN" tune "$TMP/m.onnx" >"$TMP/e" 2>&1 && fail "missing --log accepted"
 grep -q "\-\-log is required" "$TMP/e" || fail "missing --log message: $(cat "$TMP/e")"
 "$KILN" tune "$TMP/none.onnx" --log "$TMP/t2.jsonl" >"$TMP/e" 2>&1 && fail "missing model accepted"
