@@ -353,5 +353,15 @@ TEST(OnnxFuzzFindings, ReshapeToAShapeWhoseSizeOverflows) {
   EXPECT_EQ(e.find("internal"), std::string::npos) << e;
 }
 
+TEST(OnnxFuzzFindings, TopKWhoseKIsNotOneValue) {
+  // An empty k was read with .at(0): std::out_of_range escaped as "an unexpected error".
+  for (const Ints& k : {Ints{}, Ints{1, 2}}) {
+    OnnxModel m = one_node("TopK", {2, 5}, {"x", "k"}, {{"k", i64(k)}});
+    EXPECT_EQ(::kiln::testing::error_of([&] { import_onnx(m); }),
+              "'empty.onnx', node 'TopK_y' (TopK): input 1 (k) must hold one value; it holds " +
+                  std::to_string(k.size()));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::frontend

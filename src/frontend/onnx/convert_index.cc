@@ -31,7 +31,13 @@ std::vector<Entry> convert_topk(Converter& c) {
                    "TopK of " + t.dtype.str());
   int64_t r = static_cast<int64_t>(t.shape.size());
   int64_t axis = norm_axis(c, c.attr_int("axis", -1), r);
-  int64_t k = c.opset < 10 ? c.attr_int("k", 0) : c.const_ints(1, "k").at(0);
+  int64_t k = c.attr_int("k", 0);
+  if (c.opset >= 10) {
+    Ints ks = c.const_ints(1, "k");
+    KILN_USER_CHECK(ks.size() == 1)
+        << c.where() << ": input 1 (k) must hold one value; it holds " << ks.size();
+    k = ks[0];
+  }
   int64_t n = t.shape[axis];
   KILN_USER_CHECK(k >= 0 && k <= n) << c.where() << ": k " << k << " is outside [0, " << n << "]";
   bool largest = c.attr_int("largest", 1) != 0;
@@ -192,7 +198,8 @@ std::vector<Entry> convert_gather_nd(Converter& c) {
   Ints rows = nd_rows(c, dt.shape, idx, k, b, tuples / std::max<int64_t>(batches, 1));
   Ints rest(dt.shape.begin() + b + k, dt.shape.end());
   int64_t row = numel_saturating(rest);
-  Entry d2 = c.op("reshape", {c.in(0)}, {{"newshape", Ints{numel_saturating(dt.shape) / row, row}}});
+  Entry d2 =
+      c.op("reshape", {c.in(0)}, {{"newshape", Ints{numel_saturating(dt.shape) / row, row}}});
   Entry g = c.op("take", {d2, const_i64(c, "rows", rows)}, {{"axis", int64_t{0}}});
   Ints out(it.shape.begin(), it.shape.end() - 1);
   out.insert(out.end(), rest.begin(), rest.end());
