@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/measured.h"
 #include "graph/graph_test_util.h"
 #include "kiln/autotune/record.h"
 #include "kiln/graph/strategy.h"
@@ -18,6 +19,8 @@
 
 namespace kiln::tuning {
 namespace {
+
+using ::kiln::testing::measured;
 
 using namespace kiln::graph;  // NOLINT: the graph API these tests build models with
 
@@ -31,13 +34,6 @@ Graph activation_product() {
   Entry p = g.add_op("matmul", {a, b}, {}, "mm");
   g.add_output(g.add_op("relu", {p}, {}, "act"));
   return g;
-}
-
-autotune::MeasureResult ok(double s) {
-  autotune::MeasureResult r;
-  r.mean_s = s;
-  r.runs = {s};
-  return r;
 }
 
 TEST(AutoScheduleTask, ANodeWithoutATemplateIsTunableAndEveryPointIsCorrect) {
@@ -77,7 +73,7 @@ TEST(AutoScheduleTask, ACompiledModelUsesItsRecordAndSaysWhichKernelsAreGenerate
   ASSERT_NE(pick, t.default_config());
   BuildOptions bo;
   bo.keep_ir = true;
-  bo.tuning_records = {autotune::Record::make(t, pick, ok(1e-3))};
+  bo.tuning_records = {autotune::Record::make(t, pick, measured(1e-3))};
   CompiledModule tuned = build_module(g, Target::host(), bo);
   BuildOptions plain_opt;
   plain_opt.keep_ir = true;

@@ -8,11 +8,14 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/measured.h"
 #include "kiln/autotune/task.h"
 #include "kiln/graph/tuning.h"
 
 namespace kiln::tuning {
 namespace {
+
+using ::kiln::testing::measured;
 
 namespace fs = std::filesystem;
 
@@ -34,10 +37,7 @@ TEST(TuningLog, AppendedRecordsLoadBack) {
   EXPECT_TRUE(fs::is_regular_file(log));
   const autotune::Task task = graph::dense_task({4, 32, 16}, Target::host());
   auto record = [&](uint64_t index, double s) {
-    autotune::MeasureResult r;
-    r.mean_s = s;
-    r.runs = {s};
-    return autotune::Record::make(task, task.space.get(index % task.space.size()), r);
+    return autotune::Record::make(task, task.space.get(index % task.space.size()), measured(s));
   };
   append_records(log, {record(0, 2e-3)});
   append_records(log, {record(1, 1e-3), record(2, 3e-3)});

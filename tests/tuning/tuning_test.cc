@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/measured.h"
 #include "graph/graph_test_util.h"
 #include "kiln/autotune/record.h"
 #include "kiln/graph/transform.h"
@@ -16,6 +17,8 @@
 
 namespace kiln::tuning {
 namespace {
+
+using ::kiln::testing::measured;
 
 using namespace kiln::graph;  // NOLINT: the graph API these tests build models with
 
@@ -35,13 +38,6 @@ Graph two_convs(std::mt19937& rng) {
       {}, "conv2");
   g.add_output(g.add_op("add", {b, x}));
   return g;
-}
-
-autotune::MeasureResult ok(double s) {
-  autotune::MeasureResult r;
-  r.mean_s = s;
-  r.runs = {s};
-  return r;
 }
 
 TEST(TuningTasks, KeepTheDefaultChannelBlocks) {
@@ -86,8 +82,8 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
     if (free.space.get(i).split("tile_ic").size[1] == 8) eight = free.space.get(i);
   ASSERT_TRUE(eight.has_value());
   BuildOptions bo;
-  bo.tuning_records = {autotune::Record::make(t, pick, ok(2e-3)),
-                       autotune::Record::make(free, *eight, ok(1e-3))};
+  bo.tuning_records = {autotune::Record::make(t, pick, measured(2e-3)),
+                       autotune::Record::make(free, *eight, measured(1e-3))};
   CompiledModule tuned = build_module(g, Target::host(), bo);
   CompiledModule plain = build_module(g, Target::host(), BuildOptions{});
   ASSERT_GE(tuned.tuning_report.size(), 3u);
@@ -132,8 +128,8 @@ TEST(TuningTasks, RecordsAreKeyedByThreadCount) {
   const autotune::Config a = t1.space.get(0), b = t1.space.get(1);
   ASSERT_NE(a, b);
   BuildOptions bo;
-  bo.tuning_records = {autotune::Record::make(t1, a, ok(1e-3)),
-                       autotune::Record::make(t2, b, ok(2e-3))};
+  bo.tuning_records = {autotune::Record::make(t1, a, measured(1e-3)),
+                       autotune::Record::make(t2, b, measured(2e-3))};
   for (int threads : {1, 2, 3}) {
     SCOPED_TRACE("tuning_threads " + std::to_string(threads));
     bo.tuning_threads = threads;
@@ -185,8 +181,9 @@ TEST(TuningTasks, WinogradLayerTunesBothAlgorithms) {
   for (bool wino_faster : {true, false}) {
     SCOPED_TRACE(wino_faster ? "winograd faster" : "direct faster");
     BuildOptions bo;
-    bo.tuning_records = {autotune::Record::make(wt, wt.space.get(1), ok(wino_faster ? 1e-3 : 3e-3)),
-                         autotune::Record::make(dt, dt.space.get(1), ok(2e-3))};
+    bo.tuning_records = {
+        autotune::Record::make(wt, wt.space.get(1), measured(wino_faster ? 1e-3 : 3e-3)),
+        autotune::Record::make(dt, dt.space.get(1), measured(2e-3))};
     CompiledModule tuned = build_module(g, Target::host(), bo);
     ASSERT_GE(tuned.tuning_report.size(), 2u);
     EXPECT_EQ(tuned.tuning_report[0], "tuning log: 1 workload(s) tuned, 0 with default configs");
@@ -242,14 +239,14 @@ TEST(TuningTasks, InNetworkTimesDecide) {
     return r;
   };
   BuildOptions bo;
-  bo.tuning_records = {autotune::Record::make(wt, wt.space.get(1), ok(1e-3)),
-                       autotune::Record::make(dt, dc[0], ok(2e-3)),
-                       autotune::Record::make(dt, dc[1], ok(3e-3))};
+  bo.tuning_records = {autotune::Record::make(wt, wt.space.get(1), measured(1e-3)),
+                       autotune::Record::make(dt, dc[0], measured(2e-3)),
+                       autotune::Record::make(dt, dc[1], measured(3e-3))};
   CompiledModule isolated = build_module(g, Target::host(), bo);
   EXPECT_NE(isolated.graph_json.find("conv2d_winograd_nchwc"), std::string::npos);
-  bo.tuning_records.push_back(net(autotune::Record::make(wt, wt.space.get(1), ok(5e-3))));
-  bo.tuning_records.push_back(net(autotune::Record::make(dt, dc[0], ok(4e-3))));
-  bo.tuning_records.push_back(net(autotune::Record::make(dt, dc[1], ok(3.5e-3))));
+  bo.tuning_records.push_back(net(autotune::Record::make(wt, wt.space.get(1), measured(5e-3))));
+  bo.tuning_records.push_back(net(autotune::Record::make(dt, dc[0], measured(4e-3))));
+  bo.tuning_records.push_back(net(autotune::Record::make(dt, dc[1], measured(3.5e-3))));
   CompiledModule m = build_module(g, Target::host(), bo);
   EXPECT_EQ(m.graph_json.find("conv2d_winograd_nchwc"), std::string::npos);
   autotune::BestRecord b = autotune::best_record(bo.tuning_records, dt);
@@ -280,10 +277,12 @@ TEST(NetworkCheck, TimesEveryCandidateInsideTheModel) {
   std::vector<autotune::Config> wc = non_default_configs(wt, 2), dc = non_default_configs(dt, 1),
                                 pc = non_default_configs(pt, 3);
   ASSERT_EQ(wc.size(), 2u);
-  std::vector<autotune::Record> log = {
-      autotune::Record::make(wt, wc[0], ok(1e-3)), autotune::Record::make(wt, wc[1], ok(1.5e-3)),
-      autotune::Record::make(dt, dc[0], ok(2e-3)), autotune::Record::make(pt, pc[0], ok(1e-4)),
-      autotune::Record::make(pt, pc[1], ok(2e-4)), autotune::Record::make(pt, pc[2], ok(3e-4))};
+  std::vector<autotune::Record> log = {autotune::Record::make(wt, wc[0], measured(1e-3)),
+                                       autotune::Record::make(wt, wc[1], measured(1.5e-3)),
+                                       autotune::Record::make(dt, dc[0], measured(2e-3)),
+                                       autotune::Record::make(pt, pc[0], measured(1e-4)),
+                                       autotune::Record::make(pt, pc[1], measured(2e-4)),
+                                       autotune::Record::make(pt, pc[2], measured(3e-4))};
   NetworkCheckOptions opt;
   opt.rounds = 2;
   opt.runs = 2;
