@@ -165,6 +165,8 @@ def main():
             return item, run_test(kiln, path)
         except subprocess.TimeoutExpired:
             return item, ("refused", "timed out")
+        except Exception as e:  # noqa: BLE001 -- the script's own trouble, counted and named
+            return item, ("script-error", "%s: %s" % (type(e).__name__, e))
 
     results = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -174,7 +176,7 @@ def main():
     for (suite, _), (outcome, _) in results.items():
         counts.setdefault(suite, {}).setdefault(outcome, 0)
         counts[suite][outcome] += 1
-    kinds = ["passed", "wrong", "refused", "not-expressible"]
+    kinds = ["passed", "wrong", "refused", "not-expressible", "script-error"]
     total = {k: sum(c.get(k, 0) for c in counts.values()) for k in kinds}
     for suite in sorted(counts):
         n = sum(counts[suite].values())

@@ -73,6 +73,15 @@ def onnx_models():
         [vi("a", [2, 3]), vi("b", [1, 3])], [vi("y", [2, 3])],
         [numpy_helper.from_array(np.array(0.1, np.float32), "lo"),
          numpy_helper.from_array(np.array(0.9, np.float32), "hi")])
+    # Channel concats written in place (kiln_view nodes and storage_offset in graph.json):
+    # concat(a, b) is a prefix of concat(a, b, e).
+    m["concat_views"] = model(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["b"]),
+         helper.make_node("Concat", ["a", "b"], ["c1"], axis=1),
+         helper.make_node("Sigmoid", ["c1"], ["d"]), helper.make_node("Relu", ["b"], ["e"]),
+         helper.make_node("Concat", ["a", "b", "e"], ["c2"], axis=1),
+         helper.make_node("Tanh", ["c2"], ["y"])],
+        [vi("x", [1, 16, 2, 2])], [vi("y", [1, 48, 2, 2]), vi("d", [1, 32, 2, 2])])
     m["reshape_transpose"] = model(
         [helper.make_node("Reshape", ["x", "s"], ["r"]),
          helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0]),
@@ -161,7 +170,7 @@ def records():
 
 def modules(models, kiln, tmp):
     out = {}
-    for name in ("conv_relu", "gemm", "slice_reduce", "hardmax_topk"):
+    for name in ("conv_relu", "gemm", "slice_reduce", "hardmax_topk", "concat_views"):
         path = os.path.join(tmp, name + ".onnx")
         onnx.save(models[name], path)
         mdir = os.path.join(tmp, name + ".kiln")

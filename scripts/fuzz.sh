@@ -56,18 +56,19 @@ for t in "${TARGETS[@]}"; do
   if [ -n "$RUNS" ]; then
     work="$FUZZ_BUILD/corpus/scratch/$t"
     rm -rf "$work"
-    limit=(-runs="$RUNS" -seed=1)
+    # A generous per-input limit: a loaded machine must not turn a slow input into a finding.
+    limit=(-runs="$RUNS" -seed=1 -timeout=300)
     what="seed 1"
   else
     work="$FUZZ_BUILD/corpus/work/$t"
-    limit=(-max_total_time="$SECONDS_PER")
+    limit=(-max_total_time="$SECONDS_PER" -timeout=60)
     what="${SECONDS_PER} s"
   fi
   mkdir -p "$work"
   dirs=("$work" "$FUZZ_BUILD/corpus/seed/$t")
   [ -d "$ROOT/tests/fuzz/regressions/$t" ] && dirs+=("$ROOT/tests/fuzz/regressions/$t")
   log="$FUZZ_BUILD/fuzz-$t.log"
-  "$exe" "${limit[@]}" -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  "$exe" "${limit[@]}" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/crashes/$t-" "${dirs[@]}" >"$log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')

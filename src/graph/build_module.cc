@@ -50,10 +50,11 @@ struct Group {
   std::vector<int> nodes;
 };
 
-/// The fusion pass's groups (transform.h, fuse_ops) at opt_level >= 1, else one group per op
-/// node.
-std::vector<Group> partition(const Graph& g, int opt_level) {
-  std::vector<std::vector<int>> parts = opt_level >= 1 ? fuse_ops(g) : partition_unfused(g);
+/// The fusion pass's groups (transform.h, fuse_ops; the `views` stand alone) at opt_level >= 1,
+/// else one group per op node.
+std::vector<Group> partition(const Graph& g, int opt_level, const std::set<int>& views) {
+  std::vector<std::vector<int>> parts =
+      opt_level >= 1 ? fuse_ops(g, 16, views) : partition_unfused(g);
   std::vector<Group> groups;
   groups.reserve(parts.size());
   for (std::vector<int>& p : parts) groups.push_back(Group{std::move(p)});
@@ -108,11 +109,12 @@ void check_bounded_consumers(const Graph& g) {
 /// A node of the executable graph (graph.json).
 struct ExecNode {
   std::string name;
-  std::string func_name;  ///< empty for a null (argument) node
+  std::string func_name;  ///< empty for a null (argument) node and a view
   std::vector<Entry> inputs;
   std::vector<TensorType> outputs;
   /// Bounded outputs, by the exec node's output indices (output, axis, extent_output).
   std::vector<BoundedOutput> bounded;
+  bool view = false;  ///< a view of its inputs (plan_views): no kernel runs
 };
 
 /// A compiled group: its function and its interface in terms of the graph's entries.
@@ -304,7 +306,9 @@ class ModuleBuilder {
     std::vector<std::string> input_names;
     std::vector<int> arg_nodes;
     check_bounded_consumers(g_);
-    std::vector<Group> groups = partition(g_, opt_.opt_level);
+    // Concats whose inputs are written in place (memory_plan.h): no kernel, no copy.
+    const ViewPlan views = opt_.opt_level >= 1 ? plan_views(g_) : ViewPlan{};
+    std::vector<Group> groups = partition(g_, opt_.opt_level, views.nodes);
     std::map<int, size_t> group_of_last;
     for (size_t gi = 0; gi < groups.size(); ++gi) group_of_last[groups[gi].nodes.back()] = gi;
     for (int i = 0; i < g_.num_nodes(); ++i) {
@@ -322,6 +326,14 @@ class ModuleBuilder {
       }
       auto it = group_of_last.find(i);
       if (it == group_of_last.end()) continue;  // emitted with its group's last node
+      if (views.nodes.count(i)) {
+        ExecNode en{
+            n.name.empty() ? n.op + std::to_string(i) : n.name, "", {}, n.outputs, {}, true};
+        for (const Entry& e : n.inputs) en.inputs.push_back(to_exec.at(e));
+        to_exec[Entry{i, 0}] = Entry{static_cast<int>(exec.size()), 0};
+        exec.push_back(std::move(en));
+        continue;
+      }
       Kernel k = compile(groups[it->second]);
       ExecNode en;
       en.name = n.name.empty() ? n.op + std::to_string(i) : n.name;
@@ -370,8 +382,11 @@ class ModuleBuilder {
 
     std::vector<PlanNode> pn;
     for (const ExecNode& en : exec)
-      pn.push_back(PlanNode{en.func_name.empty(), en.inputs, en.outputs});
-    m.memory = plan_memory(pn, heads);
+      pn.push_back(PlanNode{en.func_name.empty() && !en.view, en.inputs, en.outputs});
+    std::map<Entry, Slot> slots;
+    for (const auto& [e, slot] : views.slots)
+      slots[to_exec.at(e)] = Slot{to_exec.at(slot.root), slot.offset};
+    m.memory = plan_memory(pn, heads, slots);
     m.graph_json = to_json(exec, arg_nodes, input_names, heads, m.memory);
     m.num_kernels = static_cast<int>(funcs_.size());
     m.kernels = kernels_;
@@ -397,7 +412,7 @@ class ModuleBuilder {
                            {"extent_entry", row_ptr.back() + bo.extent_output}});
       }
       json jn;
-      jn["op"] = en.func_name.empty() ? "null" : "kiln_op";
+      jn["op"] = en.view ? "kiln_view" : en.func_name.empty() ? "null" : "kiln_op";
       jn["name"] = en.name;
       json ins = json::array();
       for (const Entry& e : en.inputs) ins.push_back({e.node, e.index, 0});
@@ -442,6 +457,9 @@ class ModuleBuilder {
     j["outputs"] = names;
     j["node_row_ptr"] = row_ptr;
     j["attrs"] = {{"shape", shapes}, {"dtype", dtypes}, {"storage_id", plan.storage_id}};
+    if (std::any_of(plan.storage_offset.begin(), plan.storage_offset.end(),
+                    [](size_t o) { return o != 0; }))
+      j["attrs"]["storage_offset"] = plan.storage_offset;  // views (module-format.md)
     if (!bounded.empty()) j["bounded"] = bounded;  // data-dependent shapes (module-format.md)
     // One line per node and per attribute list: readable, and diffs stay small.
     std::string r = "{\n";

@@ -43,6 +43,7 @@ struct Entry {
   std::vector<int64_t> actual;  ///< the current shape (== shape unless bounded)
   DataType dtype;
   int64_t storage_id = 0;
+  size_t offset = 0;  ///< bytes into its storage (attrs.storage_offset; views)
   size_t nbytes = 0;
   int node = 0;           ///< the node producing it
   int bounded_axis = -1;  ///< the data-dependent axis of a bounded entry, else -1
@@ -51,7 +52,7 @@ struct Entry {
 };
 
 struct Node {
-  std::string op;  ///< "null" or "kiln_op"
+  std::string op;  ///< "null", "kiln_op" or "kiln_view"
   std::string name;
   std::vector<std::pair<int, int>> inputs;  ///< (node, output index)
   std::string func_name;
@@ -184,8 +185,9 @@ void GraphExecutor::Impl::parse(const std::string& text) {
     n.name = cx.string(cx.field(jn, "name", where), where + "\"name\"");
     where = node_where(ni, n.name);
     n.op = cx.string(cx.field(jn, "op", where), where + "\"op\"");
-    if (n.op != "null" && n.op != "kiln_op") {
-      cx.fail(where + "unknown op \"" + n.op + "\" (expected \"null\" or \"kiln_op\")");
+    if (n.op != "null" && n.op != "kiln_op" && n.op != "kiln_view") {
+      cx.fail(where + "unknown op \"" + n.op +
+              "\" (expected \"null\", \"kiln_op\" or \"kiln_view\")");
     }
     if (jn.contains("inputs")) {
       const json& ins = cx.array(jn, "inputs", where);
@@ -213,6 +215,10 @@ void GraphExecutor::Impl::parse(const std::string& text) {
         cx.fail(where + "a \"null\" node has 1 output, node_row_ptr gives it " +
                 std::to_string(num_outputs_of(ni)));
       }
+    } else if (n.op == "kiln_view") {
+      // Its outputs are placed over its inputs' storage (attrs.storage_offset): nothing runs.
+      if (n.inputs.empty() || num_outputs_of(ni) != 1)
+        cx.fail(where + "a \"kiln_view\" node has inputs and 1 output");
     } else {
       const json& attrs = cx.field(jn, "attrs", where);
       n.func_name =
@@ -282,6 +288,26 @@ void GraphExecutor::Impl::parse(const std::string& text) {
         bytes *= static_cast<size_t>(ext);
       }
       e.nbytes = bytes;
+    }
+  }
+  // Optional byte offsets into the storages (views); aligned as kernels assume their operands.
+  if (attrs.contains("storage_offset")) {
+    const json& joff = cx.array(attrs, "storage_offset", "attrs: ");
+    if (joff.size() != num_entries) {
+      cx.fail("attrs.storage_offset has " + std::to_string(joff.size()) +
+              " elements, expected one per entry: " + std::to_string(num_entries));
+    }
+    for (size_t eid = 0; eid < num_entries; ++eid) {
+      Entry& e = entries[eid];
+      std::string where = "entry " + std::to_string(eid) + ": ";
+      int64_t off = cx.integer(joff[eid], where + "storage_offset");
+      if (off < 0 || static_cast<uint64_t>(off) % kArrayAlignment != 0 ||
+          static_cast<uint64_t>(off) > SIZE_MAX - e.nbytes) {
+        cx.fail(where + "storage_offset " + std::to_string(off) +
+                " must be a non-negative multiple of " + std::to_string(kArrayAlignment) +
+                " (kernels need aligned operands)");
+      }
+      e.offset = static_cast<size_t>(off);
     }
   }
 
@@ -410,7 +436,7 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
   std::vector<size_t> sizes;
   for (const Entry& e : entries) {
     if (static_cast<size_t>(e.storage_id) >= sizes.size()) sizes.resize(e.storage_id + 1, 0);
-    sizes[e.storage_id] = std::max(sizes[e.storage_id], e.nbytes);
+    sizes[e.storage_id] = std::max(sizes[e.storage_id], e.offset + e.nbytes);
   }
   std::vector<bool> used(sizes.size(), false);
   for (const Entry& e : entries) used[e.storage_id] = true;
@@ -434,7 +460,7 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
   }
   for (Entry& e : entries) {
     e.actual = e.shape;
-    e.view.data = storage[e.storage_id].data();
+    e.view.data = static_cast<char*>(storage[e.storage_id].data()) + e.offset;
     e.view.device = Device::cpu().to_c();
     e.view.ndim = static_cast<int32_t>(e.shape.size());
     e.view.dtype =

@@ -36,6 +36,19 @@ std::map<std::string, int> calls_per_function(const std::string& graph_json) {
   return calls;
 }
 
+/// "views: N concats computed in place ..." (graph.json's kiln_view nodes; memory_plan.h).
+std::string views_line(const std::string& graph_json) {
+  nlohmann::json j = nlohmann::json::parse(graph_json);
+  int views = 0, inputs = 0;
+  for (const nlohmann::json& n : j.at("nodes")) {
+    if (n.value("op", "") != "kiln_view") continue;
+    ++views;
+    inputs += static_cast<int>(n.at("inputs").size());
+  }
+  return "views: " + std::to_string(views) + " concats computed in place (their " +
+         std::to_string(inputs) + " inputs written into their slots: no kernel, no copy)";
+}
+
 int inspect(const InspectOptions& o) {
   graph::Graph g = load_model(o.model, o.shapes);
   graph::BuildOptions bopt;
@@ -66,7 +79,7 @@ int inspect(const InspectOptions& o) {
     for (const graph::KernelInfo& k : m.kernels)
       std::cout << k.func_name << " (x" << calls[k.func_name] << "): " << k.group << " [" << k.impl
                 << "]\n";
-    std::cout << memory_summary(m) << "\n";
+    std::cout << views_line(m.graph_json) << "\n" << memory_summary(m) << "\n";
     return 0;
   }
   int inputs = 0, constants = 0, ops = 0;
@@ -105,6 +118,7 @@ int inspect(const InspectOptions& o) {
       "schedules: %d functions by a template, %d by the rule-based scheduler, %d by the "
       "injective/reduction schedules (--fused lists each one's implementation)\n",
       templated, generated, pattern);
+  std::printf("%s\n", views_line(m.graph_json).c_str());
   std::printf("%s\n", memory_summary(m).c_str());
   std::printf(
       "(--graph: the optimized graph; --fused: the kernels; --tir NAME: a kernel's loops)\n");

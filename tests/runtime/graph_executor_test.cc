@@ -371,7 +371,24 @@ TEST_F(GraphExecutorTest, MalformedGraphs) {
       {[](json& g) { g["nodes"][5]["attrs"].erase("func_name"); },
        "node 5 ('relu1'): attrs: missing \"func_name\""},
       {[](json& g) { g["nodes"][5]["op"] = "tvm_op"; },
-       "node 5 ('relu1'): unknown op \"tvm_op\" (expected \"null\" or \"kiln_op\")"},
+       "node 5 ('relu1'): unknown op \"tvm_op\" (expected \"null\", \"kiln_op\" or "
+       "\"kiln_view\")"},
+      {[](json& g) {
+         g["nodes"][5] = {{"op", "kiln_view"}, {"name", "relu1"}, {"inputs", json::array()}};
+       },
+       "node 5 ('relu1'): a \"kiln_view\" node has inputs and 1 output"},
+      {[](json& g) {
+         g["attrs"]["storage_offset"] = {0, 0, 0};
+       },
+       "attrs.storage_offset has 3 elements, expected one per entry: 7"},
+      {[](json& g) { g["attrs"]["storage_offset"] = {0, 0, 0, 4, 0, 0, 0}; },
+       "entry 3: storage_offset 4 must be a non-negative multiple of 64 (kernels need aligned "
+       "operands)"},
+      {[](json& g) { g["attrs"]["storage_offset"] = {0, 0, 0, -64, 0, 0, 0}; },
+       "entry 3: storage_offset -64 must be a non-negative multiple of 64 (kernels need "
+       "aligned operands)"},
+      {[](json& g) { g["attrs"]["storage_offset"] = {0, 0, 0, 1 << 20, 0, 0, 0}; },
+       ""},  // storage 3 grows to hold it
       {[](json& g) { g["nodes"][6].erase("name"); }, "node 6: missing \"name\""},
       {[](json& g) { g["node_row_ptr"] = {0, 1, 2, 3, 4, 5, 6}; },
        "\"node_row_ptr\" has 7 elements, expected 8 (number of nodes + 1)"},

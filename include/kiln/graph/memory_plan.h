@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,13 +25,39 @@ struct PlanNode {
   std::vector<TensorType> outputs;
 };
 
+/// Where a view's entry lives: `offset` bytes into the storage of `root`, an entry that is
+/// itself no one's slot.
+struct Slot {
+  Entry root;
+  size_t offset = 0;
+  bool operator==(const Slot& o) const { return root == o.root && offset == o.offset; }
+};
+
+/// Concats computed by placement instead of a kernel (plan_views).
+struct ViewPlan {
+  std::set<int> nodes;          ///< op nodes whose output is a view of their inputs
+  std::map<Entry, Slot> slots;  ///< each entry placed inside another's storage
+};
+
+/// Chooses the ops whose output can be a view (OpDef::in_place: a concat along an axis with
+/// unit extents outside it) and places their inputs: the producer of each input writes into
+/// its slot of the output's storage, and the op runs no kernel. Nested and chained concats
+/// (DenseNet's concat(x0..xk) feeding concat(x0..xk+1)) share one storage when every shared
+/// input has the same place in each. A concat stays a kernel (a copy) when an input is not an
+/// op's output (a graph input, a constant), is a graph output, has a data-dependent shape, is
+/// given twice, would need two places, or would start at a byte offset that is not a multiple
+/// of runtime::kArrayAlignment (kernels assume aligned operands). Nodes are chosen from the
+/// last to the first, so the largest concat of a chain is the storage's root.
+ViewPlan plan_views(const Graph& g);
+
 /// A static memory plan: a storage id per entry (entries numbered node by node, output by
 /// output, as graph.json's node_row_ptr numbers them) and the size of every storage.
 struct MemoryPlan {
-  std::vector<int> storage_id;        ///< per entry
-  std::vector<size_t> storage_bytes;  ///< per storage id: the largest entry it holds
-  size_t total_bytes = 0;             ///< sum of storage_bytes (what the executor allocates)
-  size_t naive_bytes = 0;             ///< sum of all entries' bytes (no sharing at all)
+  std::vector<int> storage_id;         ///< per entry
+  std::vector<size_t> storage_offset;  ///< per entry: bytes into its storage (0 but for views)
+  std::vector<size_t> storage_bytes;   ///< per storage id: the largest entry it holds
+  size_t total_bytes = 0;              ///< sum of storage_bytes (what the executor allocates)
+  size_t naive_bytes = 0;              ///< sum of all entries' bytes (no sharing at all)
   int num_storages() const { return static_cast<int>(storage_bytes.size()); }
   /// "memory plan: 5 storages, 1.2 MiB (no sharing: 3.4 MiB)".
   std::string summary() const;
@@ -41,7 +69,12 @@ struct MemoryPlan {
 /// output nobody reads, right after its producer). Argument entries and the `heads` (graph
 /// outputs) get storages of their own that are never shared. An op's output never shares
 /// with one of its own inputs (kernels are not in place).
-MemoryPlan plan_memory(const std::vector<PlanNode>& nodes, const std::vector<Entry>& heads);
+///
+/// `slots` places entries inside the storage of a root entry (plan_views, in the numbering of
+/// `nodes`): the root and its slotted entries share one storage, the root's size, which is
+/// taken when the first of them is produced and released after the last use of any of them.
+MemoryPlan plan_memory(const std::vector<PlanNode>& nodes, const std::vector<Entry>& heads,
+                       const std::map<Entry, Slot>& slots = {});
 
 /// The plan of a typed graph executed one op node per kernel (inputs and constants are
 /// arguments, the results are the heads).

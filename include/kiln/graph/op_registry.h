@@ -85,6 +85,13 @@ struct OpDef {
   /// whole channel blocks, ...); alter_op_layout asks it for ops that are neither element-wise
   /// nor pooling.
   FBlocked blocked;
+  /// Optional: when the output is only the inputs laid end to end in memory (concat along an
+  /// axis with unit extents outside it), the byte offset of each input in the output for
+  /// these input types and normalized attributes; nullopt otherwise. build_module may then
+  /// make the output a view (memory_plan.h, plan_views): each input's producer writes into
+  /// its slot and the op runs no kernel.
+  std::function<std::optional<std::vector<size_t>>(const std::vector<TensorType>&, const Attrs&)>
+      in_place;
 
   /// The attribute schema entry `name`, or nullptr.
   const AttrSpec* find_attr(const std::string& name) const;

@@ -11,6 +11,7 @@
 /// before) and guarantee a typed graph.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,8 +104,10 @@ Graph alter_op_layout(const Graph& g, const Target& target, TunedConfigs* tuned 
 ///   [N,C,1,1] scale) is not recomputed per element when it comes from a master or costs more
 ///   than two float ops: the group reads it instead.
 /// Requires: a typed graph whose op nodes carry their implementations (optimize's last step).
+/// `alone`: op nodes that fuse with nothing (the views of plan_views, which run no kernel).
 /// Guarantees: a partition of the op nodes into convex groups (build_module's input).
-std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size = 16);
+std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size = 16,
+                                       const std::set<int>& alone = {});
 
 /// One group per op node (what build_module uses at opt_level 0).
 std::vector<std::vector<int>> partition_unfused(const Graph& g);

@@ -89,6 +89,27 @@ using Block = std::function<int64_t(Entry)>;
 /// Concat of 4-D tensors along any axis on the blocked layout of its inputs that holds the
 /// most elements among those whose block divides every input's channels (along channels: whole
 /// blocks, axis 1 of [N, C/b, H, W, b]; along another axis the same axis).
+/// A concat whose axis has only unit extents outside it lays its inputs end to end: input k
+/// starts at the bytes of inputs 0..k-1.
+std::optional<std::vector<size_t>> concat_in_place(const std::vector<TensorType>& in,
+                                                   const Attrs& a) {
+  if (in.empty() || !in[0].known()) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+  int64_t axis = a.get_int("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  std::vector<size_t> offsets;
+  size_t at = 0;
+  for (const TensorType& t : in) {
+    if (!t.known() || static_cast<int64_t>(t.shape.size()) != rank) return std::nullopt;
+    for (int64_t d = 0; d < axis; ++d)
+      if (t.shape[static_cast<size_t>(d)] != 1) return std::nullopt;
+    offsets.push_back(at);
+    at += static_cast<size_t>(t.numel()) * static_cast<size_t>(t.dtype.bytes());
+  }
+  return offsets;
+}
+
 std::optional<BlockedForm> blocked_concat(const Graph& g, const Node& n, const Block& block) {
   int64_t axis = n.attrs.has("axis") ? n.attrs.get_int("axis") : 0;
   if (axis < 0) axis += 4;
@@ -192,6 +213,7 @@ void register_transform_ops(OpRegistry& r) {
   });
   concat.max_inputs = -1;
   concat.blocked = blocked_concat;
+  concat.in_place = concat_in_place;
   r.add(concat);
   r.add(injective("squeeze", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
     return one(topi::squeeze(in[0], to_int(a.get_ints("axes")), n));

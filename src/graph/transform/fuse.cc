@@ -61,7 +61,8 @@ bool is_master(OpPattern p) {
 
 class Fuser {
  public:
-  Fuser(const Graph& g, int max_group_size) : g_(g), max_(max_group_size), n_(g.num_nodes()) {
+  Fuser(const Graph& g, int max_group_size, const std::set<int>& alone)
+      : g_(g), max_(max_group_size), n_(g.num_nodes()) {
     const OpRegistry& reg = OpRegistry::global();
     consumers_.resize(size(n_));
     pattern_.assign(size(n_), OpPattern::kOpaque);
@@ -71,7 +72,7 @@ class Fuser {
       if (node.is_op()) {
         const OpDef* def = reg.find(node.op);
         // Data-dependent shapes only leave the graph: such ops stand alone.
-        if (def && !def->bounded) pattern_[size(i)] = def->pattern;
+        if (def && !def->bounded && !alone.count(i)) pattern_[size(i)] = def->pattern;
       }
       for (const Entry& e : node.inputs) {
         std::vector<int>& c = consumers_[size(e.node)];
@@ -432,9 +433,10 @@ class Fuser {
 
 }  // namespace
 
-std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size) {
+std::vector<std::vector<int>> fuse_ops(const Graph& g, int max_group_size,
+                                       const std::set<int>& alone) {
   KILN_ICHECK(max_group_size >= 1) << "fuse_ops: max_group_size must be positive";
-  return Fuser(g, max_group_size).run();
+  return Fuser(g, max_group_size, alone).run();
 }
 
 std::vector<std::vector<int>> partition_unfused(const Graph& g) {
