@@ -40,11 +40,20 @@ def value_kind(value_info):
     return "tensor"
 
 
-def read_tensor(path):
-    """(array, is_bfloat16) of the TensorProto in a .pb file; bfloat16 as uint16 bit patterns,
-    as kiln run reads a bfloat16 input."""
-    t = onnx.TensorProto()
-    t.ParseFromString(open(path, "rb").read())
+def read_tensor(path, kind="tensor"):
+    """(array, is_bfloat16) of the TensorProto in a .pb file (for an optional input, of the
+    OptionalProto's tensor: None when it is empty); bfloat16 as uint16 bit patterns, as kiln
+    run reads a bfloat16 input."""
+    raw = open(path, "rb").read()
+    if kind == "optional":
+        o = onnx.OptionalProto()
+        o.ParseFromString(raw)
+        if not o.HasField("tensor_value"):
+            return None, False
+        t = o.tensor_value
+    else:
+        t = onnx.TensorProto()
+        t.ParseFromString(raw)
     if t.data_type == onnx.TensorProto.BFLOAT16:
         a = np.frombuffer(t.raw_data, dtype=np.uint16) if t.raw_data else \
             np.array(t.int32_data, dtype=np.uint16)
@@ -103,9 +112,14 @@ def run_test(kiln, test_dir):
             path = os.path.join(data, "input_%d.pb" % k)
             if not os.path.exists(path):
                 return "refused", "the test data has no input %d" % k
-            if value_kind(vi) != "tensor":
-                return "not-expressible", "input %s is a %s" % (vi.name, value_kind(vi))
-            a, _ = read_tensor(path)
+            kind = value_kind(vi)
+            optional_tensor = kind == "optional" and \
+                vi.type.optional_type.elem_type.HasField("tensor_type")
+            if kind != "tensor" and not optional_tensor:
+                return "not-expressible", "input %s is of %s type" % (vi.name, kind)
+            a, _ = read_tensor(path, kind)
+            if a is None:
+                return "not-expressible", "input %s is an empty optional" % vi.name
             f = os.path.join(tmp, "in%d.npy" % k)
             np.save(f, a)
             run_args += ["--input", "%s=%s" % (vi.name, f)]
@@ -114,7 +128,7 @@ def run_test(kiln, test_dir):
         want = []
         for k, vi in enumerate(outputs):
             if value_kind(vi) != "tensor":
-                return "not-expressible", "output %s is a %s" % (vi.name, value_kind(vi))
+                return "not-expressible", "output %s is of %s type" % (vi.name, value_kind(vi))
             a, bf16 = read_tensor(os.path.join(data, "output_%d.pb" % k))
             want.append(bf16_bits_to_f32(a) if bf16 else a)
         mod = os.path.join(tmp, "mod")
