@@ -1,15 +1,17 @@
-// int8 operators (u8 data, s8 weights, int32 accumulation) built on the element-wise
-// dpbusd(acc, a, b) intrinsic (ir/op.h): 4 reduction elements are packed into one int32 on each
-// side (weights at compile time, data by a small run-time stage), and the reduction sums
-// dpbusd(0, a4, b4) over k/4. Vectorized over 16 output lanes, the accumulator update
-// `acc + dpbusd(0, a, b)` becomes one vpdpbusd with avx512vnni (the LLVM code generator fuses
-// the add). quantized_dense reuses dense.cc's register-blocked schedule template; the direct
-// NCHWc convolution keeps tile_ow output pixels × 16 output channels in registers.
+// int8 operators (u8 data, s8 weights, int32 accumulation) tensorized with the x86 VNNI
+// intrinsic (topi/x86_intrin.h). Weights are packed once at compile time, 4 reduction elements
+// to an int32; the compute rules read each weight byte as int32(int8(w >> 8·kk)) and the data
+// bytes directly (reduction axes k4 and kk, k = 4·k4 + kk), which is exactly the intrinsic's
+// declared compute, so the schedules tensorize the 16 (or 8) output lanes × 4 bytes of each
+// k4 step into one vpdpbusd. A target without VNNI keeps the same loops, kk unrolled and the
+// lanes vectorized. quantized_dense reuses dense.cc's register-blocked schedule template; the
+// direct NCHWc convolution keeps tile_ow output pixels × 16 output channels in registers.
 #include "kiln/topi/quantized.h"
 
 #include <algorithm>
 
 #include "kiln/topi/dense.h"
+#include "kiln/topi/x86_intrin.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -32,10 +34,6 @@ Expr pack4(const std::function<Expr(int)>& byte) {
   return cast(DataType::Int(32), v);
 }
 
-Expr dot4(Expr a, Expr b) {
-  return Call::make(DataType::Int(32), builtin::kDpbusd, {Expr(0), a, b}, CallKind::kPureIntrinsic);
-}
-
 void check_types(const te::Tensor& x, const te::Tensor& W, const std::string& op) {
   KILN_USER_CHECK(x->dtype == DataType::UInt(8))
       << op << ": data must be uint8, got " << x->dtype << " (" << x.name() << ")";
@@ -43,18 +41,35 @@ void check_types(const te::Tensor& x, const te::Tensor& W, const std::string& op
       << op << ": weight must be int8, got " << W->dtype << " (" << W.name() << ")";
 }
 
-/// Xp[m, k4] = the 4 bytes x[m, 4k4 + i] (0 past K).
-te::Tensor pack_data_rows(const te::Tensor& x, int64_t M, int64_t K, const std::string& name) {
+/// The data rows padded with zeros to a multiple of 4 bytes (x itself when K % 4 == 0).
+te::Tensor pad_data_rows(const te::Tensor& x, int64_t M, int64_t K, const std::string& name) {
+  if (K % 4 == 0) return x;
   return te::compute(
-      {ci(M), ci((K + 3) / 4)},
-      [&](Var m, Var k4) {
-        return pack4([&](int i) -> Expr {
-          Expr k = k4 * ci(4) + ci(i);
-          if (K % 4 == 0) return x(m, k);
-          return if_then_else(k < ci(K), x(m, min(k, ci(K - 1))), make_zero(x->dtype));
-        });
+      {ci(M), ci((K + 3) / 4 * 4)},
+      [&](Var m, Var k) {
+        return if_then_else(k < ci(K), x(m, min(k, ci(K - 1))), make_zero(x->dtype));
       },
       name + "_xp", tag::kQuantizedPack);
+}
+
+/// The leaf of `st` that is the iter var `iv`, checked.
+te::IterVar find_leaf(const te::Stage& st, const te::IterVar& iv) {
+  KILN_ICHECK(st->leaf_index(iv) >= 0) << "quantized: axis " << iv->var.name() << " is no loop";
+  return iv;
+}
+
+/// The 16 (or 8) output lanes × 4 bytes of one k4 step: tensorized with VNNI when the target
+/// has it and the lanes loop covers whole vectors, else kk unrolled outside the vector loop.
+void schedule_lanes(te::Stage& sa, const te::IterVar& lanes_iv, const te::IterVar& kk, int lanes,
+                    bool whole, const Target& target) {
+  if (whole && has_dot_u8s8(target, lanes)) {
+    sa.reorder({find_leaf(sa, lanes_iv), find_leaf(sa, kk)});
+    sa.tensorize(lanes_iv, dot_u8s8(lanes));
+    return;
+  }
+  sa.reorder({find_leaf(sa, kk), find_leaf(sa, lanes_iv)});
+  sa.unroll(kk);
+  sa.vectorize(lanes_iv);
 }
 
 }  // namespace
@@ -104,12 +119,14 @@ te::Tensor quantized_dense_packed(const te::Tensor& x, const te::Tensor& Wp, int
       << detail::shape_text(ps) << " (" << Wp->dtype << ") do not match " << N
       << " outputs (expected int32 [ceil(N/nb), ceil(K/4), nb])";
   const int64_t M = xs[0], K = xs[1], nb = ps[2];
-  te::Tensor Xp = pack_data_rows(x, M, K, name);
+  te::Tensor X = pad_data_rows(x, M, K, name);
   auto k4 = te::reduce_axis({0, ci((K + 3) / 4)}, "k4");
+  auto kk = te::reduce_axis({0, ci(4)}, "kk");
   return te::compute(
       {ci(M), ci(N)},
       [&](Var m, Var n) {
-        return te::sum(dot4(Xp(m, k4), Wp(floordiv(n, ci(nb)), k4, floormod(n, ci(nb)))), {k4});
+        Expr w = Wp(floordiv(n, ci(nb)), k4, floormod(n, ci(nb)));
+        return te::sum(cast(DataType::Int(32), X(m, k4 * ci(4) + kk)) * packed_s8(w, kk), {k4, kk});
       },
       name, tag::kQuantizedDensePacked);
 }
@@ -127,6 +144,19 @@ autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, con
         te::Tensor y = quantized_dense_packed(x, Wp, w.N);
         te::Schedule s = te::create_schedule({y});
         schedule_dense_packed(cfg, s, y, y, target);
+        // The register tile's vector loop (16 or 8 lanes) and the 4 bytes of each k4 step.
+        te::Stage sa = s[s[y]->op->input_tensors()[0]];
+        te::IterVar vec;
+        for (const te::IterVar& iv : sa->leaf_iter_vars) {
+          auto it = sa->iter_var_attrs.find(iv.get());
+          if (it != sa->iter_var_attrs.end() && it->second.for_kind == ForKind::kVectorized)
+            vec = iv;
+        }
+        KILN_ICHECK(vec.defined()) << "quantized_dense: the register tile has no vector loop";
+        // dense.cc's vector width for int32 outputs.
+        const int lanes = std::max(1, std::min(16, target.vector_bits() / 32));
+        schedule_lanes(sa, vec, sa.op_reduce_axis()[1], lanes, nb % lanes == 0 && w.N % nb == 0,
+                       target);
         return autotune::Instance{s, {x, Wp, y}, cfg};
       }};
 }
@@ -173,30 +203,31 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
       << op << ": kernel " << KH << "x" << KW << " is larger than the padded input "
       << detail::shape_text(xs);
   const int64_t Hp = H + 2 * p, Wq = W + 2 * p;
+  // Data padded and blocked 4 channels innermost (NCHW4c, zero past C): the 4 bytes of one k4
+  // step are contiguous, as the VNNI intrinsic reads them.
   te::Tensor Dp = te::compute(
-      {ci(N), ci(C4), ci(Hp), ci(Wq)},
-      [&](Var n, Var c4, Var h, Var w) {
-        return pack4([&](int i) -> Expr {
-          Expr c = c4 * ci(4) + ci(i), hh = h - ci(p), ww = w - ci(p);
-          Expr in = c < ci(C);
-          if (p > 0) in = in && hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
-          if (C % 4 == 0 && p == 0) return x(n, c, hh, ww);
-          return if_then_else(
-              in, x(n, min(c, ci(C - 1)), min(max(hh, 0), ci(H - 1)), min(max(ww, 0), ci(W - 1))),
-              make_zero(x->dtype));
-        });
+      {ci(N), ci(C4), ci(Hp), ci(Wq), ci(4)},
+      [&](const std::vector<Var>& v) {
+        Expr c = v[1] * ci(4) + v[4], hh = v[2] - ci(p), ww = v[3] - ci(p);
+        Expr in = c < ci(C);
+        if (p > 0) in = in && hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
+        if (C % 4 == 0 && p == 0) return x(v[0], c, hh, ww);
+        return if_then_else(
+            in, x(v[0], min(c, ci(C - 1)), min(max(hh, 0), ci(H - 1)), min(max(ww, 0), ci(W - 1))),
+            make_zero(x->dtype));
       },
       name + "_xp", tag::kQuantizedPack);
   auto rc = te::reduce_axis({0, ci(C4)}, "c4");
   auto rh = te::reduce_axis({0, ci(KH)}, "kh");
   auto rw = te::reduce_axis({0, ci(KW)}, "kw");
+  auto rk = te::reduce_axis({0, ci(4)}, "kk");
   const int64_t s = a.stride;
   return te::compute(
       {ci(N), ci((O + 15) / 16), ci(OH), ci(OW), ci(16)},
       [&](const std::vector<Var>& v) {
-        return te::sum(
-            dot4(Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw), Wp(v[1], rc, rh, rw, v[4])),
-            {rc, rh, rw});
+        Expr d = Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw, rk);
+        return te::sum(cast(DataType::Int(32), d) * packed_s8(Wp(v[1], rc, rh, rw, v[4]), rk),
+                       {rc, rh, rw, rk});
       },
       name, tag::kQuantizedConv2d);
 }
@@ -226,6 +257,7 @@ autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
         te::Stage sd = s[Dp];
         auto dax = sd.op_axis();
         sd.parallel(sd.fuse({dax[0], dax[1], dax[2]}));
+        sd.unroll(dax[4]);
         // Output: (n, ob, oh) parallel, tile_ow pixels x 16 channels per register tile.
         te::Tensor acc = s.cache_write(out, "local");
         te::Stage so = s[out];
@@ -238,10 +270,11 @@ autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
         sa.compute_at(so, owo);
         auto aax = sa.op_axis();
         auto rax = sa.op_reduce_axis();
-        sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4]});
+        sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4], rax[3]});
         sa.unroll(aax[3]);
-        sa.vectorize(aax[4]);
         if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
+        // 16 output channels × the 4 bytes of one c4 step: one vpdpbusd with VNNI.
+        schedule_lanes(sa, aax[4], rax[3], 16, true, target);
         return autotune::Instance{s, {x, Wp, out}, cfg};
       }};
 }

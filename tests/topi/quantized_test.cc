@@ -1,7 +1,7 @@
 // int8 operators: quantized dense (plain, packed template: fallback and every knob candidate)
 // and the direct NCHWc quantized conv2d against exact int32 naive references; the generated
-// assembly uses vpdpbusd on AVX512-VNNI targets, and the generic (no VNNI) lowering of the
-// dpbusd intrinsic gives the same results.
+// assembly uses vpdpbusd on AVX512-VNNI targets (the kernels tensorize with x86_intrin.h's
+// dot_u8s8), and the same loops without VNNI (no tensorize) give the same results.
 #include "kiln/topi/quantized.h"
 
 #include <gtest/gtest.h>

@@ -1,0 +1,186 @@
+// kiln-bench-tensorize: the int8 kernels of topi/quantized.h (quantized dense and the direct
+// NCHWc quantized conv2d, default configs) on the host, in GOPS (2 ops per multiply-add)
+// against the VNNI peak of the same thread count (one vpdpbusd zmm = 64 multiply-adds per
+// cycle per core, measured as a dependent-chain-free loop of vpdpbusd here when the host has
+// avx512vnni), and the same kernels built for the host without VNNI (the generic lowering of
+// the same compute) as the baseline, in the same run. Kiln's rows are the tensorized kernels.
+//
+//   kiln-bench-tensorize [--threads N] [--reps R] [--json FILE]
+#include <immintrin.h>
+
+#include <cstring>
+#include <iostream>
+#include <random>
+
+#include "bench_util.h"
+#include "kiln/runtime/c_runtime_api.h"
+#include "kiln/runtime/module.h"
+#include "kiln/runtime/ndarray.h"
+#include "kiln/target/build.h"
+#include "kiln/topi/quantized.h"
+
+namespace {
+
+using kiln::runtime::NDArray;
+
+NDArray random_bytes(const std::vector<int64_t>& shape, kiln::DataType t, uint32_t seed) {
+  NDArray a = NDArray::empty(shape, t);
+  std::mt19937 rng(seed);
+  auto* p = static_cast<uint8_t*>(a.data());
+  for (size_t i = 0; i < a.nbytes(); ++i) p[i] = static_cast<uint8_t>(rng());
+  return a;
+}
+
+/// One thread's independent vpdpbusd zmm chains (12 accumulators), `iters` rounds.
+__attribute__((target("avx512f,avx512vnni"))) int32_t vnni_chains(int64_t iters) {
+  const __m512i x = _mm512_set1_epi32(0x01010101), y = _mm512_set1_epi32(0x02020202);
+  // Distinct start values: equal chains would be merged by the compiler.
+  __m512i a0 = _mm512_set1_epi32(1), a1 = _mm512_set1_epi32(2), a2 = _mm512_set1_epi32(3),
+          a3 = _mm512_set1_epi32(4), a4 = _mm512_set1_epi32(5), a5 = _mm512_set1_epi32(6),
+          a6 = _mm512_set1_epi32(7), a7 = _mm512_set1_epi32(8), a8 = _mm512_set1_epi32(9),
+          a9 = _mm512_set1_epi32(10), a10 = _mm512_set1_epi32(11), a11 = _mm512_set1_epi32(12);
+  for (int64_t i = 0; i < iters; ++i) {
+    a0 = _mm512_dpbusd_epi32(a0, x, y);
+    a1 = _mm512_dpbusd_epi32(a1, x, y);
+    a2 = _mm512_dpbusd_epi32(a2, x, y);
+    a3 = _mm512_dpbusd_epi32(a3, x, y);
+    a4 = _mm512_dpbusd_epi32(a4, x, y);
+    a5 = _mm512_dpbusd_epi32(a5, x, y);
+    a6 = _mm512_dpbusd_epi32(a6, x, y);
+    a7 = _mm512_dpbusd_epi32(a7, x, y);
+    a8 = _mm512_dpbusd_epi32(a8, x, y);
+    a9 = _mm512_dpbusd_epi32(a9, x, y);
+    a10 = _mm512_dpbusd_epi32(a10, x, y);
+    a11 = _mm512_dpbusd_epi32(a11, x, y);
+  }
+  __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), a2), a3);
+  s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(s, a4), a5), a6);
+  s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(s, a7), a8), a9);
+  s = _mm512_add_epi32(_mm512_add_epi32(s, a10), a11);
+  return _mm512_reduce_add_epi32(s);
+}
+
+/// GOPS of `threads` threads each running vnni_chains (best of 5).
+double vnni_peak_gops(int threads) {
+  auto run = vnni_chains;
+  const int64_t iters = 2'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<std::thread> ts;
+    std::atomic<int32_t> sink{0};
+    double t0 = kiln::bench::now_ms();
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&] { sink += run(iters); });
+    for (auto& t : ts) t.join();
+    double ms = kiln::bench::now_ms() - t0;
+    best = std::max(best, threads * iters * 12.0 * 16 * 4 * 2 / (ms * 1e6));
+  }
+  return best;
+}
+
+struct Kernel {
+  kiln::autotune::Instance inst;
+  kiln::runtime::Module mod;
+  kiln::runtime::PackedFunc fn;
+};
+
+Kernel build_kernel(const kiln::autotune::Template& t, const kiln::Target& target) {
+  Kernel k;
+  k.inst = kiln::autotune::instantiate(t, kiln::autotune::Config::fallback());
+  k.mod = kiln::build(k.inst.sch, k.inst.args, target, "k");
+  k.fn = k.mod.get_function("k");
+  return k;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace bench = kiln::bench;
+  bench::CommandLine cl(argc, argv,
+                        {{"--threads", "threads (default 1)"},
+                         {"--reps", "timed repetitions (default 30)"},
+                         {"--json", "write the rows as JSON to this file"}});
+  const int threads = static_cast<int>(cl.get_int("--threads", 1));
+  const int reps = static_cast<int>(cl.get_int("--reps", 30));
+  if (threads < 1 || reps < 1) cl.fail("need threads >= 1 and reps >= 1");
+  kiln_set_num_threads(threads);
+  const kiln::Target host = kiln::Target::host();
+  const bool vnni = host.has_feature("avx512vnni");
+  const kiln::Target plain("llvm -mcpu=native -mattr=-avx512vnni,-avxvnni");
+  const double peak = vnni ? vnni_peak_gops(threads) : 0;
+  std::cout << "int8 kernels, " << threads << " thread(s); VNNI peak "
+            << (vnni ? bench::fixed(peak, 0) + " GOPS" : std::string("n/a (no avx512vnni)"))
+            << "\n\n";
+
+  struct Case {
+    std::string name;
+    double ops;
+    std::function<kiln::autotune::Template(const kiln::Target&)> tmpl;
+    std::vector<NDArray> inputs;
+  };
+  std::vector<Case> cases;
+  auto dense = [&](int64_t M, int64_t N, int64_t K) {
+    kiln::topi::QuantizedDenseWorkload w{M, N, K};
+    Case c{"qdense_" + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K),
+           2.0 * M * N * K,
+           [w](const kiln::Target& t) { return kiln::topi::quantized_dense_template(w, t); },
+           {}};
+    cases.push_back(c);
+  };
+  auto conv = [&](int64_t C, int64_t H, int64_t O, int64_t k, int64_t s, int64_t p) {
+    kiln::topi::QuantizedConv2DWorkload w{1, C, H, H, O, k, k, {s, p}};
+    const int64_t OH = (H + 2 * p - k) / s + 1;
+    Case c{"qconv_c" + std::to_string(C) + "_h" + std::to_string(H) + "_o" + std::to_string(O) +
+               "_k" + std::to_string(k) + "_s" + std::to_string(s),
+           2.0 * O * OH * OH * C * k * k,
+           [w](const kiln::Target& t) { return kiln::topi::quantized_conv2d_template(w, t); },
+           {}};
+    cases.push_back(c);
+  };
+  dense(1, 1024, 1024);
+  dense(64, 1024, 1024);
+  dense(128, 768, 3072);
+  conv(64, 56, 64, 3, 1, 1);
+  conv(128, 28, 128, 3, 1, 1);
+  conv(256, 14, 256, 3, 1, 1);
+  conv(512, 7, 512, 3, 1, 1);
+  conv(256, 56, 64, 1, 1, 0);
+
+  bench::Table table({"kernel", "tensorized ms", "GOPS", "% VNNI peak", "no-VNNI ms", "speedup"});
+  std::vector<nlohmann::ordered_json> rows;
+  for (Case& c : cases) {
+    Kernel kt = build_kernel(c.tmpl(host), host);
+    Kernel kp = build_kernel(c.tmpl(plain), plain);
+    std::vector<NDArray> args;
+    uint32_t seed = 1;
+    for (size_t i = 0; i + 1 < kt.inst.args.size(); ++i) {
+      std::vector<int64_t> shape;
+      for (const auto& d : kt.inst.args[i]->shape) shape.push_back(*kiln::ir::as_const_int(d));
+      args.push_back(random_bytes(shape, kt.inst.args[i]->dtype, seed++));
+    }
+    std::vector<int64_t> oshape;
+    for (const auto& d : kt.inst.args.back()->shape) oshape.push_back(*kiln::ir::as_const_int(d));
+    NDArray out = NDArray::empty(oshape, kt.inst.args.back()->dtype);
+    NDArray out2 = NDArray::empty(oshape, kt.inst.args.back()->dtype);
+    auto call = [&](const Kernel& k, NDArray& o) {
+      if (args.size() == 2) k.fn(args[0], args[1], o);
+    };
+    std::vector<bench::Timing> ts = bench::measure_interleaved(
+        {[&] { call(kt, out); }, [&] { call(kp, out2); }}, 3, reps, {}, true);
+    if (std::memcmp(out.data(), out2.data(), out.nbytes()) != 0) {
+      std::cerr << c.name << ": the tensorized and the plain kernel disagree\n";
+      return 1;
+    }
+    const double gops = c.ops / (ts[0].median_ms * 1e6);
+    table.add_row({c.name, bench::fixed(ts[0].median_ms, 3), bench::fixed(gops, 1),
+                   vnni ? bench::fixed(100 * gops / peak, 1) : "-",
+                   bench::fixed(ts[1].median_ms, 3),
+                   bench::fixed(ts[1].median_ms / ts[0].median_ms, 2)});
+    auto row = bench::make_row(c.name, threads, ts[0], {{"novnni", ts[1].median_ms}});
+    row["gops"] = gops;
+    row["vnni_peak_gops"] = peak;
+    rows.push_back(row);
+  }
+  table.print(std::cout);
+  bench::write_json_rows(cl.get_string("--json", ""), rows);
+  return 0;
+}
