@@ -266,15 +266,6 @@ TensorizedNest make_tensorize(const Stage& st, size_t loc,
     map_axes(c->reduce_axis, ic->reduce_axis, "reduction", nullptr);
     KILN_USER_CHECK(sr->source.size() == 1 && ir->source.size() == 1)
         << where << ": tuple reductions cannot be tensorized";
-    VarMap<Expr> lr;
-    lr[ir->combiner->lhs[0]] = sr->combiner->lhs[0];
-    lr[ir->combiner->rhs[0]] = sr->combiner->rhs[0];
-    KILN_USER_CHECK(
-        structural_equal(sr->combiner->result[0], substitute(ir->combiner->result[0], lr)) &&
-        structural_equal(sr->combiner->identity[0], ir->combiner->identity[0]))
-        << where << ": the stage reduces with " << sr->combiner->result[0] << " (identity "
-        << sr->combiner->identity[0] << "), the intrinsic with " << ir->combiner->result[0]
-        << " (identity " << ir->combiner->identity[0] << ")";
     KILN_USER_CHECK(is_one(sr->condition) || !sr->condition.defined())
         << where << ": the stage's reduction has a condition (" << sr->condition
         << "); tensorize needs an unconditional reduction";
@@ -287,6 +278,18 @@ TensorizedNest make_tensorize(const Stage& st, size_t loc,
   if (!m.match(substitute(s_expr, to_intrin), i_expr)) {
     KILN_ERROR << where << ": the loop nest does not compute what the intrinsic declares: " << m.why
                << "\n  stage:     " << m.at_stage << "\n  intrinsic: " << m.at_intrin;
+  }
+
+  if (sr) {
+    VarMap<Expr> lr;
+    lr[ir->combiner->lhs[0]] = sr->combiner->lhs[0];
+    lr[ir->combiner->rhs[0]] = sr->combiner->rhs[0];
+    KILN_USER_CHECK(
+        structural_equal(sr->combiner->result[0], substitute(ir->combiner->result[0], lr)) &&
+        structural_equal(sr->combiner->identity[0], ir->combiner->identity[0]))
+        << where << ": the stage reduces with " << sr->combiner->result[0] << " (identity "
+        << sr->combiner->identity[0] << "), the intrinsic with " << ir->combiner->result[0]
+        << " (identity " << ir->combiner->identity[0] << ")";
   }
 
   // 4. Bind the operands.
