@@ -250,6 +250,7 @@ TensorizedNest make_tensorize(const Stage& st, size_t loc,
       ivars.insert(iv->var);
       Expr x = iv->var;
       if (!is_zero(iv->dom->min)) x = x - iv->dom->min;
+      x = cast(sa[d]->var.dtype(), x);  // e.g. int64 axes of a shape given in int64
       to_intrin[sa[d]->var] = is_zero(reg.min) ? x : reg.min + x;
     }
   };

@@ -89,6 +89,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   /// intrinsics by name) and the AMX tile product; null for other calls
   /// (codegen_llvm_intrin.cc).
   llvm::Value* emit_target_intrin(const Call* op);
+  /// `e` as a value of type `want` of the same width: a contiguous load (under reinterprets)
+  /// loads `want` directly, a broadcast splats the converted value, anything else is bitcast.
+  llvm::Value* emit_as(const Expr& e, llvm::Type* want);
   llvm::Value* emit_if_then_else(const Expr& cond, const Expr& t, const Expr& f, DataType type);
   void emit_arg_check(const Call* op);
   /// kiln.array_check: one kiln_check_array call with the expected shape and strides as a

@@ -26,6 +26,44 @@ llvm::Value* bitcast_to(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Type* t) {
 
 }  // namespace
 
+llvm::Value* CodeGenLLVM::emit_as(const Expr& e, llvm::Type* want) {
+  Expr x = e;
+  while (const Call* c = x.as<Call>()) {
+    if (c->name != builtin::kReinterpret || c->args.size() != 1) break;
+    x = c->args[0];
+  }
+  const uint64_t bits = want->getPrimitiveSizeInBits();
+  if (x.dtype().bits() * x.dtype().lanes() == static_cast<int>(bits)) {
+    if (const Load* l = x.as<Load>(); l && is_one(l->predicate)) {
+      const Ramp* r = l->index.as<Ramp>();
+      if (l->index.dtype().is_scalar() || (r && is_one(r->stride))) {
+        llvm::Value* ptr =
+            element_ptr(l->buffer_var, l->dtype.element_of(), r ? r->base : l->index);
+        return b_->CreateAlignedLoad(want, ptr, llvm::Align(std::max(1, l->dtype.bytes())));
+      }
+    }
+  }
+  if (const Broadcast* bc = x.as<Broadcast>()) {
+    // Splat the value converted first: no bitcast after the shuffle.
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(want);
+    const int n = bc->lanes;
+    if (vt && n > 0 && vt->getNumElements() % n == 0) {
+      const unsigned per = vt->getNumElements() / n;
+      llvm::Type* part =
+          per == 1 ? vt->getElementType() : llvm::FixedVectorType::get(vt->getElementType(), per);
+      llvm::Value* v = emit_as(bc->value, part);
+      if (v->getType() == part) {
+        if (per == 1) return b_->CreateVectorSplat(n, v);
+        llvm::SmallVector<int, 64> mask;
+        for (int i = 0; i < n; ++i)
+          for (unsigned j = 0; j < per; ++j) mask.push_back(static_cast<int>(j));
+        return b_->CreateShuffleVector(v, mask);
+      }
+    }
+  }
+  return bitcast_to(*b_, emit_expr(e), want);
+}
+
 llvm::Value* CodeGenLLVM::emit_target_intrin(const Call* op) {
   const std::string& name = op->name;
   auto arg = [&](size_t i) {
@@ -40,8 +78,21 @@ llvm::Value* CodeGenLLVM::emit_target_intrin(const Call* op) {
     return b_->CreateIntCast(v, at, op->args[1].dtype().is_int());
   };
   if (name == builtin::kReinterpret) {
-    llvm::Value* v = arg(0);
     llvm::Type* t = ty(op->dtype);
+    // reinterpret(contiguous Load) is one load of the new type: no vector of the old element
+    // type in the IR (LLVM 16's VectorCombine recurses forever on bitcasts of bfloat vectors).
+    if (const Load* l = op->args.at(0).as<Load>(); l && is_one(l->predicate)) {
+      const Ramp* r = l->index.as<Ramp>();
+      if (l->index.dtype().is_scalar() || (r && is_one(r->stride))) {
+        if (l->dtype.bits() * l->dtype.lanes() != op->dtype.bits() * op->dtype.lanes())
+          fail("reinterpret from " + l->dtype.str() + " to " + op->dtype.str() +
+               ": the widths differ");
+        llvm::Value* ptr =
+            element_ptr(l->buffer_var, l->dtype.element_of(), r ? r->base : l->index);
+        return b_->CreateAlignedLoad(t, ptr, llvm::Align(std::max(1, l->dtype.bytes())));
+      }
+    }
+    llvm::Value* v = arg(0);
     if (v->getType()->getPrimitiveSizeInBits() != t->getPrimitiveSizeInBits())
       fail("reinterpret from " + op->args[0].dtype().str() + " to " + op->dtype.str() +
            ": the widths differ");
@@ -77,7 +128,7 @@ llvm::Value* CodeGenLLVM::emit_target_intrin(const Call* op) {
            " arguments, called with " + std::to_string(op->args.size()));
     std::vector<llvm::Value*> args;
     for (size_t i = 0; i < op->args.size(); ++i) {
-      llvm::Value* v = bitcast_to(*b_, arg(i), ft->getParamType(static_cast<unsigned>(i)));
+      llvm::Value* v = emit_as(op->args[i], ft->getParamType(static_cast<unsigned>(i)));
       if (v->getType() != ft->getParamType(static_cast<unsigned>(i)))
         fail("LLVM intrinsic '" + name + "': argument " + std::to_string(i) + " of type " +
              op->args[i].dtype().str() + " does not fit the intrinsic's operand");
