@@ -52,26 +52,6 @@ te::Tensor pad_data_rows(const te::Tensor& x, int64_t M, int64_t K, const std::s
       name + "_xp", tag::kQuantizedPack);
 }
 
-/// The leaf of `st` that is the iter var `iv`, checked.
-te::IterVar find_leaf(const te::Stage& st, const te::IterVar& iv) {
-  KILN_ICHECK(st->leaf_index(iv) >= 0) << "quantized: axis " << iv->var.name() << " is no loop";
-  return iv;
-}
-
-/// The 16 (or 8) output lanes × 4 bytes of one k4 step: tensorized with VNNI when the target
-/// has it and the lanes loop covers whole vectors, else kk unrolled outside the vector loop.
-void schedule_lanes(te::Stage& sa, const te::IterVar& lanes_iv, const te::IterVar& kk, int lanes,
-                    bool whole, const Target& target) {
-  if (whole && has_dot_u8s8(target, lanes)) {
-    sa.reorder({find_leaf(sa, lanes_iv), find_leaf(sa, kk)});
-    sa.tensorize(lanes_iv, dot_u8s8(lanes));
-    return;
-  }
-  sa.reorder({find_leaf(sa, kk), find_leaf(sa, lanes_iv)});
-  sa.unroll(kk);
-  sa.vectorize(lanes_iv);
-}
-
 }  // namespace
 
 te::Tensor quantized_dense(const te::Tensor& x, const te::Tensor& W, const std::string& name) {
@@ -131,6 +111,76 @@ te::Tensor quantized_dense_packed(const te::Tensor& x, const te::Tensor& Wp, int
       name, tag::kQuantizedDensePacked);
 }
 
+namespace {
+/// The constant extent of leaf `iv` of `st` (its domain, or the factor of the split that made
+/// it), or 0.
+int64_t leaf_extent(const te::Stage& st, const te::IterVar& iv) {
+  if (iv->dom.defined()) return as_const_int(iv->dom->extent).value_or(0);
+  for (const te::IterVarRelation& r : st->relations)
+    if (r.kind == te::IterVarRelation::kSplit && r.inner.same_as(iv) && r.factor.defined())
+      return as_const_int(r.factor).value_or(0);
+  return 0;
+}
+/// The root axis of `st` that leaf `iv` comes from by splits (iv itself for a root axis).
+te::IterVar root_of(const te::Stage& st, te::IterVar iv) {
+  for (bool found = true; found;) {
+    found = false;
+    for (const te::IterVarRelation& r : st->relations) {
+      if (r.kind == te::IterVarRelation::kSplit && (r.inner.same_as(iv) || r.outer.same_as(iv))) {
+        iv = r.parent;
+        found = true;
+      }
+    }
+  }
+  return iv;
+}
+}  // namespace
+
+void schedule_quantized_lanes(te::Schedule& s, const te::Tensor& acc, const Target& target) {
+  te::Stage st = s[acc];
+  if (st->op->kind == te::OpKind::kCompute &&
+      static_cast<const te::ComputeOpNode*>(st->op.get())->reduce_axis.empty()) {
+    // The copy out of a cache_write stage: the reduction is its input's stage.
+    st = s[st->op->input_tensors().at(0)];
+  }
+  const std::string& tg = st->origin_op->tag;
+  KILN_USER_CHECK((tg == tag::kQuantizedDensePacked || tg == tag::kQuantizedConv2d) &&
+                  st->op->kind == te::OpKind::kCompute)
+      << "schedule_quantized_lanes: stage '" << st->name()
+      << "' is not a quantized_dense_packed or quantized_conv2d_nchwc";
+  const auto* c = static_cast<const te::ComputeOpNode*>(st->op.get());
+  const te::IterVar kk = c->reduce_axis.back();
+  te::IterVar vec;
+  for (const te::IterVar& iv : st->leaf_iter_vars) {
+    auto it = st->iter_var_attrs.find(iv.get());
+    if (it == st->iter_var_attrs.end()) continue;
+    if (it->second.tensor_intrin) return;  // done already
+    if (it->second.for_kind == ForKind::kVectorized) vec = iv;
+  }
+  KILN_USER_CHECK(vec.defined()) << "schedule_quantized_lanes: stage '" << st->name()
+                                 << "' has no vectorized loop";
+  KILN_USER_CHECK(st->leaf_index(kk) >= 0)
+      << "schedule_quantized_lanes: the byte axis '" << kk->var.name() << "' of stage '"
+      << st->name() << "' must stay one loop (not split or fused)";
+  const int64_t lanes = leaf_extent(st, vec);
+  // Whole vectors: the lane loop's axis divides into them, and a dense's panels cover N.
+  te::IterVar root = root_of(st, vec);
+  bool whole = (lanes == 16 || lanes == 8) && root.same_as(c->axis.back()) &&
+               as_const_int(root->dom->extent).value_or(1) % lanes == 0;
+  if (tg == tag::kQuantizedDensePacked) {
+    const te::Tensor Wp = c->input_tensors().back();
+    const int64_t nb = *as_const_int(Wp->shape[2]), N = *as_const_int(root->dom->extent);
+    whole = whole && nb % lanes == 0 && N % nb == 0;
+  }
+  if (whole && has_dot_u8s8(target, static_cast<int>(lanes))) {
+    st.reorder({vec, kk});
+    st.tensorize(vec, dot_u8s8(static_cast<int>(lanes)));
+    return;
+  }
+  st.reorder({kk, vec});
+  st.unroll(kk);
+}
+
 autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, const Target& target) {
   KILN_USER_CHECK(w.M > 0 && w.N > 0 && w.K > 0)
       << "quantized_dense_template: extents must be positive, got M=" << w.M << " N=" << w.N
@@ -144,19 +194,6 @@ autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, con
         te::Tensor y = quantized_dense_packed(x, Wp, w.N);
         te::Schedule s = te::create_schedule({y});
         schedule_dense_packed(cfg, s, y, y, target);
-        // The register tile's vector loop (16 or 8 lanes) and the 4 bytes of each k4 step.
-        te::Stage sa = s[s[y]->op->input_tensors()[0]];
-        te::IterVar vec;
-        for (const te::IterVar& iv : sa->leaf_iter_vars) {
-          auto it = sa->iter_var_attrs.find(iv.get());
-          if (it != sa->iter_var_attrs.end() && it->second.for_kind == ForKind::kVectorized)
-            vec = iv;
-        }
-        KILN_ICHECK(vec.defined()) << "quantized_dense: the register tile has no vector loop";
-        // dense.cc's vector width for int32 outputs.
-        const int lanes = std::max(1, std::min(16, target.vector_bits() / 32));
-        schedule_lanes(sa, vec, sa.op_reduce_axis()[1], lanes, nb % lanes == 0 && w.N % nb == 0,
-                       target);
         return autotune::Instance{s, {x, Wp, y}, cfg};
       }};
 }
@@ -273,8 +310,9 @@ autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
         sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4], rax[3]});
         sa.unroll(aax[3]);
         if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
+        sa.vectorize(aax[4]);
         // 16 output channels × the 4 bytes of one c4 step: one vpdpbusd with VNNI.
-        schedule_lanes(sa, aax[4], rax[3], 16, true, target);
+        schedule_quantized_lanes(s, acc, target);
         return autotune::Instance{s, {x, Wp, out}, cfg};
       }};
 }

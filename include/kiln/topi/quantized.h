@@ -91,6 +91,15 @@ struct QuantizedConv2DWorkload {
   QConv2DAttrs attrs;
 };
 
+/// Maps the vector loop of a quantized_dense_packed or quantized_conv2d_nchwc stage onto VNNI:
+/// call once its loops are ordered and its 16 (or 8) output lanes vectorized. With
+/// x86_intrin.h's dot_u8s8 on the target and whole vectors, the lanes and the 4-byte reduction
+/// loop kk become one tensorized vpdpbusd; otherwise kk is moved outside the lanes and
+/// unrolled. `acc` is the tensor whose stage holds the reduction (or the cache_write copy of
+/// it). schedule_dense_packed calls it for quantized_dense_packed; a convolution schedule calls
+/// it itself.
+void schedule_quantized_lanes(te::Schedule& s, const te::Tensor& acc, const Target& target);
+
 /// The template "quantized_conv2d_nchwc_cpu": arguments x (uint8 NCHW), Wp (int32), out.
 autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
                                              const Target& target);
