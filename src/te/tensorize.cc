@@ -207,8 +207,13 @@ TensorizedNest make_tensorize(const Stage& st, size_t loc,
     Expr mn = ana->simplify(substitute(v, inner_min));
     Expr inner = ana->simplify(v - mn);
     if (is_zero(inner)) return AxisRegion{mn, Expr(1)};
-    const Variable* lv = inner.as<Variable>();
-    auto it = lv ? inner_leaf.find(lv) : inner_leaf.end();
+    // The one inner leaf the axis moves with, counted from its loop's start (a loop of a
+    // stage computed at another starts at an offset).
+    auto it = inner_leaf.end();
+    for (auto l = inner_leaf.begin(); l != inner_leaf.end(); ++l) {
+      Var lv(l->first);
+      if (is_zero(ana->simplify(inner - (lv - inner_min.at(lv))))) it = l;
+    }
     KILN_USER_CHECK(it != inner_leaf.end())
         << where << ": axis '" << r->var.name() << "' is " << inner
         << " inside the tensorized loops; each loop inside must be one whole axis (or one part "
