@@ -4,8 +4,8 @@
 // (a reduction over the 32 bit positions). The schedule computes the plane sums of each
 // 16-column tile at the tile, so that they stay in registers; tensorized, the tile's
 // columns × `words` words are topi::popcount_and (AVX-512 VPOPCNTDQ), the words split into
-// micro-kernel steps. The non-tensorized baseline keeps the same loops with the words
-// innermost (one scalar popcount per word).
+// micro-kernel steps with both bit planes inside each step (they share its weight rows). The
+// non-tensorized baseline keeps the same loops, plain (LLVM vectorizes what it can).
 #include "kiln/topi/bitserial.h"
 
 #include "kiln/te/tensor_intrin.h"
@@ -129,12 +129,10 @@ te::Schedule schedule_bitserial_dense(const te::Tensor& y, const Target& target,
       break;
     }
   auto [wo, wi] = sP.split(sP.op_reduce_axis()[0], ci(words));
-  if (tensorize && has_popcount(target)) {
-    sP.reorder({pax[0], pax[1], wo, pax[2], wi});
+  // The planes inside the word steps: both planes use each step's weight rows.
+  sP.reorder({pax[1], wo, pax[0], pax[2], wi});
+  if (tensorize && has_popcount(target))
     sP.tensorize(pax[2], popcount_and(static_cast<int>(words)));
-  } else {
-    sP.reorder({pax[0], pax[1], pax[2], wo, wi});
-  }
   return s;
 }
 
