@@ -18,6 +18,7 @@
 
 #include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
+#include "tensorize.h"
 
 namespace kiln::te {
 
@@ -275,6 +276,8 @@ class NestBuilder {
     for (int i = 0; i < c->num_outputs(); ++i) outs.push_back(st->origin_op.output(i));
 
     const std::vector<IterVar>& leaves = st->leaf_iter_vars;
+    if (int t = detail::tensorized_leaf(st); t >= 0)
+      return build_tensorized(st, static_cast<size_t>(t), values);
     if (c->reduce_axis.empty()) {
       std::vector<Stmt> stores;
       for (size_t i = 0; i < outs.size(); ++i) {
@@ -333,6 +336,56 @@ class NestBuilder {
       for (auto& [k, v] : init_values) v = substitute(v, fresh);
       init = guard(st, c->axis, init_values, init);
     }
+    for (auto it = init_loops.rbegin(); it != init_loops.rend(); ++it)
+      init = make_loop(st, leaves[it->first], it->second, init, /*marker=*/false);
+    return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
+  }
+
+  /// The loop nest of a stage tensorized at leaf `t` (te/tensor_intrin.h): the loops outside
+  /// `t` around the intrinsic's body; when reduction loops lie outside `t`, its reset at the
+  /// reduction's init point and its update inside them (or, without a reset, the body on the
+  /// first outer reduction iteration and the update on the others).
+  Stmt build_tensorized(const Stage& st, size_t t,
+                        const std::unordered_map<const IterVarNode*, Expr>& values) {
+    const auto* c = static_cast<const ComputeOpNode*>(st->op.get());
+    std::vector<Expr> bodies;
+    for (const Expr& e : c->body) bodies.push_back(inl_.mutate(e));
+    detail::TensorizedNest tn = detail::make_tensorize(st, t, values, b_, bodies, &ana_);
+    const std::vector<IterVar>& leaves = st->leaf_iter_vars;
+    const std::vector<IterVar> roots = c->root_iter_vars();
+    size_t p = 0;
+    while (p < leaves.size() && leaves[p]->iter_type != IterVarType::kCommReduce) ++p;
+    if (c->reduce_axis.empty() || p >= t)
+      return wrap_loops(st, 0, t, guard(st, roots, values, tn.body));
+    KILN_USER_CHECK(tn.update.defined())
+        << "tensorize: stage '" << st->name() << "': reduction loop '" << leaves[p]->var.name()
+        << "' lies outside the tensorized axis '" << leaves[t]->var.name()
+        << "', so the intrinsic needs an update form, and '"
+        << st->iter_var_attrs.at(leaves[t].get()).tensor_intrin->name << "' declares none";
+    if (!tn.reset.defined()) {
+      Expr first;
+      for (size_t i = p; i < t; ++i) {
+        if (leaves[i]->iter_type != IterVarType::kCommReduce) continue;
+        Expr c0 = leaves[i]->var == b_.at(leaves[i].get())->min;
+        first = first.defined() ? (first && c0) : c0;
+      }
+      Stmt s = IfThenElse::make(first, tn.body, tn.update);
+      return wrap_loops(st, 0, t, guard(st, roots, values, s));
+    }
+    Stmt update = wrap_loops(st, p, t, guard(st, roots, values, tn.update));
+    VarMap<Expr> fresh;
+    std::vector<std::pair<size_t, Var>> init_loops;
+    for (size_t i = p; i < t; ++i) {
+      if (leaves[i]->iter_type == IterVarType::kCommReduce) continue;
+      Var nv = leaves[i]->var.copy_with_suffix(".init");
+      fresh[leaves[i]->var] = nv;
+      ana_.bind(nv, b_.at(leaves[i].get()));
+      init_loops.emplace_back(i, nv);
+    }
+    Stmt init = substitute(tn.reset, fresh);
+    auto init_values = values;
+    for (auto& [k, v] : init_values) v = substitute(v, fresh);
+    init = guard(st, c->axis, init_values, init);
     for (auto it = init_loops.rbegin(); it != init_loops.rend(); ++it)
       init = make_loop(st, leaves[it->first], it->second, init, /*marker=*/false);
     return wrap_loops(st, 0, p, SeqStmt::make({init, update}));

@@ -9,6 +9,7 @@
 
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
+#include "kiln/te/tensor_intrin.h"
 
 namespace kiln::tir {
 namespace {
@@ -133,6 +134,24 @@ class Verifier : public IRVisitor {
     unbind(op->var);
   }
   void visit(const AttrStmt* op) override {
+    if (op->key == te::kBufferBindScope) {
+      // tuple(what, data, elem_offset, rank, strides..., mins...): binds the view's variables.
+      const Call* c = op->value.as<Call>();
+      if (opt_.flattened) fail("buffer_bind_scope remains after flattening");
+      if (!c || c->args.size() < 4) fail("malformed buffer_bind_scope");
+      std::vector<Var> vars;
+      for (size_t i = 1; i < c->args.size(); ++i) {
+        if (const Variable* v = c->args[i].as<Variable>(); v && i < 4 + rank_of(c)) {
+          vars.emplace_back(v);
+          bind(vars.back());
+        } else {
+          visit_expr(c->args[i]);
+        }
+      }
+      visit_stmt(op->body);
+      for (const Var& v : vars) unbind(v);
+      return;
+    }
     visit_opt(op->value);
     Var bound;
     if (op->key == attr::kThreadExtent || op->key == attr::kVirtualThread) {
@@ -145,6 +164,10 @@ class Verifier : public IRVisitor {
     }
     visit_stmt(op->body);
     if (bound.defined()) unbind(bound);
+  }
+  static size_t rank_of(const Call* c) {
+    auto r = as_const_int(c->args[3]);
+    return r ? static_cast<size_t>(*r) : 0;
   }
   void visit(const AssertStmt* op) override {
     check_bool(op->condition, "assert condition");

@@ -193,6 +193,7 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
   sa.unroll(cjo);
   sa.vectorize(cji);
   if (cfg.knob("unroll") && cfg.split("tile_k").size[1] > 1) sa.unroll(ks[1]);
+  if (D->op->tag == tag::kQuantizedDensePacked) schedule_quantized_lanes(s, acc, target);
 }
 
 autotune::Template dense_template(const DenseWorkload& w, const Target& target) {

@@ -1,15 +1,17 @@
-// int8 operators (u8 data, s8 weights, int32 accumulation) built on the element-wise
-// dpbusd(acc, a, b) intrinsic (ir/op.h): 4 reduction elements are packed into one int32 on each
-// side (weights at compile time, data by a small run-time stage), and the reduction sums
-// dpbusd(0, a4, b4) over k/4. Vectorized over 16 output lanes, the accumulator update
-// `acc + dpbusd(0, a, b)` becomes one vpdpbusd with avx512vnni (the LLVM code generator fuses
-// the add). quantized_dense reuses dense.cc's register-blocked schedule template; the direct
-// NCHWc convolution keeps tile_ow output pixels × 16 output channels in registers.
+// int8 operators (u8 data, s8 weights, int32 accumulation) tensorized with the x86 VNNI
+// intrinsic (topi/x86_intrin.h). Weights are packed once at compile time, 4 reduction elements
+// to an int32; the compute rules read each weight byte as int32(int8(w >> 8·kk)) and the data
+// bytes directly (reduction axes k4 and kk, k = 4·k4 + kk), which is exactly the intrinsic's
+// declared compute, so the schedules tensorize the 16 (or 8) output lanes × 4 bytes of each
+// k4 step into one vpdpbusd. A target without VNNI keeps the same loops, kk unrolled and the
+// lanes vectorized. quantized_dense reuses dense.cc's register-blocked schedule template; the
+// direct NCHWc convolution keeps tile_ow output pixels × 16 output channels in registers.
 #include "kiln/topi/quantized.h"
 
 #include <algorithm>
 
 #include "kiln/topi/dense.h"
+#include "kiln/topi/x86_intrin.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -32,10 +34,6 @@ Expr pack4(const std::function<Expr(int)>& byte) {
   return cast(DataType::Int(32), v);
 }
 
-Expr dot4(Expr a, Expr b) {
-  return Call::make(DataType::Int(32), builtin::kDpbusd, {Expr(0), a, b}, CallKind::kPureIntrinsic);
-}
-
 void check_types(const te::Tensor& x, const te::Tensor& W, const std::string& op) {
   KILN_USER_CHECK(x->dtype == DataType::UInt(8))
       << op << ": data must be uint8, got " << x->dtype << " (" << x.name() << ")";
@@ -43,16 +41,13 @@ void check_types(const te::Tensor& x, const te::Tensor& W, const std::string& op
       << op << ": weight must be int8, got " << W->dtype << " (" << W.name() << ")";
 }
 
-/// Xp[m, k4] = the 4 bytes x[m, 4k4 + i] (0 past K).
-te::Tensor pack_data_rows(const te::Tensor& x, int64_t M, int64_t K, const std::string& name) {
+/// The data rows padded with zeros to a multiple of 4 bytes (x itself when K % 4 == 0).
+te::Tensor pad_data_rows(const te::Tensor& x, int64_t M, int64_t K, const std::string& name) {
+  if (K % 4 == 0) return x;
   return te::compute(
-      {ci(M), ci((K + 3) / 4)},
-      [&](Var m, Var k4) {
-        return pack4([&](int i) -> Expr {
-          Expr k = k4 * ci(4) + ci(i);
-          if (K % 4 == 0) return x(m, k);
-          return if_then_else(k < ci(K), x(m, min(k, ci(K - 1))), make_zero(x->dtype));
-        });
+      {ci(M), ci((K + 3) / 4 * 4)},
+      [&](Var m, Var k) {
+        return if_then_else(k < ci(K), x(m, min(k, ci(K - 1))), make_zero(x->dtype));
       },
       name + "_xp", tag::kQuantizedPack);
 }
@@ -104,14 +99,86 @@ te::Tensor quantized_dense_packed(const te::Tensor& x, const te::Tensor& Wp, int
       << detail::shape_text(ps) << " (" << Wp->dtype << ") do not match " << N
       << " outputs (expected int32 [ceil(N/nb), ceil(K/4), nb])";
   const int64_t M = xs[0], K = xs[1], nb = ps[2];
-  te::Tensor Xp = pack_data_rows(x, M, K, name);
+  te::Tensor X = pad_data_rows(x, M, K, name);
   auto k4 = te::reduce_axis({0, ci((K + 3) / 4)}, "k4");
+  auto kk = te::reduce_axis({0, ci(4)}, "kk");
   return te::compute(
       {ci(M), ci(N)},
       [&](Var m, Var n) {
-        return te::sum(dot4(Xp(m, k4), Wp(floordiv(n, ci(nb)), k4, floormod(n, ci(nb)))), {k4});
+        Expr w = Wp(floordiv(n, ci(nb)), k4, floormod(n, ci(nb)));
+        return te::sum(cast(DataType::Int(32), X(m, k4 * ci(4) + kk)) * packed_s8(w, kk), {k4, kk});
       },
       name, tag::kQuantizedDensePacked);
+}
+
+namespace {
+/// The constant extent of leaf `iv` of `st` (its domain, or the factor of the split that made
+/// it), or 0.
+int64_t leaf_extent(const te::Stage& st, const te::IterVar& iv) {
+  if (iv->dom.defined()) return as_const_int(iv->dom->extent).value_or(0);
+  for (const te::IterVarRelation& r : st->relations)
+    if (r.kind == te::IterVarRelation::kSplit && r.inner.same_as(iv) && r.factor.defined())
+      return as_const_int(r.factor).value_or(0);
+  return 0;
+}
+/// The root axis of `st` that leaf `iv` comes from by splits (iv itself for a root axis).
+te::IterVar root_of(const te::Stage& st, te::IterVar iv) {
+  for (bool found = true; found;) {
+    found = false;
+    for (const te::IterVarRelation& r : st->relations) {
+      if (r.kind == te::IterVarRelation::kSplit && (r.inner.same_as(iv) || r.outer.same_as(iv))) {
+        iv = r.parent;
+        found = true;
+      }
+    }
+  }
+  return iv;
+}
+}  // namespace
+
+void schedule_quantized_lanes(te::Schedule& s, const te::Tensor& acc, const Target& target) {
+  te::Stage st = s[acc];
+  if (st->op->kind == te::OpKind::kCompute &&
+      static_cast<const te::ComputeOpNode*>(st->op.get())->reduce_axis.empty()) {
+    // The copy out of a cache_write stage: the reduction is its input's stage.
+    st = s[st->op->input_tensors().at(0)];
+  }
+  const std::string& tg = st->origin_op->tag;
+  KILN_USER_CHECK((tg == tag::kQuantizedDensePacked || tg == tag::kQuantizedConv2d) &&
+                  st->op->kind == te::OpKind::kCompute)
+      << "schedule_quantized_lanes: stage '" << st->name()
+      << "' is not a quantized_dense_packed or quantized_conv2d_nchwc";
+  const auto* c = static_cast<const te::ComputeOpNode*>(st->op.get());
+  const te::IterVar kk = c->reduce_axis.back();
+  te::IterVar vec;
+  for (const te::IterVar& iv : st->leaf_iter_vars) {
+    auto it = st->iter_var_attrs.find(iv.get());
+    if (it == st->iter_var_attrs.end()) continue;
+    if (it->second.tensor_intrin) return;  // done already
+    if (it->second.for_kind == ForKind::kVectorized) vec = iv;
+  }
+  KILN_USER_CHECK(vec.defined()) << "schedule_quantized_lanes: stage '" << st->name()
+                                 << "' has no vectorized loop";
+  KILN_USER_CHECK(st->leaf_index(kk) >= 0)
+      << "schedule_quantized_lanes: the byte axis '" << kk->var.name() << "' of stage '"
+      << st->name() << "' must stay one loop (not split or fused)";
+  const int64_t lanes = leaf_extent(st, vec);
+  // Whole vectors: the lane loop's axis divides into them, and a dense's panels cover N.
+  te::IterVar root = root_of(st, vec);
+  bool whole = (lanes == 16 || lanes == 8) && root.same_as(c->axis.back()) &&
+               as_const_int(root->dom->extent).value_or(1) % lanes == 0;
+  if (tg == tag::kQuantizedDensePacked) {
+    const te::Tensor Wp = c->input_tensors().back();
+    const int64_t nb = *as_const_int(Wp->shape[2]), N = *as_const_int(root->dom->extent);
+    whole = whole && nb % lanes == 0 && N % nb == 0;
+  }
+  if (whole && has_dot_u8s8(target, static_cast<int>(lanes))) {
+    st.reorder({vec, kk});
+    st.tensorize(vec, dot_u8s8(static_cast<int>(lanes)));
+    return;
+  }
+  st.reorder({kk, vec});
+  st.unroll(kk);
 }
 
 autotune::Template quantized_dense_template(const QuantizedDenseWorkload& w, const Target& target) {
@@ -173,30 +240,31 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
       << op << ": kernel " << KH << "x" << KW << " is larger than the padded input "
       << detail::shape_text(xs);
   const int64_t Hp = H + 2 * p, Wq = W + 2 * p;
+  // Data padded and blocked 4 channels innermost (NCHW4c, zero past C): the 4 bytes of one k4
+  // step are contiguous, as the VNNI intrinsic reads them.
   te::Tensor Dp = te::compute(
-      {ci(N), ci(C4), ci(Hp), ci(Wq)},
-      [&](Var n, Var c4, Var h, Var w) {
-        return pack4([&](int i) -> Expr {
-          Expr c = c4 * ci(4) + ci(i), hh = h - ci(p), ww = w - ci(p);
-          Expr in = c < ci(C);
-          if (p > 0) in = in && hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
-          if (C % 4 == 0 && p == 0) return x(n, c, hh, ww);
-          return if_then_else(
-              in, x(n, min(c, ci(C - 1)), min(max(hh, 0), ci(H - 1)), min(max(ww, 0), ci(W - 1))),
-              make_zero(x->dtype));
-        });
+      {ci(N), ci(C4), ci(Hp), ci(Wq), ci(4)},
+      [&](const std::vector<Var>& v) {
+        Expr c = v[1] * ci(4) + v[4], hh = v[2] - ci(p), ww = v[3] - ci(p);
+        Expr in = c < ci(C);
+        if (p > 0) in = in && hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
+        if (C % 4 == 0 && p == 0) return x(v[0], c, hh, ww);
+        return if_then_else(
+            in, x(v[0], min(c, ci(C - 1)), min(max(hh, 0), ci(H - 1)), min(max(ww, 0), ci(W - 1))),
+            make_zero(x->dtype));
       },
       name + "_xp", tag::kQuantizedPack);
   auto rc = te::reduce_axis({0, ci(C4)}, "c4");
   auto rh = te::reduce_axis({0, ci(KH)}, "kh");
   auto rw = te::reduce_axis({0, ci(KW)}, "kw");
+  auto rk = te::reduce_axis({0, ci(4)}, "kk");
   const int64_t s = a.stride;
   return te::compute(
       {ci(N), ci((O + 15) / 16), ci(OH), ci(OW), ci(16)},
       [&](const std::vector<Var>& v) {
-        return te::sum(
-            dot4(Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw), Wp(v[1], rc, rh, rw, v[4])),
-            {rc, rh, rw});
+        Expr d = Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw, rk);
+        return te::sum(cast(DataType::Int(32), d) * packed_s8(Wp(v[1], rc, rh, rw, v[4]), rk),
+                       {rc, rh, rw, rk});
       },
       name, tag::kQuantizedConv2d);
 }
@@ -226,6 +294,7 @@ autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
         te::Stage sd = s[Dp];
         auto dax = sd.op_axis();
         sd.parallel(sd.fuse({dax[0], dax[1], dax[2]}));
+        sd.unroll(dax[4]);
         // Output: (n, ob, oh) parallel, tile_ow pixels x 16 channels per register tile.
         te::Tensor acc = s.cache_write(out, "local");
         te::Stage so = s[out];
@@ -238,10 +307,12 @@ autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,
         sa.compute_at(so, owo);
         auto aax = sa.op_axis();
         auto rax = sa.op_reduce_axis();
-        sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4]});
+        sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4], rax[3]});
         sa.unroll(aax[3]);
-        sa.vectorize(aax[4]);
         if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
+        sa.vectorize(aax[4]);
+        // 16 output channels × the 4 bytes of one c4 step: one vpdpbusd with VNNI.
+        schedule_quantized_lanes(s, acc, target);
         return autotune::Instance{s, {x, Wp, out}, cfg};
       }};
 }

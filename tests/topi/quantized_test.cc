@@ -1,7 +1,7 @@
 // int8 operators: quantized dense (plain, packed template: fallback and every knob candidate)
 // and the direct NCHWc quantized conv2d against exact int32 naive references; the generated
-// assembly uses vpdpbusd on AVX512-VNNI targets, and the generic (no VNNI) lowering of the
-// dpbusd intrinsic gives the same results.
+// assembly uses vpdpbusd on AVX512-VNNI targets (the kernels tensorize with x86_intrin.h's
+// dot_u8s8), and the same loops without VNNI (no tensorize) give the same results.
 #include "kiln/topi/quantized.h"
 
 #include <gtest/gtest.h>
@@ -222,6 +222,57 @@ TEST(Quantized, ErrorsNameOpAndShapes) {
             "quantized_conv2d_nchwc: packed weight [1, 1, 3, 3, 16] (int32) does not match data "
             "[1, 5, 4, 4], 16 outputs and a 3x3 kernel (expected int32 [ceil(O/16), ceil(C/4), "
             "KH, KW, 16])");
+  auto y = quantized_dense(x, te::placeholder({3, 8}, kS8, "W3"));
+  te::Schedule s = te::create_schedule({y});
+  EXPECT_EQ(e2e::error_of([&] { schedule_quantized_lanes(s, y, e2e::host_target()); }),
+            "schedule_quantized_lanes: stage 'quantized_dense' is not a quantized_dense_packed "
+            "or quantized_conv2d_nchwc");
+}
+
+// A schedule written elsewhere (an epilogue stage around the accumulator, as the graph's int8
+// convolutions do) gets VNNI from schedule_quantized_lanes, and stays exact without it.
+TEST(QuantizedConv2d, ScheduleQuantizedLanesOnAnotherSchedule) {
+  QuantizedConv2DWorkload w{1, 8, 6, 6, 32, 3, 3, {1, 1}};
+  for (const Target& target :
+       {e2e::host_target(), Target("llvm -mcpu=native -mattr=-avx512vnni,-avxvnni")}) {
+    auto x = te::placeholder({w.N, w.C, w.H, w.W}, kU8, "x");
+    auto Wp = te::placeholder({2, 2, 3, 3, 16}, kI32, "Wp");
+    auto acc = quantized_conv2d_nchwc(x, Wp, w.O, w.KH, w.KW, w.attrs, "acc");
+    auto out = te::compute(
+        acc->shape,
+        [&](const std::vector<ir::Var>& v) {
+          return acc(std::vector<ir::Expr>(v.begin(), v.end())) * 2 + 1;
+        },
+        "out");
+    te::Schedule s = te::create_schedule({out});
+    te::Stage so = s[out];
+    auto oax = so.op_axis();
+    auto [owo, owi] = so.split(oax[3], 3);
+    so.vectorize(oax[4]);
+    te::Stage sa = s[acc];
+    sa.set_scope("local");
+    sa.compute_at(so, owo);
+    auto aax = sa.op_axis();
+    auto rax = sa.op_reduce_axis();
+    sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4]});
+    sa.unroll(aax[3]);
+    sa.vectorize(aax[4]);
+    schedule_quantized_lanes(s, acc, target);
+    NDArray xa = u8_array({w.N, w.C, w.H, w.W}, 3), wa = s8_array({w.O, w.C, w.KH, w.KW}, 4);
+    runtime::Module m = build(s, {x, Wp, out}, target, "f");
+    NDArray y = e2e::poisoned(e2e::shape_of(out), kI32);
+    e2e::call(m.get_function("f"), {xa, pack_conv_ref(wa), y});
+    NDArray ref = qconv_ref(xa, wa, w.attrs);
+    for (int64_t i = 0; i < ref.numel(); ++i)
+      ref.data_as<int32_t>()[i] = ref.data_as<int32_t>()[i] * 2 + 1;
+    EXPECT_TRUE(all_close(y, ref)) << target.str();
+    const bool vnni = target.has_feature("avx512vnni");
+    EXPECT_EQ(e2e::lowered_text(s, {x, Wp, out}).find("llvm.x86.avx512.vpdpbusd.512(") !=
+                  std::string::npos,
+              vnni)
+        << target.str();
+    EXPECT_EQ(codegen::get_source(m, "asm").find("vpdpbusd") != std::string::npos, vnni);
+  }
 }
 
 }  // namespace

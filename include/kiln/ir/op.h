@@ -121,12 +121,30 @@ constexpr const char* kArgCheck = "kiln.arg_check";
 /// one call of kiln_check_array (c_runtime_api.h), which sets the message of the first failing
 /// check; the function then returns -1 (see tir/packed_api.h).
 constexpr const char* kArrayCheck = "kiln.array_check";
-/// dpbusd(acc, a, b), all int32 with equal lanes: per lane, acc + sum over the 4 bytes i of
-/// zext(byte i of a) * sext(byte i of b) (u8 x s8 dot products of 4, wrapping int32; x86
-/// AVX512-VNNI's vpdpbusd). Element-wise, so it vectorizes; the LLVM code generator emits
-/// vpdpbusd for 16 lanes on targets with avx512vnni and fuses `x + dpbusd(0, a, b)` into
-/// dpbusd(x, a, b). Used by topi/quantized.h.
-constexpr const char* kDpbusd = "dpbusd";
+/// reinterpret(x): the bits of x as the call's type, whose total width equals x's (e.g. the
+/// uint8x4 of 4 consecutive bytes as one int32, int8x64 as int32x16). Pure, not element-wise.
+constexpr const char* kReinterpret = "reinterpret";
+/// Integer bit operations, element-wise on equal types: shift_right(a, b) (arithmetic for
+/// signed a, logical for unsigned), shift_left(a, b), bitwise_and / bitwise_or / bitwise_xor
+/// (a, b), popcount(a) (the number of set bits, in a's type).
+constexpr const char* kShiftRight = "shift_right";
+constexpr const char* kShiftLeft = "shift_left";
+constexpr const char* kBitwiseAnd = "bitwise_and";
+constexpr const char* kBitwiseOr = "bitwise_or";
+constexpr const char* kBitwiseXor = "bitwise_xor";
+constexpr const char* kPopcount = "popcount";
+/// A pure call whose name starts with "llvm." is the LLVM intrinsic of that name (e.g.
+/// "llvm.x86.avx512.vpdpbusd.512"), emitted as is with the call's argument and result types
+/// (an overloaded intrinsic is instantiated at the result type). Only the LLVM code generator
+/// accepts it; tensor intrinsics (te/tensor_intrin.h) lower to such calls.
+constexpr const char* kLLVMIntrinPrefix = "llvm.";
+/// kiln.amx_tile_dot(op, M, NB, KB, c, ldc, a, lda, b, ldb) as an Evaluate statement: one AMX
+/// tile product C[M, NB bytes] (+)= A[M, KB bytes] · B[KB/4, NB bytes] with op "tdpbusd" (u8 ×
+/// s8 → s32) or "tdpbf16ps" (bf16 → f32): loads the three tiles from the pointers c, a, b with
+/// the given row strides in bytes, multiplies, stores C. The LLVM code generator emits the
+/// tileloadd / tdp* / tilestored sequence (LLVM configures the tiles); x86 targets with amx-int8
+/// / amx-bf16 only.
+constexpr const char* kAmxTileDot = "kiln.amx_tile_dot";
 /// prefetch(address_of(Load), locality) as an Evaluate statement: a hint to bring the cache line
 /// holding that element closer (locality 3: all levels, prefetcht0; 2: L2, prefetcht1; 1: L3;
 /// 0: non-temporal). It never faults, so the element may lie past the buffer's end: nothing is

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kiln/te/tensor.h"
+#include "kiln/te/tensor_intrin.h"
 
 namespace kiln::te {
 
@@ -39,6 +40,8 @@ struct IterVarAttr {
   std::vector<std::pair<std::string, Expr>> pragmas;
   /// Set by prefetch(): statements put first in the loop's body.
   std::vector<Stmt> prefetches;
+  /// Set by tensorize(): the loops from this one inward become the intrinsic's call.
+  TensorIntrin tensor_intrin;
 };
 
 enum class AttachType : uint8_t { kGroupRoot, kInline, kScope };
@@ -93,6 +96,10 @@ class Stage {
   /// row-major offset is taken as is): e.g. the next block of a stream of weights, spread over
   /// the iterations of the current one.
   Stage& prefetch(const Tensor& t, const IterVar& iv, std::vector<Expr> index, int locality = 2);
+  /// Replaces the loop nest from leaf loop `iv` inward by the tensor intrinsic `intrin`
+  /// (te/tensor_intrin.h). Loop generation checks that the nest computes exactly what the
+  /// intrinsic declares and throws an error naming the stage and the first mismatch otherwise.
+  Stage& tensorize(const IterVar& iv, const TensorIntrin& intrin);
   /// Binds a loop to a thread axis, e.g. thread_axis("threadIdx.x").
   Stage& bind(const IterVar& iv, const IterVar& thread);
   /// Pads the stride of dimension `axis` so that stride % factor == offset.

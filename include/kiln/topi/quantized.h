@@ -3,24 +3,23 @@
 ///
 /// Pattern kind: `kOutEWiseFusable` (requantize / bias / relu fuse after the int32 output).
 ///
-/// The 4-element u8 × s8 dot product is the pure intrinsic `dpbusd(acc, a, b)` of ir/op.h
-/// (builtin::kDpbusd): a and b are int32 holding 4 packed bytes, the result is acc + Σ zext(a_i)
-/// · sext(b_i). It is element-wise, so it vectorizes over 16 output lanes, and the LLVM code
-/// generator emits one `vpdpbusd zmm` per accumulator update on targets with avx512vnni (a
-/// generic widen-multiply-add sequence elsewhere). The compute rules therefore read data and
-/// weights packed 4 reduction elements to an int32:
-/// * data is packed at run time by a small stage (tag "quantized_pack"): Xp[m, k4] = bytes
-///   x[m, 4k4 .. 4k4+3] (zero past K);
+/// The 4-element u8 × s8 dot product is AVX512-VNNI's vpdpbusd, reached by tensorize with the
+/// declared intrinsic topi::dot_u8s8 (x86_intrin.h, te/tensor_intrin.h): the compute rules
+/// read each weight byte as int32(int8(w >> 8·kk)) from int32 words packing 4 reduction
+/// elements, and the data bytes directly (reduction axes k4 and kk), which is the intrinsic's
+/// declared compute; a target without VNNI runs the same loops vectorized (no tensorize).
+/// * data is read as is, or padded with zeros to a multiple of 4 bytes along K by a small
+///   run-time stage (tag "quantized_pack") when K % 4 != 0;
 /// * weights are packed once at compile time: Wp[no, k4, ni] = bytes W[no·nb + ni, 4k4 ..]
 ///   (pack_quantized_dense_weight), so one k4 step of the micro-kernel loads nb int32 = the
 ///   4 × nb weights it needs, contiguous.
 ///
 /// quantized_dense's CPU template is dense.h's register-blocked kernel (knobs tile_x = nb,
-/// tile_y, tile_k over K/4, unroll) with vpdpbusd in place of the FMA.
+/// tile_y, tile_k over K/4, unroll) with one vpdpbusd per 16 lanes in place of the FMA.
 ///
 /// quantized_conv2d_nchwc is a direct convolution: data u8 NCHW, weights s8 OIHW, output int32
-/// in NCHW16c ([N, O/16, OH, OW, 16]); the data is padded and packed 4 channels to an int32
-/// at run time ([N, C/4, H + 2p, W + 2p]), the weights at compile time into
+/// in NCHW16c ([N, O/16, OH, OW, 16]); the data is padded and blocked 4 channels innermost at
+/// run time (uint8 [N, C/4, H + 2p, W + 2p, 4]), the weights at compile time into
 /// [O/16, C/4, KH, KW, 16] int32. Its schedule keeps a row of tile_ow output pixels × 16
 /// output channels in registers (one vpdpbusd per pixel per (c4, kh, kw)), the fused
 /// (n, O/16, oh) loop parallel. Knobs: tile_ow (1, 2, 4, 8; default 8 or the largest
@@ -91,6 +90,15 @@ struct QuantizedConv2DWorkload {
   int64_t N = 1, C = 4, H = 1, W = 1, O = 16, KH = 1, KW = 1;
   QConv2DAttrs attrs;
 };
+
+/// Maps the vector loop of a quantized_dense_packed or quantized_conv2d_nchwc stage onto VNNI:
+/// call once its loops are ordered and its 16 (or 8) output lanes vectorized. With
+/// x86_intrin.h's dot_u8s8 on the target and whole vectors, the lanes and the 4-byte reduction
+/// loop kk become one tensorized vpdpbusd; otherwise kk is moved outside the lanes and
+/// unrolled. `acc` is the tensor whose stage holds the reduction (or the cache_write copy of
+/// it). schedule_dense_packed calls it for quantized_dense_packed; a convolution schedule calls
+/// it itself.
+void schedule_quantized_lanes(te::Schedule& s, const te::Tensor& acc, const Target& target);
 
 /// The template "quantized_conv2d_nchwc_cpu": arguments x (uint8 NCHW), Wp (int32), out.
 autotune::Template quantized_conv2d_template(const QuantizedConv2DWorkload& w,

@@ -442,48 +442,7 @@ llvm::Value* CodeGenLLVM::visit(const Cast* op) {
   return cast_value(op->value.dtype(), op->dtype, emit_expr(op->value));
 }
 
-llvm::Value* emit_dpbusd(llvm::IRBuilder<>& b, const Target& target, llvm::Value* acc,
-                         llvm::Value* x, llvm::Value* y) {
-  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(acc->getType());
-  const unsigned n = vt ? vt->getNumElements() : 1;
-  if (n == 16 && target.has_feature("avx512vnni"))
-    return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {}, {acc, x, y});
-  auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), 4 * n);
-  auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 4 * n);
-  llvm::Value* p = b.CreateMul(b.CreateZExt(b.CreateBitCast(x, bytes), wide),
-                               b.CreateSExt(b.CreateBitCast(y, bytes), wide));
-  llvm::Value* sum = nullptr;
-  for (unsigned j = 0; j < 4; ++j) {
-    llvm::SmallVector<int, 64> mask;
-    for (unsigned l = 0; l < n; ++l) mask.push_back(static_cast<int>(4 * l + j));
-    llvm::Value* part = b.CreateShuffleVector(p, mask);
-    sum = sum ? b.CreateAdd(sum, part) : part;
-  }
-  if (!vt) sum = b.CreateExtractElement(sum, uint64_t{0});
-  return b.CreateAdd(acc, sum);
-}
-
-namespace {
-/// The call when `e` is dpbusd(0, a, b), else null.
-const Call* as_zero_acc_dpbusd(const Expr& e) {
-  const Call* c = e.as<Call>();
-  return c && c->name == builtin::kDpbusd && c->args.size() == 3 && is_zero(c->args[0]) ? c
-                                                                                        : nullptr;
-}
-}  // namespace
-
 llvm::Value* CodeGenLLVM::visit(const Add* op) {
-  // x + dpbusd(0, a, b) -> dpbusd(x, a, b): one vpdpbusd per accumulator update.
-  const Call* dp = as_zero_acc_dpbusd(op->b);
-  const Expr* other = &op->a;
-  if (!dp) {
-    dp = as_zero_acc_dpbusd(op->a);
-    other = &op->b;
-  }
-  if (dp) {
-    return emit_dpbusd(*b_, target_, emit_expr(*other), emit_expr(dp->args[1]),
-                       emit_expr(dp->args[2]));
-  }
   llvm::Value *a = emit_expr(op->a), *b = emit_expr(op->b);
   if (op->dtype.is_float()) return b_->CreateFAdd(a, b);
   return b_->CreateAdd(a, b, "", false, op->dtype.is_int());

@@ -32,12 +32,6 @@ inline constexpr int64_t kMaxStackAllocBytes = 64 * 1024;
 /// The alignment of every allocation.
 inline constexpr int kAllocAlign = 64;
 
-/// builtin::kDpbusd on i32 values of equal lanes (see ir/op.h): vpdpbusd for 16 lanes with
-/// avx512vnni, otherwise bytes widened (a zero-, b sign-extended), multiplied and summed in
-/// groups of 4 by shuffles.
-llvm::Value* emit_dpbusd(llvm::IRBuilder<>& b, const Target& target, llvm::Value* acc,
-                         llvm::Value* x, llvm::Value* y);
-
 /// Creates the TargetMachine for `target` (PIC, O3). Throws kiln::Error for an unknown triple.
 std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target);
 /// The CPU name and the feature string LLVM gets for `target` (-mcpu=native: host features).
@@ -91,6 +85,13 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_call(const Call* op);
   llvm::Value* emit_builtin(const Call* op);
   llvm::Value* emit_math(const Call* op);
+  /// Bit operations (reinterpret, shifts, bitwise, popcount), calls named "llvm.*" (LLVM
+  /// intrinsics by name) and the AMX tile product; null for other calls
+  /// (codegen_llvm_intrin.cc).
+  llvm::Value* emit_target_intrin(const Call* op);
+  /// `e` as a value of type `want` of the same width: a contiguous load (under reinterprets)
+  /// loads `want` directly, a broadcast splats the converted value, anything else is bitcast.
+  llvm::Value* emit_as(const Expr& e, llvm::Type* want);
   llvm::Value* emit_if_then_else(const Expr& cond, const Expr& t, const Expr& f, DataType type);
   void emit_arg_check(const Call* op);
   /// kiln.array_check: one kiln_check_array call with the expected shape and strides as a

@@ -296,10 +296,7 @@ llvm::Value* CodeGenLLVM::emit_call(const Call* op) {
   if (op->name == builtin::kIfThenElse) {
     return emit_if_then_else(op->args.at(0), op->args.at(1), op->args.at(2), op->dtype);
   }
-  if (op->name == builtin::kDpbusd && op->args.size() == 3) {
-    return emit_dpbusd(*b_, target_, emit_expr(op->args[0]), emit_expr(op->args[1]),
-                       emit_expr(op->args[2]));
-  }
+  if (llvm::Value* v = emit_target_intrin(op)) return v;
   if (llvm::Value* v = emit_builtin(op)) return v;
   if (llvm::Value* v = emit_math(op)) return v;
   fail("unknown intrinsic '" + op->name + "' (" + call_kind_name(op->call_kind) + ")");

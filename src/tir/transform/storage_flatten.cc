@@ -4,11 +4,18 @@
 // ProducerRealize, which becomes an Allocate of stride_0 * extent_0 elements; strides are
 // row-major over the realize extents, a stride being padded up to `offset` modulo `factor` for
 // an aligned dimension. Loads and stores subtract the realize mins and dot with the strides;
-// argument tensors use their Buffer's flat_index on the buffer's data var.
+// argument tensors use their Buffer's flat_index on the buffer's data var. A tensorized region
+// (te/tensor_intrin.h: a buffer_bind_scope attribute) binds an intrinsic operand's view to the
+// tensor's storage: its data variable becomes the tensor's, its elem_offset the flat offset of
+// the region's first element, its stride variables the tensor's strides in the trailing
+// dimensions; a stride the intrinsic declared as a constant must equal the tensor's.
 #include <map>
 
+#include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
+#include "kiln/ir/printer.h"
+#include "kiln/te/tensor_intrin.h"
 #include "kiln/tir/transform.h"
 
 namespace kiln::tir {
@@ -50,7 +57,63 @@ class StorageFlattener : public IRMutator {
       align_[prod][*dim] = {*factor, *offset};
       return mutate(op->body);
     }
+    if (prod && op->key == te::kBufferBindScope) return bind_buffer(prod, op);
     return IRMutator::visit(op);
+  }
+
+  /// tuple(what, data, elem_offset, rank, strides..., mins...) over the tensor `p`.
+  Stmt bind_buffer(const ProducerNode* p, const AttrStmt* op) {
+    const Call* c = op->value.as<Call>();
+    KILN_ICHECK(c && c->args.size() >= 4 && c->args[0].as<StringImm>())
+        << "storage_flatten: malformed buffer_bind_scope of " << p->producer_name();
+    const std::string what = c->args[0].as<StringImm>()->value;
+    Var data(c->args[1].as<Variable>()), offset(c->args[2].as<Variable>());
+    const auto rank = static_cast<size_t>(*as_const_int(c->args[3]));
+    KILN_ICHECK(c->args.size() >= 4 + rank) << "storage_flatten: buffer_bind_scope of " << what;
+    std::vector<Expr> mins;
+    for (size_t i = 4 + rank; i < c->args.size(); ++i) mins.push_back(mutate(c->args[i]));
+    const size_t m = mins.size();
+    KILN_ICHECK(rank <= m) << "storage_flatten: " << what << " binds rank " << rank << " to "
+                           << p->producer_name() << " of rank " << m;
+    Var base;
+    Expr flat = flatten(p, mins, &base);
+    std::vector<Expr> strides = strides_of(p);
+    VarMap<Expr> sub;
+    sub[data] = base;
+    sub[offset] = flat;
+    for (size_t j = 0; j < rank; ++j) {
+      Expr declared = c->args[4 + j];
+      Expr actual = strides[m - rank + j];
+      if (const Variable* v = declared.as<Variable>()) {
+        sub[Var(v)] = actual;
+        continue;
+      }
+      auto want = as_const_int(declared);
+      auto got = as_const_int(ana_.simplify(actual));
+      KILN_USER_CHECK(want && got && *want == *got)
+          << what << ": dimension " << j << " needs stride " << declared << ", but tensor '"
+          << p->producer_name() << "' has stride " << actual << " there (dimension "
+          << (m - rank + j) << ")";
+    }
+    return substitute(mutate(op->body), sub);
+  }
+
+  /// Strides of a realized or argument tensor, in elements.
+  std::vector<Expr> strides_of(const ProducerNode* p) {
+    auto it = layouts_.find(p);
+    if (it != layouts_.end()) return it->second.strides;
+    auto e = extern_.find(p);
+    KILN_ICHECK(e != extern_.end())
+        << "storage_flatten: tensor " << p->producer_name() << " is bound outside its realize";
+    const Buffer& b = e->second;
+    if (!b->strides.empty()) return b->strides;
+    std::vector<Expr> s(b->shape.size());
+    Expr acc = make_const(DataType::Int(32), int64_t{1});
+    for (size_t k = b->shape.size(); k-- > 0;) {
+      s[k] = acc;
+      acc = acc * cast(acc.dtype(), b->shape[k]);
+    }
+    return s;
   }
 
   Stmt visit(const ProducerRealize* op) override {
@@ -134,6 +197,7 @@ class StorageFlattener : public IRMutator {
   }
 
   const ExternBufferMap& extern_;
+  arith::Analyzer ana_;
   std::unordered_map<const ProducerNode*, FlatLayout> layouts_;
   std::unordered_map<const ProducerNode*, std::string> scope_;
   std::unordered_map<const ProducerNode*, std::map<int64_t, std::pair<int64_t, int64_t>>> align_;

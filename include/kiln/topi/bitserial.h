@@ -1,0 +1,48 @@
+/// \file bitserial.h
+/// \brief Bit-serial dense for ultra low precision (TVM paper section 6.2): 1-bit weights ×
+/// 1- or 2-bit unsigned activations, with the AND-popcount micro-kernel of x86_intrin.h
+/// (popcount_and, AVX-512 VPOPCNTDQ) as a declared tensor intrinsic.
+///
+/// Activations a (uint8 [M, K], values < 2^bits) are packed at run time into bit planes
+/// Ap[b, m, w] (uint32: bit j of the word is bit b of a[m, 32w + j]); weights W (uint8 [N, K],
+/// values 0 or 1) once into Wp[w, n] (uint32: bit j is W[n, 32w + j]). Then
+///   P[b, m, n] = Σ_w popcount(Ap[b, m, w] & Wp[w, n]),   y[m, n] = Σ_b P[b, m, n] << b
+/// equals Σ_k a[m, k] · W[n, k] (unipolar). Pattern: out_ewise_fusable.
+#pragma once
+
+#include <string>
+
+#include "kiln/target/target.h"
+#include "kiln/te/schedule.h"
+#include "kiln/te/tensor.h"
+
+namespace kiln::topi {
+
+namespace tag {
+constexpr const char* kBitpack = "bitpack";
+constexpr const char* kBitserialPlanes = "bitserial_planes";
+constexpr const char* kBitserialDense = "bitserial_dense";
+}  // namespace tag
+
+/// Ap[b, m, w] (uint32) = Σ_j bit b of a[m, 32w + j] << j (0 past K): a uint8 [M, K] ->
+/// [bits, M, ceil(K/32)]. bits is 1 or 2. pattern: injective
+te::Tensor bitpack_activations(const te::Tensor& a, int bits,
+                               const std::string& name = "bitpack_a");
+
+/// Wp[w, n] (uint32) = Σ_j (W[n, 32w + j] & 1) << j (0 past K): W uint8 [N, K] ->
+/// [ceil(K/32), N]. pattern: injective
+te::Tensor bitpack_weights(const te::Tensor& W, const std::string& name = "bitpack_w");
+
+/// y[m, n] (int32) = Σ_b (Σ_w popcount(Ap[b, m, w] & Wp[w, n])) << b. The bit-plane sums are
+/// the stage y reads (tag bitserial_planes). pattern: out_ewise_fusable
+te::Tensor bitserial_dense(const te::Tensor& Ap, const te::Tensor& Wp,
+                           const std::string& name = "bitserial_dense");
+
+/// A schedule for y = bitserial_dense(...) (and the activation packing stage when `y` reads
+/// one): rows parallel, 16 output columns per register tile, the bit-plane sums of a tile
+/// computed at it. With `tensorize` and a target with avx512vpopcntdq, the tile's 16 columns ×
+/// a few words become popcount_and; otherwise (the baseline) the same loops stay plain, the
+/// words innermost. N must be a multiple of 16.
+te::Schedule schedule_bitserial_dense(const te::Tensor& y, const Target& target, bool tensorize);
+
+}  // namespace kiln::topi
