@@ -1,0 +1,135 @@
+// int8 quantized models against ONNX Runtime: small QDQ models written by ONNX Runtime's
+// quantize_static (scripts/qdq_fixtures.py: conv 1x1 / 3x3 / 7x7 stride 2 / asymmetric padding /
+// depthwise / 24 outputs, Gemm, MatMul, a residual block; per-tensor and per-channel weights,
+// uint8 and int8 activations, with and without bias, Relu and Clip) are imported, realized into
+// integer products (quantize_realize), compiled for the host and run on the fixture's random
+// input; the output must equal ONNX Runtime's int8 output within one quantization unit (the
+// number of exact elements is printed). The fixtures are generated once per test run into a
+// temporary folder with the Python of KILN_ORT_PYTHON (the benchmark venv, which has
+// onnxruntime); without it the tests are skipped, saying why.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/build_module.h"
+#include "kiln/graph/transform.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/runtime/npy.h"
+#include "kiln/target/target.h"
+
+#ifndef KILN_ORT_PYTHON
+#define KILN_ORT_PYTHON "python3"
+#endif
+#ifndef KILN_SOURCE_DIR
+#define KILN_SOURCE_DIR "."
+#endif
+
+namespace kiln::frontend {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::NDArray;
+
+/// The fixture folder, generated on first use; empty (with `why`) when it cannot be.
+const fs::path& fixtures(std::string* why) {
+  static std::string reason;
+  static const fs::path dir = []() -> fs::path {
+    if (const char* d = std::getenv("KILN_QDQ_DIR"); d && *d) return d;
+    const char* py_env = std::getenv("KILN_ORT_PYTHON");
+    const std::string py = py_env && *py_env ? py_env : KILN_ORT_PYTHON;
+    if (std::system((py + " -c 'import onnxruntime' >/dev/null 2>&1").c_str()) != 0) {
+      reason = "no onnxruntime in " + py + " (set KILN_ORT_PYTHON to a Python that has it)";
+      return {};
+    }
+    fs::path d = fs::temp_directory_path() / ("kiln-qdq-" + std::to_string(::getpid()));
+    const std::string cmd = py + " " + KILN_SOURCE_DIR + "/scripts/qdq_fixtures.py " + d.string() +
+                            " >" + (d.string() + ".log") + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      reason = "scripts/qdq_fixtures.py failed (see " + d.string() + ".log)";
+      return {};
+    }
+    return d;
+  }();
+  *why = reason;
+  return dir;
+}
+
+double out_scale(const fs::path& json) {
+  std::ifstream f(json);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t k = s.find(':');
+  return k == std::string::npos ? 0 : std::atof(s.c_str() + k + 1);
+}
+
+/// The ops of `g`, counted.
+std::map<std::string, int> op_counts(const graph::Graph& g) {
+  std::map<std::string, int> r;
+  for (const graph::Node& n : g.nodes())
+    if (n.is_op()) ++r[n.op];
+  return r;
+}
+
+class QdqModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const std::string name = GetParam();
+  graph::Graph g = import_onnx((dir / (name + ".onnx")).string());
+
+  // The products are realized as integer ops (none is left in float).
+  graph::Graph opt = graph::optimize(g, 2, Target::host());
+  std::map<std::string, int> ops = op_counts(opt);
+  EXPECT_EQ(ops["conv2d"] + ops["conv2d_nchwc"] + ops["dense"] + ops["dense_packed"] +
+                ops["matmul"] + ops["depthwise_conv2d_nchwc"],
+            0)
+      << opt.str();
+  EXPECT_GT(
+      ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_dense"] + ops["qnn_dense_packed"], 0)
+      << opt.str();
+  // On a VNNI CPU the convolutions with 16k outputs and dense layers take the VNNI kernels.
+  if (Target::host().has_feature("avx512vnni") && name.rfind("depthwise", 0) != 0 &&
+      name != "conv_o24_s8") {
+    EXPECT_EQ(ops["qnn_conv2d"] + ops["qnn_dense"], 0) << opt.str();
+  }
+
+  graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
+  runtime::GraphExecutor ex = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+  ex.set_input("x", runtime::load_npy((dir / (name + "_in.npy")).string()));
+  ex.run();
+  NDArray got = ex.get_output(0);
+  NDArray want = runtime::load_npy((dir / (name + "_ort.npy")).string());
+  const double s = out_scale(dir / (name + ".json"));
+  ASSERT_GT(s, 0);
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), DataType::Float(32));
+  int64_t exact = 0, worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / s;
+    const int64_t units = std::llround(d);
+    exact += units == 0;
+    worst = std::max(worst, units);
+  }
+  std::cout << name << ": " << exact << " of " << want.numel()
+            << " elements equal to ONNX Runtime's, the others within " << worst << " unit(s)\n";
+  EXPECT_LE(worst, 1) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
+                         ::testing::Values("conv3x3_pc_s8_bias_relu", "conv3x3_pc_u8_bias",
+                                           "conv1x1_pt_u8_nobias", "conv1x1_pt_s8_relu",
+                                           "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
+                                           "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8",
+                                           "gemm_pc_s8_bias", "gemm_pt_u8_bias", "matmul_pt_s8",
+                                           "residual_s8"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace kiln::frontend
