@@ -264,11 +264,10 @@ TEST(Optimize, RecordsEveryPassAndWhetherItChangedTheGraph) {
     names.push_back(rec.name);
     EXPECT_GE(rec.ms, 0) << rec.name;
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"infer_types", "quantize_realize", "simplify",
-                                      "constant_folding", "simplify",
-                                      "common_subexpression_elimination", "fold_batch_norm",
-                                      "dead_code_elimination", "select_implementations"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"infer_types", "quantize_realize", "simplify",
+                                             "constant_folding", "simplify",
+                                             "common_subexpression_elimination", "fold_batch_norm",
+                                             "dead_code_elimination", "select_implementations"}));
   ASSERT_EQ(records.size(), 9u);
   EXPECT_TRUE(records[0].changed);   // types filled in
   EXPECT_FALSE(records[1].changed);  // nothing quantized
