@@ -156,27 +156,35 @@ te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te:
                             const RequantParams& p, const std::string& name) {
   check_requant(p, "qnn_conv2d_nchwc");
   auto xs = detail::const_shape(x, "qnn_conv2d_nchwc");
-  KILN_USER_CHECK(is_q8(x->dtype) && xs.size() == 4)
-      << "qnn_conv2d_nchwc: data must be uint8/int8 NCHW, got " << x->dtype << " "
+  const bool blocked = xs.size() == 5;
+  KILN_USER_CHECK(is_q8(x->dtype) && (xs.size() == 4 || (blocked && xs[4] % 4 == 0)))
+      << "qnn_conv2d_nchwc: data must be uint8/int8 NCHW or NCHW[4k]c, got " << x->dtype << " "
       << detail::shape_text(xs);
   KILN_USER_CHECK(a.padding.size() == 4 &&
                   *std::min_element(a.padding.begin(), a.padding.end()) >= 0)
       << "qnn_conv2d_nchwc: padding must be 4 non-negative values";
   check_channel_vectors(bias, scale, a.O, "qnn_conv2d_nchwc");
-  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t bn = blocked ? xs[4] : 1;
+  const int64_t N = xs[0], C = xs[1] * bn, H = xs[2], W = xs[3];
   const int64_t pt = a.padding[0], pl = a.padding[1], pb = a.padding[2], pr = a.padding[3];
   const int64_t shift = x->dtype == kU8 ? 0 : 128;
   const int64_t zu = p.x_zero_point + shift;
+  // x[n, c, h, w] of the logical NCHW tensor.
+  auto at = [&](Expr n, Expr c, Expr h, Expr w) -> Expr {
+    if (!blocked) return x(n, c, h, w);
+    return x(n, floordiv(c, ci(bn)), h, w, floormod(c, ci(bn)));
+  };
   te::Tensor xu = x;
-  if (shift || pt || pl || pb || pr) {
-    // uint8 data padded with the shifted zero point (inlined into the kernel's packing stage).
+  if (blocked || shift || pt || pl || pb || pr) {
+    // uint8 NCHW data padded with the shifted zero point (inlined into the kernel's packing
+    // stage, which then reads 4 consecutive channels of a block: one int32).
     xu = te::compute(
         {ci(N), ci(C), ci(H + pt + pb), ci(W + pl + pr)},
         [&](Var n, Var c, Var h, Var w) {
           Expr hh = h - ci(pt), ww = w - ci(pl);
-          if (!(pt || pl || pb || pr)) return as_u8(x(n, c, hh, ww));
+          if (!(pt || pl || pb || pr)) return as_u8(at(n, c, hh, ww));
           Expr in = hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
-          Expr v = as_u8(x(n, c, min(max(hh, ci(0)), ci(H - 1)), min(max(ww, ci(0)), ci(W - 1))));
+          Expr v = as_u8(at(n, c, min(max(hh, ci(0)), ci(H - 1)), min(max(ww, ci(0)), ci(W - 1))));
           return if_then_else(in, v, make_const(kU8, zu));
         },
         name + "_xu", tag::kInjective);

@@ -79,7 +79,10 @@ bool alter_qnn_conv2d(LayoutRewriter& rw) {
   r.attrs.set("padding", n.attrs.get_ints("padding"));
   NDArray bias = topi::compensate_bias(*call.constant(2), w, n.attrs.get_int("x_zero_point"),
                                        data_shift(call));
-  r.inputs = {rw.input(0, ""), rw.add_constant(wname + "_vnni", topi::pack_qnn_conv2d_weight(w)),
+  // Data with whole blocks of 16 channels is read blocked (as the convolution before wrote it).
+  const std::string in_layout = w.shape()[1] % 16 == 0 ? detail::blocked_layout(16) : "";
+  r.inputs = {rw.input(0, in_layout),
+              rw.add_constant(wname + "_vnni", topi::pack_qnn_conv2d_weight(w)),
               rw.add_constant(wname + "_bias_vnni", std::move(bias)), rw.input(3, "")};
   r.outputs = {detail::blocked_type(n.outputs[0], 16)};
   r.impl = ImplChoice{"qnn_conv2d_nchwc.cpu", nullptr};
