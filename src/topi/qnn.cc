@@ -219,21 +219,36 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
       s[op].compute_inline();
   }
   const int64_t OW = *as_const_int(acc->shape[3]);
-  std::vector<int64_t> tc = detail::filter_leq({1, 2, 4, 8}, OW);
+  std::vector<int64_t> tc = detail::filter_leq({1, 2, 3, 4, 5, 6, 7, 8}, OW);
   cfg.define_knob("tile_ow", tc);
   cfg.define_bool("unroll_kw");
   if (cfg.is_fallback()) {
-    cfg.fallback_knob("tile_ow", tc.back());
+    // The widest row tile that divides the row (no tail), unless that is narrower than 4.
+    int64_t t = tc.back();
+    for (int64_t c : tc)
+      if (OW % c == 0 && c >= 4) t = OW % t == 0 ? std::max(t, c) : c;
+    cfg.fallback_knob("tile_ow", t);
     cfg.fallback_knob("unroll_kw", 1);
   }
   const int64_t tow = cfg.knob("tile_ow");
+  // Two blocks of 16 output channels per register tile: each data broadcast feeds two
+  // vpdpbusd (2 x tile_ow accumulators).
+  const int64_t OB = *as_const_int(acc->shape[1]);
+  cfg.define_knob("tile_ob", OB % 2 == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1});
+  if (cfg.is_fallback()) cfg.fallback_knob("tile_ob", OB % 2 == 0 && tow <= 7 ? 2 : 1);
+  const int64_t tob = cfg.knob("tile_ob");
+  // Packing: the channel-quad loop parallel and outermost, as a plain loop variable, so that
+  // the byte addresses of a quad simplify to consecutive offsets (one 32-bit load for LLVM).
   te::Stage sd = s[Dp];
   auto dax = sd.op_axis();
-  sd.parallel(sd.fuse({dax[0], dax[1], dax[2]}));
+  sd.reorder({dax[1], dax[0], dax[2], dax[3]});
+  sd.parallel(dax[1]);
   te::Stage so = s[out];
   auto oax = so.op_axis();
+  auto [obo, obi] = so.split(oax[1], ci(tob));
   auto [owo, owi] = so.split(oax[3], ci(tow));
-  te::IterVar outer = so.fuse({oax[0], oax[1], oax[2]});
+  so.reorder({oax[0], obo, oax[2], owo, obi, owi, oax[4]});
+  te::IterVar outer = so.fuse({oax[0], obo, oax[2]});
   so.parallel(outer);
   so.vectorize(oax[4]);
   te::Stage sa = s[acc];
@@ -241,7 +256,8 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   sa.compute_at(so, owo);
   auto aax = sa.op_axis();
   auto rax = sa.op_reduce_axis();
-  sa.reorder({rax[0], rax[1], rax[2], aax[3], aax[4]});
+  sa.reorder({rax[0], rax[1], rax[2], aax[1], aax[3], aax[4]});
+  sa.unroll(aax[1]);
   sa.unroll(aax[3]);
   sa.vectorize(aax[4]);
   if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
