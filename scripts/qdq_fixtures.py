@@ -100,6 +100,25 @@ def residual_model(rng, c=16, hw=8):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, c, hw, hw]
 
 
+def pool_model(rng, c=32, hw=7):
+    """conv -> relu -> GlobalAveragePool -> Flatten -> Gemm (ResNet's head)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) * 0.3).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
+             numpy_helper.from_array((rng.standard_normal((10, c)) * 0.3).astype(np.float32),
+                                     "fw"),
+             numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fb")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, c, hw, hw]
+
+
 # name: (builder, per_channel, activation type)
 CASES = {
     "conv3x3_pc_s8_bias_relu": (lambda r: conv_model(r, 16, 32, 3, pad=1, act="relu"), True, "s8"),
@@ -116,6 +135,8 @@ CASES = {
     "gemm_pt_u8_bias": (lambda r: gemm_model(r, 40, 20), False, "u8"),
     "matmul_pt_s8": (lambda r: gemm_model(r, 32, 16, matmul=True), False, "s8"),
     "residual_s8": (lambda r: residual_model(r), True, "s8"),
+    "residual_u8": (lambda r: residual_model(r), False, "u8"),
+    "pool_head_s8": (lambda r: pool_model(r), True, "s8"),
 }
 
 

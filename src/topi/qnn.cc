@@ -111,6 +111,58 @@ te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const t
       name, tag::kQnnRequantize);
 }
 
+te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
+                   const std::string& name) {
+  auto as = detail::const_shape(a, "qnn_add"), bs = detail::const_shape(b, "qnn_add");
+  KILN_USER_CHECK(is_q8(a->dtype) && a->dtype == b->dtype && as == bs)
+      << "qnn_add: needs two uint8/int8 tensors of one shape and type, got " << a->dtype << " "
+      << detail::shape_text(as) << " and " << b->dtype << " " << detail::shape_text(bs);
+  RequantParams r;
+  r.out_min = p.out_min;
+  r.out_max = p.out_max;
+  r.out_dtype = p.out_dtype;
+  check_requant(r, "qnn_add");
+  auto fma = [](Expr x, Expr y, Expr z) {
+    return Call::make(kF32, "fma", {std::move(x), std::move(y), std::move(z)},
+                      CallKind::kPureIntrinsic);
+  };
+  return te::compute(
+      a->shape,
+      [&](const std::vector<Var>& v) {
+        std::vector<Expr> i(v.begin(), v.end());
+        Expr c = fma(cast(kF32, b(i)), make_const(kF32, p.ratio_b), make_const(kF32, p.fixed));
+        c = fma(cast(kF32, a(i)), make_const(kF32, p.ratio_a), c);
+        Expr q = Call::make(kF32, "nearbyint", {c}, CallKind::kPureIntrinsic);
+        q = min(max(q, make_const(kF32, double(p.out_min))), make_const(kF32, double(p.out_max)));
+        return cast(p.out_dtype, cast(kI32, q));
+      },
+      name, tag::kQnnRequantize);
+}
+
+te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const RequantParams& p,
+                                 const std::string& name) {
+  check_requant(p, "qnn_global_avg_pool2d");
+  auto xs = detail::const_shape(x, "qnn_global_avg_pool2d");
+  KILN_USER_CHECK(is_q8(x->dtype) && xs.size() == 4)
+      << "qnn_global_avg_pool2d: data must be uint8/int8 NCHW, got " << x->dtype << " "
+      << detail::shape_text(xs);
+  auto rh = te::reduce_axis({0, ci(xs[2])}, "rh");
+  auto rw = te::reduce_axis({0, ci(xs[3])}, "rw");
+  te::Tensor sum = te::compute(
+      {ci(xs[0]), ci(xs[1]), ci(1), ci(1)},
+      [&](Var n, Var c, Var, Var) {
+        return te::sum(cast(kI32, x(n, c, rh, rw)), {rh, rw});
+      },
+      name + "_sum", tag::kCommReduce);
+  const int64_t bias = -p.x_zero_point * xs[2] * xs[3];
+  return te::compute(
+      sum->shape,
+      [&](Var n, Var c, Var h, Var w) {
+        return requantize_value(sum(n, c, h, w) + ci(bias), make_const(kF32, scale), p);
+      },
+      name, tag::kQnnRequantize);
+}
+
 te::Tensor qnn_conv2d(const te::Tensor& x, const te::Tensor& W, const te::Tensor& bias,
                       const te::Tensor& scale, const Conv2DParams& conv, const RequantParams& p,
                       const std::string& name) {

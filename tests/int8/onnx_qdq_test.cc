@@ -94,6 +94,9 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   EXPECT_GT(
       ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_dense"] + ops["qnn_dense_packed"], 0)
       << opt.str();
+  // The residual Add and the pooling run in integers too (QLinearAdd / QLinearGlobalAveragePool).
+  if (name.rfind("residual", 0) == 0) EXPECT_EQ(ops["qnn_add"], 1) << opt.str();
+  if (name.rfind("pool", 0) == 0) EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
   // On a VNNI CPU the convolutions with 16k outputs and dense layers take the VNNI kernels.
   if (Target::host().has_feature("avx512vnni") && name.rfind("depthwise", 0) != 0 &&
       name != "conv_o24_s8") {
@@ -128,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
                                            "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
                                            "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8",
                                            "gemm_pc_s8_bias", "gemm_pt_u8_bias", "matmul_pt_s8",
-                                           "residual_s8"),
+                                           "residual_s8", "residual_u8", "pool_head_s8"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

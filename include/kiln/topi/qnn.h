@@ -70,6 +70,26 @@ te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const t
                           int64_t axis, const RequantParams& p,
                           const std::string& name = "qnn_requantize");
 
+/// How qnn_add combines two quantized tensors (ONNX Runtime's QLinearAdd, MLAS's AVX2 kernel):
+/// y = saturate(nearbyint(fma(a, ratio_a, fma(b, ratio_b, fixed)))) in float32, with ratio_a =
+/// s_a / s_y, ratio_b = s_b / s_y and fixed = z_y - (ratio_a · z_a + ratio_b · z_b).
+struct QnnAddParams {
+  float ratio_a = 1, ratio_b = 1, fixed = 0;
+  int64_t out_min = 0, out_max = 255;
+  DataType out_dtype = DataType::UInt(8);
+};
+
+/// The sum of two quantized tensors of one shape and type, requantized (QnnAddParams).
+/// pattern: elemwise
+te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
+                   const std::string& name = "qnn_add");
+
+/// Global average pooling of a quantized NCHW tensor, as ONNX Runtime's
+/// QLinearGlobalAveragePool: acc = Σ_hw x - H·W·x_zero_point in int32, requantized with
+/// `scale` = s_x / (s_y · H·W) (float32). Output [N, C, 1, 1]. pattern: out_ewise_fusable
+te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const RequantParams& p,
+                                 const std::string& name = "qnn_global_avg_pool2d");
+
 /// Plain integer convolution with the requantisation epilogue: x uint8/int8 NCHW, W int8 OIHW
 /// (groups allowed), bias int32 [O], scale float32 [O]; padding reads the data's zero point.
 /// pattern: out_ewise_fusable

@@ -59,6 +59,41 @@ void register_qnn_ops(OpRegistry& r) {
   };
   r.add(dq);
 
+  // qnn_add(a, b): ONNX Runtime's QLinearAdd on two quantized tensors of one shape.
+  OpDef add;
+  add.name = "qnn_add";
+  add.min_inputs = add.max_inputs = 2;
+  add.pattern = topi::OpPattern::kElemWise;
+  add.attrs = {{"ratio_a", AttrKind::kFloat, 1.0},
+               {"ratio_b", AttrKind::kFloat, 1.0},
+               {"fixed", AttrKind::kFloat, 0.0},
+               {"out_min", AttrKind::kInt, int64_t{0}},
+               {"out_max", AttrKind::kInt, int64_t{255}},
+               {"out_dtype", AttrKind::kString, std::string("uint8")}};
+  add.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    topi::QnnAddParams p;
+    p.ratio_a = static_cast<float>(a.get_float("ratio_a"));
+    p.ratio_b = static_cast<float>(a.get_float("ratio_b"));
+    p.fixed = static_cast<float>(a.get_float("fixed"));
+    p.out_min = a.get_int("out_min");
+    p.out_max = a.get_int("out_max");
+    p.out_dtype = DataType::parse(a.get_string("out_dtype"));
+    return one(topi::qnn_add(in[0], in[1], p, n));
+  };
+  r.add(add);
+
+  // qnn_global_avg_pool2d(x): ONNX Runtime's QLinearGlobalAveragePool.
+  OpDef gap;
+  gap.name = "qnn_global_avg_pool2d";
+  gap.pattern = topi::OpPattern::kOutEWiseFusable;
+  gap.attrs = requant_attrs();
+  gap.attrs.push_back({"scale", AttrKind::kFloat, std::nullopt});
+  gap.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::qnn_global_avg_pool2d(in[0], static_cast<float>(a.get_float("scale")),
+                                           requant_params(a), n));
+  };
+  r.add(gap);
+
   // qnn_conv2d(x, W int8 OIHW, bias int32 [O], scale float32 [O]).
   OpDef conv;
   conv.name = "qnn_conv2d";

@@ -131,8 +131,9 @@ NDArray transpose2(const NDArray& w) {
 
 /// What replaces one quantize node.
 struct Realized {
-  bool conv = false;
+  enum class Kind { kConv, kDense, kAdd, kPool } kind = Kind::kDense;
   Entry x;           ///< the quantized data (old graph)
+  Entry x2;          ///< kAdd: the second operand
   NDArray weight;    ///< int8, OIHW or [N, K]
   NDArray bias;      ///< int32 [O]
   NDArray scale;     ///< float32 [O]
@@ -162,6 +163,57 @@ class Realizer {
       lo = std::max(lo, quantize(c.attrs.get_float("a_min"), *yq, lo, hi));
       hi = std::min(hi, quantize(c.attrs.get_float("a_max"), *yq, lo, hi));
       v = c.inputs[0];
+    }
+    // The sum of two dequantized tensors of the output's type: ONNX Runtime's QLinearAdd.
+    if (single_use(v) && is(g_, v, "add")) {
+      const Node& a = g_.node(v.node);
+      if (a.inputs.size() == 2 && is(g_, a.inputs[0], "qnn_dequantize") &&
+          is(g_, a.inputs[1], "qnn_dequantize")) {
+        std::optional<ActQuant> qa = act_quant(g_, g_.node(a.inputs[0].node));
+        std::optional<ActQuant> qb = act_quant(g_, g_.node(a.inputs[1].node));
+        if (!qa || !qb || g_.type_of(qa->x) != q.outputs[0] || g_.type_of(qb->x) != q.outputs[0])
+          return std::nullopt;
+        Realized r;
+        r.kind = Realized::Kind::kAdd;
+        r.x = qa->x;
+        r.x2 = qb->x;
+        r.name = a.name;
+        // As MLAS computes them, in float32.
+        const float ra = qa->scale / yq->scale, rb = qb->scale / yq->scale;
+        const float fixed =
+            static_cast<float>(yq->zero_point) - std::fma(ra, static_cast<float>(qa->zero_point),
+                                                          rb * static_cast<float>(qb->zero_point));
+        r.attrs.set("ratio_a", static_cast<double>(ra));
+        r.attrs.set("ratio_b", static_cast<double>(rb));
+        r.attrs.set("fixed", static_cast<double>(fixed));
+        r.attrs.set("out_min", lo);
+        r.attrs.set("out_max", hi);
+        r.attrs.set("out_dtype", yt.str());
+        return r;
+      }
+    }
+    // Global average pooling of a dequantized tensor: ONNX Runtime's QLinearGlobalAveragePool.
+    if (single_use(v) && is(g_, v, "global_avg_pool2d") &&
+        is(g_, g_.node(v.node).inputs[0], "qnn_dequantize")) {
+      const Node& pool = g_.node(v.node);
+      std::optional<ActQuant> xq = act_quant(g_, g_.node(pool.inputs[0].node));
+      if (!xq || g_.type_of(xq->x).dtype != yt || g_.type_of(xq->x).shape.size() != 4 ||
+          (pool.attrs.has("layout") && pool.attrs.get_string("layout") != "NCHW"))
+        return std::nullopt;
+      const std::vector<int64_t>& xs = g_.type_of(xq->x).shape;
+      Realized r;
+      r.kind = Realized::Kind::kPool;
+      r.x = xq->x;
+      r.name = pool.name;
+      // As MLAS computes it, in float32.
+      const float scale = xq->scale / (yq->scale * static_cast<float>(xs[2] * xs[3]));
+      r.attrs.set("scale", static_cast<double>(scale));
+      r.attrs.set("x_zero_point", xq->zero_point);
+      r.attrs.set("y_zero_point", yq->zero_point);
+      r.attrs.set("out_min", lo);
+      r.attrs.set("out_max", hi);
+      r.attrs.set("out_dtype", yt.str());
+      return r;
     }
     // Bias.
     std::optional<Entry> bias;
@@ -211,7 +263,7 @@ class Realizer {
     for (int64_t o = 0; o < O; ++o)
       sw[static_cast<size_t>(o)] = wq->scale.size() == 1 ? wq->scale[0] : wq->scale[size_t(o)];
     Realized r;
-    r.conv = conv;
+    r.kind = conv ? Realized::Kind::kConv : Realized::Kind::kDense;
     r.x = xq->x;
     r.weight = w;
     r.name = p.name;
@@ -313,15 +365,23 @@ Graph quantize_realize(const Graph& g) {
       continue;
     }
     changed = true;
-    const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
     Node p;
-    p.op = r->conv ? "qnn_conv2d" : "qnn_dense";
     p.name = r->name;
     p.attrs = r->attrs;
-    p.inputs = {map[r->x], out.add_constant(names(base + "_qweight"), r->weight),
-                out.add_constant(names(base + "_qbias"), r->bias),
-                out.add_constant(names(base + "_qscale"), r->scale)};
     p.outputs = n.outputs;
+    if (r->kind == Realized::Kind::kAdd) {
+      p.op = "qnn_add";
+      p.inputs = {map[r->x], map[r->x2]};
+    } else if (r->kind == Realized::Kind::kPool) {
+      p.op = "qnn_global_avg_pool2d";
+      p.inputs = {map[r->x]};
+    } else {
+      const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
+      p.op = r->kind == Realized::Kind::kConv ? "qnn_conv2d" : "qnn_dense";
+      p.inputs = {map[r->x], out.add_constant(names(base + "_qweight"), r->weight),
+                  out.add_constant(names(base + "_qbias"), r->bias),
+                  out.add_constant(names(base + "_qscale"), r->scale)};
+    }
     map.set_node(i, out.add_node(std::move(p)), 1);
   }
   out.set_outputs(map.outputs(g));
