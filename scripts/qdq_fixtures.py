@@ -10,6 +10,10 @@ QGemm fusions and MLAS int8 kernels compute) on a fresh random input. Writes int
   DequantizeLinear), and <case>.json {"out_scale": s} (the output's quantization step, so the
   test can count differences in quantization units).
 
+Also keeps residual_s8's float model (quantize_src_fp32.onnx) and its calibration inputs
+(calibration/batch.npy) for the `kiln quantize` test, and with --ort MODEL X.npy Y.npy runs
+ONNX Runtime on any model (Y.json gets the output's quantization step).
+
 Needs numpy, onnx and onnxruntime (the benchmark venv). Usage: qdq_fixtures.py OUT_DIR
 """
 import json
@@ -150,7 +154,21 @@ def output_scale(model):
     raise SystemExit(f"no DequantizeLinear writes the output {out}")
 
 
+def run_ort(model, x_npy, y_npy):
+    """--ort MODEL X.npy Y.npy: ONNX Runtime's output of MODEL on X, and its output scale."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    y = sess.run(None, {sess.get_inputs()[0].name: np.load(x_npy)})[0]
+    np.save(y_npy, y.astype(np.float32))
+    with open(y_npy[:-4] + ".json", "w") as f:
+        json.dump({"out_scale": output_scale(onnx.load(model))}, f)
+
+
 def main():
+    if sys.argv[1] == "--ort":
+        run_ort(*sys.argv[2:5])
+        return
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     for seed, (name, (build, per_channel, act)) in enumerate(sorted(CASES.items())):
@@ -162,7 +180,15 @@ def main():
         qt = QuantType.QInt8 if act == "s8" else QuantType.QUInt8
         quantize_static(fp, qp, Reader("x", shape, seed), quant_format=QuantFormat.QDQ,
                         per_channel=per_channel, activation_type=qt, weight_type=QuantType.QInt8)
-        os.remove(fp)
+        if name == "residual_s8":
+            # The float model and calibration data of the `kiln quantize` test.
+            os.replace(fp, os.path.join(out_dir, "quantize_src_fp32.onnx"))
+            cal = os.path.join(out_dir, "calibration")
+            os.makedirs(cal, exist_ok=True)
+            np.save(os.path.join(cal, "batch.npy"),
+                    np.stack([d["x"] for d in Reader("x", shape, seed).data]))
+        else:
+            os.remove(fp)
         x = np.random.default_rng(2000 + seed).standard_normal(shape).astype(np.float32)
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1

@@ -295,6 +295,7 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   auto dax = sd.op_axis();
   sd.reorder({dax[1], dax[0], dax[2], dax[3]});
   sd.parallel(dax[1]);
+  if (dax.size() == 5) sd.unroll(dax[4]);  // a packing stage that keeps the 4 bytes as an axis
   te::Stage so = s[out];
   auto oax = so.op_axis();
   auto [obo, obi] = so.split(oax[1], ci(tob));
@@ -308,11 +309,17 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   sa.compute_at(so, owo);
   auto aax = sa.op_axis();
   auto rax = sa.op_reduce_axis();
-  sa.reorder({rax[0], rax[1], rax[2], aax[1], aax[3], aax[4]});
+  // (c4, kh, kw) outside the register tile; a byte reduction axis of the kernel's compute, when
+  // it has one, innermost (the lanes x bytes that one vpdpbusd computes).
+  std::vector<te::IterVar> order{rax[0], rax[1], rax[2], aax[1], aax[3], aax[4]};
+  for (size_t k = 3; k < rax.size(); ++k) order.push_back(rax[k]);
+  sa.reorder(order);
   sa.unroll(aax[1]);
   sa.unroll(aax[3]);
   sa.vectorize(aax[4]);
   if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
+  // MERGE NOTE (tensorize, issue 29): with topi/quantized.cc on tensorize, the lanes x bytes
+  // become one vpdpbusd through `schedule_quantized_lanes(s, acc, target);` here.
 }
 
 te::Tensor qnn_dense_packed(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
