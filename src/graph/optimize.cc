@@ -37,6 +37,7 @@ Graph optimize(Graph g, const Target& target, const OptimizeOptions& opt) {
     step("select_implementations", select);
     return g;
   }
+  step("quantize_realize", quantize_realize);
   step("simplify", simplify);
   step("constant_folding", constant_folding);
   step("simplify", simplify);

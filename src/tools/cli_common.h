@@ -45,6 +45,7 @@ Command add_bench_command(CLI::App& app);
 Command add_inspect_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_tune_command(CLI::App& app);
+Command add_quantize_command(CLI::App& app);
 
 /// A CLI11 check for an integer option in [lo, hi]; CLI11 reports a bad value as
 /// "--threads: expected an integer from 1 to 1024, got 'abc'" (instead of CLI11's own

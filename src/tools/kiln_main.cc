@@ -6,6 +6,7 @@
 //   bench    (cmd_bench.cc)        latency of a model or module (median / min / max)
 //   inspect  (cmd_inspect.cc)      the optimized graph, the fused kernels and their loop programs
 //   compare  (cmd_compare.cc)      unoptimized vs optimized, group by group
+//   quantize (cmd_quantize.cc)     float ONNX model + calibration .npy files → QDQ int8 model
 // A kiln::Error from a subcommand is printed as "kiln CMD: error: ..." with exit code 1 (2 for
 // `compare`, whose exit code 1 means "the outputs differ"); so is anything else that escapes a
 // subcommand (std::bad_alloc, std::filesystem::filesystem_error, any other exception), on one
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {add_demo_command(app),    add_compile_command(app),
                                    add_run_command(app),     add_bench_command(app),
                                    add_inspect_command(app), add_compare_command(app)};
-  commands.push_back(add_tune_command(app));  // cmd_tune.cc
+  commands.push_back(add_tune_command(app));      // cmd_tune.cc
+  commands.push_back(add_quantize_command(app));  // cmd_quantize.cc
   CLI11_PARSE(app, argc, argv);
   for (const Command& c : commands) {
     if (!c.app->parsed()) continue;

@@ -264,16 +264,17 @@ TEST(Optimize, RecordsEveryPassAndWhetherItChangedTheGraph) {
     names.push_back(rec.name);
     EXPECT_GE(rec.ms, 0) << rec.name;
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"infer_types", "simplify", "constant_folding", "simplify",
-                                      "common_subexpression_elimination", "fold_batch_norm",
-                                      "dead_code_elimination", "select_implementations"}));
-  ASSERT_EQ(records.size(), 8u);
+  EXPECT_EQ(names, (std::vector<std::string>{"infer_types", "quantize_realize", "simplify",
+                                             "constant_folding", "simplify",
+                                             "common_subexpression_elimination", "fold_batch_norm",
+                                             "dead_code_elimination", "select_implementations"}));
+  ASSERT_EQ(records.size(), 9u);
   EXPECT_TRUE(records[0].changed);   // types filled in
-  EXPECT_TRUE(records[1].changed);   // identity and x + 0 bypassed
-  EXPECT_FALSE(records[3].changed);  // nothing left for the second simplify
-  EXPECT_TRUE(records[5].changed);   // the batch norm became multiply → add
-  EXPECT_TRUE(records[6].changed);   // the bypassed nodes removed
+  EXPECT_FALSE(records[1].changed);  // nothing quantized
+  EXPECT_TRUE(records[2].changed);   // identity and x + 0 bypassed
+  EXPECT_FALSE(records[4].changed);  // nothing left for the second simplify
+  EXPECT_TRUE(records[6].changed);   // the batch norm became multiply → add
+  EXPECT_TRUE(records[7].changed);   // the bypassed nodes removed
   EXPECT_EQ(r.output_names(), std::vector<std::string>{"y"});  // kept by every step
 }
 

@@ -149,5 +149,7 @@ void register_ndim_ops(OpRegistry& r);
 void register_signal_ops(OpRegistry& r);
 void register_dynamic_ops(OpRegistry& r);
 void register_rnn_ops(OpRegistry& r);
+/// Quantized-model ops: quantize / dequantize and the integer products (ops_qnn.cc).
+void register_qnn_ops(OpRegistry& r);
 
 }  // namespace kiln::graph

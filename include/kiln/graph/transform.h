@@ -70,6 +70,18 @@ Graph simplify(const Graph& g);
 /// graph. Guarantees: no batch_norm with constant float32 parameters remains.
 Graph fold_batch_norm(const Graph& g);
 
+/// Quantize realisation (transform/quantize_realize.cc): dequantize → conv2d / dense / 2-D
+/// matmul (+ per-channel bias, + relu / clip) → quantize, with int8 constant weights (per tensor
+/// or per output channel, zero point 0) and per-tensor uint8/int8 activations, becomes one
+/// qnn_conv2d / qnn_dense (topi/qnn.h) on the quantized data: int32 accumulation, the bias in
+/// int32, requantized by the float32 multiplier (s_x·s_w)/s_y with rounding half to even, the
+/// activation folded into the saturation bounds. Other ops between quantize / dequantize stay
+/// in float. Must run before constant_folding (which would fold the dequantized weights).
+/// Requires: a typed graph. Guarantees: a typed graph with the same results (up to the
+/// rounding of float32 convolution, which the integer form does not have); unused nodes
+/// removed when anything changed.
+Graph quantize_realize(const Graph& g);
+
 /// Layout alteration for `target`'s CPU (transform/alter_layout.cc): conv2d with constant
 /// weights → conv2d_nchwc (groups 1) or depthwise_conv2d_nchwc (depthwise, multiplier 1) on
 /// NCHW<b>c tensors with weights packed at compile time, dense with constant weights →
@@ -125,7 +137,8 @@ struct OptimizeOptions : PassRunOptions<Graph> {
   TunedConfigs* tuned = nullptr;
 };
 
-/// The recipe: opt_level 0 runs infer_types only; >= 1 runs infer_types, simplify,
+/// The recipe: opt_level 0 runs infer_types only; >= 1 runs infer_types, quantize_realize,
+/// simplify,
 /// constant_folding, simplify, common_subexpression_elimination, fold_batch_norm; >= 2 then
 /// alter_op_layout for `target` (and infer_types to check it, and
 /// common_subexpression_elimination to merge identical packed weights); finally

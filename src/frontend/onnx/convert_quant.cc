@@ -1,8 +1,12 @@
-// ONNX quantized operators. QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear per
-// tensor or per axis as element-wise graph ops. QLinearMatMul / QLinearConv are an int32
+// ONNX quantized operators. QuantizeLinear / DequantizeLinear per tensor or per axis as the
+// graph ops qnn_quantize / qnn_dequantize (topi/qnn.h; the quantize_realize pass turns
+// dequantize → conv / matmul → quantize into integer products); DynamicQuantizeLinear as
+// element-wise graph ops. QLinearMatMul / QLinearConv are an int32
 // product of zero-point-corrected operands, scaled in float32 by a_scale·b_scale/y_scale,
 // rounded half to even, offset and saturated (as ONNX Runtime requantizes). MatMulInteger and
 // ConvInteger: the zero points subtracted in int32, then the int32 matmul / conv2d.
+#include <cstring>
+
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
@@ -14,12 +18,23 @@ const DataType kI32 = DataType::Int(32);
 
 // --- quantization
 
-/// Scale (and zero point) of input i broadcast along `axis` of a rank-r tensor.
+/// Scale (and zero point) of input i broadcast along `axis` of a rank-r tensor; a one-element
+/// 1-D tensor is per tensor (as ONNX Runtime reads it: quantize_static writes such scales).
 Entry along_axis(Converter& c, Entry e, int64_t axis, size_t r) {
   if (c.rank_of(e) == 0) return e;
+  std::optional<graph::TensorType> t = c.known_type(e);
+  if (t && t->known() && t->numel() == 1) return c.op("reshape", {e}, {{"newshape", Ints{}}});
   Ints shape(r, 1);
   shape[static_cast<size_t>(axis)] = -1;
   return c.op("reshape", {e}, {{"newshape", shape}});
+}
+
+/// The zero point of a QuantizeLinear / DequantizeLinear (input 2), or a zero of type `t`.
+Entry zero_point_or_zero(Converter& c, DataType t) {
+  if (c.has_input(2)) return c.in(2);
+  runtime::NDArray z = runtime::NDArray::empty({}, t);
+  std::memset(z.data(), 0, z.nbytes());
+  return c.constant("zero_point", z);
 }
 
 std::vector<Entry> convert_dequantize(Converter& c) {
@@ -28,37 +43,30 @@ std::vector<Entry> convert_dequantize(Converter& c) {
                      t.dtype == DataType::Int(32)),
                    "DequantizeLinear of " + t.dtype.str());
   size_t r = t.shape.size();
-  bool per_axis = c.rank_of(c.in(1)) > 0;
+  bool per_axis = c.rank_of(c.in(1)) > 0 && c.type_in(1).numel() > 1;
   int64_t axis = per_axis ? norm_axis(c, c.attr_int("axis", 1), static_cast<int64_t>(r)) : 0;
   DataType st = c.type_in(1).dtype;
   c.unsupported_if(st != DataType::Float(32), "DequantizeLinear to " + st.str());
-  std::string f = "float32";
-  Entry x = c.op("cast", {c.in(0)}, {{"dtype", f}});
-  if (c.has_input(2)) {
-    Entry zp = c.op("cast", {c.in(2)}, {{"dtype", f}});
-    x = c.op("subtract", {x, along_axis(c, zp, axis, r)});
-  }
-  return {c.op("multiply", {x, along_axis(c, c.in(1), axis, r)})};
+  Entry zp = zero_point_or_zero(c, t.dtype);
+  return {c.op("qnn_dequantize",
+               {c.in(0), along_axis(c, c.in(1), axis, r), along_axis(c, zp, axis, r)})};
 }
 
 std::vector<Entry> convert_quantize(Converter& c) {
   graph::TensorType t = c.type_in(0);
   c.unsupported_if(!(t.dtype == DataType::Float(32)), "QuantizeLinear of " + t.dtype.str());
+  c.unsupported_if(c.type_in(1).dtype != DataType::Float(32),
+                   "QuantizeLinear with a scale of " + c.type_in(1).dtype.str());
   size_t r = t.shape.size();
-  bool per_axis = c.rank_of(c.in(1)) > 0;
+  bool per_axis = c.rank_of(c.in(1)) > 0 && c.type_in(1).numel() > 1;
   int64_t axis = per_axis ? norm_axis(c, c.attr_int("axis", 1), static_cast<int64_t>(r)) : 0;
   DataType qt = c.has_input(2) ? c.type_in(2).dtype : DataType::UInt(8);
   c.unsupported_if(!(qt == DataType::UInt(8) || qt == DataType::Int(8)),
                    "QuantizeLinear to " + qt.str());
   // saturate(round_half_even(x / scale) + zero_point)
-  Entry y = c.op("round_even", {c.op("divide", {c.in(0), along_axis(c, c.in(1), axis, r)})});
-  if (c.has_input(2)) {
-    Entry zp = c.op("cast", {c.in(2)}, {{"dtype", std::string("float32")}});
-    y = c.op("add", {y, along_axis(c, zp, axis, r)});
-  }
-  double lo = qt == DataType::UInt(8) ? 0 : -128, hi = qt == DataType::UInt(8) ? 255 : 127;
-  y = c.op("clip", {y}, {{"a_min", lo}, {"a_max", hi}});
-  return {c.op("cast", {y}, {{"dtype", qt.str()}})};
+  Entry zp = zero_point_or_zero(c, qt);
+  return {
+      c.op("qnn_quantize", {c.in(0), along_axis(c, c.in(1), axis, r), along_axis(c, zp, axis, r)})};
 }
 
 std::vector<Entry> convert_dynamic_quantize(Converter& c) {

@@ -108,6 +108,7 @@ const OpRegistry& OpRegistry::global() {
     register_signal_ops(r);
     register_dynamic_ops(r);
     register_rnn_ops(r);
+    register_qnn_ops(r);
     return r;
   }();
   return reg;

@@ -13,6 +13,8 @@ namespace kiln::graph {
 void register_pattern_implementations();
 /// The CPU templates and their strategies (cpu.cc).
 void register_cpu_strategies();
+/// The integer products of quantized models on CPUs (cpu_qnn.cc).
+void register_qnn_strategies();
 
 /// The logical workload of a conv2d node whose data is a float32 NCHW tensor and whose weights
 /// are a float32 constant, else nothing.

@@ -268,6 +268,7 @@ void register_cpu_strategies() {
 void register_builtin_strategies() {
   register_pattern_implementations();
   register_cpu_strategies();
+  register_qnn_strategies();
 }
 
 }  // namespace kiln::graph

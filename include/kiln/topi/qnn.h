@@ -1,0 +1,153 @@
+/// \file qnn.h
+/// \brief Integer-arithmetic operators of quantized models: quantize / dequantize, the
+/// requantisation epilogue, and int8 convolution and dense products that end in it.
+///
+/// Quantized values follow ONNX: real = (q - zero_point) · scale, q of uint8 or int8. A quantized
+/// product accumulates acc = Σ (x - x_zero_point) · w + bias in int32 (weights symmetric: their
+/// zero point is 0) and requantizes it as ONNX Runtime's CPU kernels (MLAS) do:
+///
+///   y = clamp(round_half_even(float32(acc) · scale[o]), out_min - y_zp, out_max - y_zp) + y_zp
+///
+/// with scale[o] = x_scale · w_scale[o] / y_scale computed in float32 (in that order). The
+/// saturation bounds [out_min, out_max] are the output type's, narrowed by a fused Relu or Clip.
+///
+/// Two implementations of each product: a plain int32 compute (any target; the rule-based
+/// scheduler schedules it) and, on CPUs with AVX-512 VNNI, the u8 × s8 kernels of quantized.h.
+/// VNNI multiplies unsigned data by signed weights, so int8 data is shifted by +128 to uint8,
+/// and the zero point with it; the term x_zero_point · Σ w (per output channel, a compile-time
+/// constant) is folded into the bias (`compensate_bias`). The NCHWc convolution pads its data
+/// with the (shifted) zero point, so padded taps cancel against that term exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/autotune/space.h"
+#include "kiln/ir/expr.h"
+#include "kiln/runtime/ndarray.h"
+#include "kiln/target/target.h"
+#include "kiln/te/schedule.h"
+#include "kiln/te/tensor.h"
+#include "kiln/topi/nn_util.h"
+
+namespace kiln::topi {
+
+namespace tag {
+constexpr const char* kQnnRequantize = "elemwise,qnn_requantize";
+constexpr const char* kQnnConv2d = "qnn_conv2d";
+constexpr const char* kQnnDense = "qnn_dense";
+constexpr const char* kQnnDensePacked = "qnn_dense_packed";
+}  // namespace tag
+
+/// How an int32 accumulator becomes a quantized output (see the file comment).
+struct RequantParams {
+  int64_t x_zero_point = 0;  ///< zero point of the data (int8 or uint8 value)
+  int64_t y_zero_point = 0;  ///< zero point of the output
+  int64_t out_min = 0;       ///< saturation bounds (within out_dtype's range)
+  int64_t out_max = 255;
+  DataType out_dtype = DataType::UInt(8);
+};
+
+/// The requantized value of int32 `acc` (bias already added) with float32 multiplier `scale`:
+/// clamp(nearbyint(float32(acc) · scale), out_min - y_zp, out_max - y_zp) + y_zp, as
+/// `p.out_dtype`.
+ir::Expr requantize_value(ir::Expr acc, ir::Expr scale, const RequantParams& p);
+
+/// q = saturate(round_half_even(x / scale) + zero_point): x float32, scale float32 and
+/// zero_point uint8/int8, each broadcast against x (numpy rules); the result has zero_point's
+/// type. pattern: broadcast
+te::Tensor qnn_quantize(const te::Tensor& x, const te::Tensor& scale, const te::Tensor& zero_point,
+                        const std::string& name = "qnn_quantize");
+/// x = (float32(q) - float32(zero_point)) · scale, broadcast as for qnn_quantize. pattern:
+/// broadcast
+te::Tensor qnn_dequantize(const te::Tensor& q, const te::Tensor& scale,
+                          const te::Tensor& zero_point, const std::string& name = "qnn_dequantize");
+
+/// requantize_value(acc + bias[c], scale[c]) where c is the index along `axis` of acc (int32);
+/// bias int32 [C], scale float32 [C]. pattern: elemwise
+te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const te::Tensor& scale,
+                          int64_t axis, const RequantParams& p,
+                          const std::string& name = "qnn_requantize");
+
+/// How qnn_add combines two quantized tensors (ONNX Runtime's QLinearAdd, MLAS's AVX2 kernel):
+/// y = saturate(nearbyint(fma(a, ratio_a, fma(b, ratio_b, fixed)))) in float32, with ratio_a =
+/// s_a / s_y, ratio_b = s_b / s_y and fixed = z_y - (ratio_a · z_a + ratio_b · z_b).
+struct QnnAddParams {
+  float ratio_a = 1, ratio_b = 1, fixed = 0;
+  int64_t out_min = 0, out_max = 255;
+  DataType out_dtype = DataType::UInt(8);
+};
+
+/// The sum of two quantized tensors of one shape and type, requantized (QnnAddParams).
+/// pattern: elemwise
+te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
+                   const std::string& name = "qnn_add");
+
+/// Global average pooling of a quantized NCHW tensor, as ONNX Runtime's
+/// QLinearGlobalAveragePool: acc = Σ_hw x - H·W·x_zero_point in int32, requantized with
+/// `scale` = s_x / (s_y · H·W) (float32). Output [N, C, 1, 1]. pattern: out_ewise_fusable
+te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const RequantParams& p,
+                                 const std::string& name = "qnn_global_avg_pool2d");
+
+/// Plain integer convolution with the requantisation epilogue: x uint8/int8 NCHW, W int8 OIHW
+/// (groups allowed), bias int32 [O], scale float32 [O]; padding reads the data's zero point.
+/// pattern: out_ewise_fusable
+te::Tensor qnn_conv2d(const te::Tensor& x, const te::Tensor& W, const te::Tensor& bias,
+                      const te::Tensor& scale, const Conv2DParams& conv, const RequantParams& p,
+                      const std::string& name = "qnn_conv2d");
+
+/// Plain integer dense y = requantize(Σ_k (x[m, k] - x_zp) · W[n, k] + bias[n]): x uint8/int8
+/// [M, K], W int8 [N, K]. pattern: out_ewise_fusable
+te::Tensor qnn_dense(const te::Tensor& x, const te::Tensor& W, const te::Tensor& bias,
+                     const te::Tensor& scale, const RequantParams& p,
+                     const std::string& name = "qnn_dense");
+
+/// Geometry of the VNNI convolution: O outputs, a KH x KW kernel, a square stride and padding
+/// (top, left, bottom, right).
+struct QnnConvNCHWcAttrs {
+  int64_t O = 16, KH = 1, KW = 1, stride = 1;
+  std::vector<int64_t> padding{0, 0, 0, 0};
+};
+
+/// The VNNI convolution (quantized_conv2d_nchwc) with the requantisation epilogue: x uint8/int8
+/// NCHW (int8 shifted to uint8; padded with the shifted zero point), Wp from
+/// pack_qnn_conv2d_weight, bias the compensated bias (compensate_bias), scale float32 [O];
+/// the output [N, ceil(O/16), OH, OW, 16] (NCHW16c) of p.out_dtype. pattern: out_ewise_fusable
+te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
+                            const te::Tensor& scale, const QnnConvNCHWcAttrs& a,
+                            const RequantParams& p, const std::string& name = "qnn_conv2d");
+
+/// Schedules a group whose master stage `main` is a qnn_conv2d_nchwc output and whose output
+/// `out` is `main` or an element-wise epilogue of the same shape: the direct convolution keeps
+/// tile_ow pixels x 16 channels in registers at each output tile, requantizes them there, and
+/// the fused (n, O/16, oh) loop runs in parallel. Knobs: tile_ow, unroll_kw.
+void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
+                               const te::Tensor& out, const Target& target);
+
+/// The VNNI dense (quantized_dense_packed over weights packed with panel width nb) with the
+/// requantisation epilogue: x uint8/int8 [M, K], Wp int32 [ceil(N/nb), ceil(K/4), nb], bias the
+/// compensated bias, scale float32 [N]. pattern: out_ewise_fusable
+te::Tensor qnn_dense_packed(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
+                            const te::Tensor& scale, int64_t N, const RequantParams& p,
+                            const std::string& name = "qnn_dense");
+
+/// Schedules a group whose master `main` is a qnn_dense_packed output (dense.h's packed
+/// template, tile_x must equal Wp's panel width).
+void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
+                               const te::Tensor& out, const Target& target);
+
+// --- compile-time weight preparation (host code)
+
+/// W int8 OIHW → int32 [ceil(O/16), ceil(C/4), KH, KW, 16] (pack_quantized_conv2d_weight's
+/// layout: 4 input channels' bytes per int32, zero past O or C).
+runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W);
+/// W int8 [N, K] → int32 [ceil(N/nb), ceil(K/4), nb] (pack_quantized_dense_weight's layout).
+runtime::NDArray pack_qnn_dense_weight(const runtime::NDArray& W, int64_t nb);
+/// bias[o] - (x_zero_point + shift) · Σ_k W[o, k], in int32 (wrapping): the bias of a VNNI
+/// product whose data is shifted by `shift` (128 for int8 data, else 0). W int8 with O rows
+/// (any trailing shape), bias int32 [O].
+runtime::NDArray compensate_bias(const runtime::NDArray& bias, const runtime::NDArray& W,
+                                 int64_t x_zero_point, int64_t shift);
+
+}  // namespace kiln::topi

@@ -1,0 +1,423 @@
+// Integer operators of quantized models (qnn.h): quantize / dequantize as broadcast float
+// computes; the requantisation epilogue (int32 + bias → float32 · scale → round half to even in
+// the float domain, clamped to the output range minus the zero point, then the zero point added,
+// as ONNX Runtime's MLAS requantizes); plain int32 convolution / dense products on
+// zero-point-centred operands; and the VNNI forms, which call quantized.h's u8 × s8 kernels on
+// data shifted to uint8 and padded with its zero point, and requantize each register tile where
+// it is computed (schedule_qnn_conv2d_nchwc). Host helpers pack int8 weights in the kernels'
+// layouts and fold the zero-point compensation x_zp · Σw into the bias.
+#include "kiln/topi/qnn.h"
+
+#include <algorithm>
+
+#include "kiln/topi/broadcast.h"
+#include "kiln/topi/conv2d.h"
+#include "kiln/topi/dense.h"
+#include "kiln/topi/elemwise.h"
+#include "kiln/topi/quantized.h"
+#include "topi_util.h"
+
+namespace kiln::topi {
+
+using namespace kiln::ir;  // NOLINT
+using detail::ci;
+
+namespace {
+
+const DataType kF32 = DataType::Float(32), kI32 = DataType::Int(32), kU8 = DataType::UInt(8);
+
+bool is_q8(DataType t) { return t == DataType::UInt(8) || t == DataType::Int(8); }
+
+void check_requant(const RequantParams& p, const std::string& op) {
+  KILN_USER_CHECK(is_q8(p.out_dtype))
+      << op << ": output must be uint8 or int8, got " << p.out_dtype;
+  const int64_t lo = p.out_dtype == kU8 ? 0 : -128, hi = p.out_dtype == kU8 ? 255 : 127;
+  KILN_USER_CHECK(lo <= p.out_min && p.out_min <= p.out_max && p.out_max <= hi)
+      << op << ": saturation bounds [" << p.out_min << ", " << p.out_max << "] are not within "
+      << p.out_dtype << "'s range [" << lo << ", " << hi << "]";
+  KILN_USER_CHECK(lo <= p.y_zero_point && p.y_zero_point <= hi)
+      << op << ": output zero point " << p.y_zero_point << " is outside " << p.out_dtype
+      << "'s range";
+}
+
+/// The channel vectors of a product with `O` outputs: bias int32 [O], scale float32 [O].
+void check_channel_vectors(const te::Tensor& bias, const te::Tensor& scale, int64_t O,
+                           const std::string& op) {
+  auto bs = detail::const_shape(bias, op), ss = detail::const_shape(scale, op);
+  KILN_USER_CHECK(bias->dtype == kI32 && bs == std::vector<int64_t>{O})
+      << op << ": bias must be int32 [" << O << "], got " << bias->dtype << " "
+      << detail::shape_text(bs);
+  KILN_USER_CHECK(scale->dtype == kF32 && ss == std::vector<int64_t>{O})
+      << op << ": scale must be float32 [" << O << "], got " << scale->dtype << " "
+      << detail::shape_text(ss);
+}
+
+/// x's value as uint8 for VNNI: itself, or x + 128 for int8.
+Expr as_u8(Expr v) {
+  if (v.dtype() == kU8) return v;
+  return cast(kU8, cast(kI32, v) + ci(128));
+}
+
+}  // namespace
+
+Expr requantize_value(Expr acc, Expr scale, const RequantParams& p) {
+  Expr f = cast(kF32, std::move(acc)) * std::move(scale);
+  Expr r = Call::make(kF32, "nearbyint", {f}, CallKind::kPureIntrinsic);
+  r = min(max(r, make_const(kF32, static_cast<double>(p.out_min - p.y_zero_point))),
+          make_const(kF32, static_cast<double>(p.out_max - p.y_zero_point)));
+  return cast(p.out_dtype, cast(kI32, r) + ci(p.y_zero_point));
+}
+
+te::Tensor qnn_quantize(const te::Tensor& x, const te::Tensor& scale, const te::Tensor& zero_point,
+                        const std::string& name) {
+  KILN_USER_CHECK(x->dtype == kF32 && scale->dtype == kF32)
+      << "qnn_quantize: data and scale must be float32, got " << x->dtype << " and "
+      << scale->dtype;
+  const DataType qt = zero_point->dtype;
+  KILN_USER_CHECK(is_q8(qt)) << "qnn_quantize: zero point must be uint8 or int8, got " << qt;
+  te::Tensor y = round_even(divide(x, scale, name + "_div"), name + "_round");
+  y = add(y, cast(zero_point, kF32, name + "_zp"), name + "_add");
+  const double lo = qt == kU8 ? 0 : -128, hi = qt == kU8 ? 255 : 127;
+  return cast(clip(y, lo, hi, name + "_clip"), qt, name);
+}
+
+te::Tensor qnn_dequantize(const te::Tensor& q, const te::Tensor& scale,
+                          const te::Tensor& zero_point, const std::string& name) {
+  KILN_USER_CHECK(is_q8(q->dtype) || q->dtype == kI32)
+      << "qnn_dequantize: data must be uint8, int8 or int32, got " << q->dtype;
+  KILN_USER_CHECK(scale->dtype == kF32)
+      << "qnn_dequantize: scale must be float32, got " << scale->dtype;
+  te::Tensor x =
+      subtract(cast(q, kF32, name + "_cast"), cast(zero_point, kF32, name + "_zp"), name + "_sub");
+  return multiply(x, scale, name);
+}
+
+te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const te::Tensor& scale,
+                          int64_t axis, const RequantParams& p, const std::string& name) {
+  check_requant(p, "qnn_requantize");
+  auto as = detail::const_shape(acc, "qnn_requantize");
+  KILN_USER_CHECK(acc->dtype == kI32)
+      << "qnn_requantize: accumulator must be int32, got " << acc->dtype;
+  KILN_USER_CHECK(axis >= 0 && axis < static_cast<int64_t>(as.size()))
+      << "qnn_requantize: axis " << axis << " out of range for " << detail::shape_text(as);
+  check_channel_vectors(bias, scale, as[static_cast<size_t>(axis)], "qnn_requantize");
+  return te::compute(
+      acc->shape,
+      [&](const std::vector<Var>& v) {
+        std::vector<Expr> idx(v.begin(), v.end());
+        Expr c = v[static_cast<size_t>(axis)];
+        return requantize_value(acc(idx) + bias(c), scale(c), p);
+      },
+      name, tag::kQnnRequantize);
+}
+
+te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
+                   const std::string& name) {
+  auto as = detail::const_shape(a, "qnn_add"), bs = detail::const_shape(b, "qnn_add");
+  KILN_USER_CHECK(is_q8(a->dtype) && a->dtype == b->dtype && as == bs)
+      << "qnn_add: needs two uint8/int8 tensors of one shape and type, got " << a->dtype << " "
+      << detail::shape_text(as) << " and " << b->dtype << " " << detail::shape_text(bs);
+  RequantParams r;
+  r.out_min = p.out_min;
+  r.out_max = p.out_max;
+  r.out_dtype = p.out_dtype;
+  check_requant(r, "qnn_add");
+  auto fma = [](Expr x, Expr y, Expr z) {
+    return Call::make(kF32, "fma", {std::move(x), std::move(y), std::move(z)},
+                      CallKind::kPureIntrinsic);
+  };
+  return te::compute(
+      a->shape,
+      [&](const std::vector<Var>& v) {
+        std::vector<Expr> i(v.begin(), v.end());
+        Expr c = fma(cast(kF32, b(i)), make_const(kF32, p.ratio_b), make_const(kF32, p.fixed));
+        c = fma(cast(kF32, a(i)), make_const(kF32, p.ratio_a), c);
+        Expr q = Call::make(kF32, "nearbyint", {c}, CallKind::kPureIntrinsic);
+        q = min(max(q, make_const(kF32, double(p.out_min))), make_const(kF32, double(p.out_max)));
+        return cast(p.out_dtype, cast(kI32, q));
+      },
+      name, tag::kQnnRequantize);
+}
+
+te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const RequantParams& p,
+                                 const std::string& name) {
+  check_requant(p, "qnn_global_avg_pool2d");
+  auto xs = detail::const_shape(x, "qnn_global_avg_pool2d");
+  KILN_USER_CHECK(is_q8(x->dtype) && xs.size() == 4)
+      << "qnn_global_avg_pool2d: data must be uint8/int8 NCHW, got " << x->dtype << " "
+      << detail::shape_text(xs);
+  auto rh = te::reduce_axis({0, ci(xs[2])}, "rh");
+  auto rw = te::reduce_axis({0, ci(xs[3])}, "rw");
+  te::Tensor sum = te::compute(
+      {ci(xs[0]), ci(xs[1]), ci(1), ci(1)},
+      [&](Var n, Var c, Var, Var) {
+        return te::sum(cast(kI32, x(n, c, rh, rw)), {rh, rw});
+      },
+      name + "_sum", tag::kCommReduce);
+  const int64_t bias = -p.x_zero_point * xs[2] * xs[3];
+  return te::compute(
+      sum->shape,
+      [&](Var n, Var c, Var h, Var w) {
+        return requantize_value(sum(n, c, h, w) + ci(bias), make_const(kF32, scale), p);
+      },
+      name, tag::kQnnRequantize);
+}
+
+te::Tensor qnn_conv2d(const te::Tensor& x, const te::Tensor& W, const te::Tensor& bias,
+                      const te::Tensor& scale, const Conv2DParams& conv, const RequantParams& p,
+                      const std::string& name) {
+  KILN_USER_CHECK(is_q8(x->dtype) && W->dtype == DataType::Int(8))
+      << "qnn_conv2d: needs uint8/int8 data and int8 weights, got " << x->dtype << " and "
+      << W->dtype;
+  // Centred data: padding (zero in conv2d_nchw) then stands for the zero point.
+  te::Tensor xc = te::compute(
+      x->shape,
+      [&](const std::vector<Var>& v) {
+        return cast(kI32, x(std::vector<Expr>(v.begin(), v.end()))) - ci(p.x_zero_point);
+      },
+      name + "_xc", tag::kElemWise);
+  te::Tensor wc = cast(W, kI32, name + "_w");
+  te::Tensor acc = conv2d_nchw(xc, wc, conv, name + "_acc");
+  return qnn_requantize(acc, bias, scale, 1, p, name);
+}
+
+te::Tensor qnn_dense(const te::Tensor& x, const te::Tensor& W, const te::Tensor& bias,
+                     const te::Tensor& scale, const RequantParams& p, const std::string& name) {
+  auto xs = detail::const_shape(x, "qnn_dense"), ws = detail::const_shape(W, "qnn_dense");
+  KILN_USER_CHECK(is_q8(x->dtype) && W->dtype == DataType::Int(8))
+      << "qnn_dense: needs uint8/int8 data and int8 weights, got " << x->dtype << " and "
+      << W->dtype;
+  KILN_USER_CHECK(xs.size() == 2 && ws.size() == 2 && xs[1] == ws[1])
+      << "qnn_dense: needs data [M, K] and weight [N, K], got " << detail::shape_text(xs) << " and "
+      << detail::shape_text(ws);
+  auto k = te::reduce_axis({0, ci(xs[1])}, "k");
+  te::Tensor acc = te::compute(
+      {ci(xs[0]), ci(ws[0])},
+      [&](Var m, Var n) {
+        return te::sum((cast(kI32, x(m, k)) - ci(p.x_zero_point)) * cast(kI32, W(n, k)), {k});
+      },
+      name + "_acc", tag::kQnnDense);
+  return qnn_requantize(acc, bias, scale, 1, p, name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// VNNI forms
+
+te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
+                            const te::Tensor& scale, const QnnConvNCHWcAttrs& a,
+                            const RequantParams& p, const std::string& name) {
+  check_requant(p, "qnn_conv2d_nchwc");
+  auto xs = detail::const_shape(x, "qnn_conv2d_nchwc");
+  const bool blocked = xs.size() == 5;
+  KILN_USER_CHECK(is_q8(x->dtype) && (xs.size() == 4 || (blocked && xs[4] % 4 == 0)))
+      << "qnn_conv2d_nchwc: data must be uint8/int8 NCHW or NCHW[4k]c, got " << x->dtype << " "
+      << detail::shape_text(xs);
+  KILN_USER_CHECK(a.padding.size() == 4 &&
+                  *std::min_element(a.padding.begin(), a.padding.end()) >= 0)
+      << "qnn_conv2d_nchwc: padding must be 4 non-negative values";
+  check_channel_vectors(bias, scale, a.O, "qnn_conv2d_nchwc");
+  const int64_t bn = blocked ? xs[4] : 1;
+  const int64_t N = xs[0], C = xs[1] * bn, H = xs[2], W = xs[3];
+  const int64_t pt = a.padding[0], pl = a.padding[1], pb = a.padding[2], pr = a.padding[3];
+  const int64_t shift = x->dtype == kU8 ? 0 : 128;
+  const int64_t zu = p.x_zero_point + shift;
+  // x[n, c, h, w] of the logical NCHW tensor.
+  auto at = [&](Expr n, Expr c, Expr h, Expr w) -> Expr {
+    if (!blocked) return x(n, c, h, w);
+    return x(n, floordiv(c, ci(bn)), h, w, floormod(c, ci(bn)));
+  };
+  te::Tensor xu = x;
+  if (blocked || shift || pt || pl || pb || pr) {
+    // uint8 NCHW data padded with the shifted zero point (inlined into the kernel's packing
+    // stage, which then reads 4 consecutive channels of a block: one int32).
+    xu = te::compute(
+        {ci(N), ci(C), ci(H + pt + pb), ci(W + pl + pr)},
+        [&](Var n, Var c, Var h, Var w) {
+          Expr hh = h - ci(pt), ww = w - ci(pl);
+          if (!(pt || pl || pb || pr)) return as_u8(at(n, c, hh, ww));
+          Expr in = hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
+          Expr v = as_u8(at(n, c, min(max(hh, ci(0)), ci(H - 1)), min(max(ww, ci(0)), ci(W - 1))));
+          return if_then_else(in, v, make_const(kU8, zu));
+        },
+        name + "_xu", tag::kInjective);
+  }
+  te::Tensor acc =
+      quantized_conv2d_nchwc(xu, Wp, a.O, a.KH, a.KW, QConv2DAttrs{a.stride, 0}, name + "_acc");
+  const int64_t O = a.O;
+  return te::compute(
+      acc->shape,
+      [&](const std::vector<Var>& v) {
+        Expr o = min(v[1] * ci(16) + v[4], ci(O - 1));
+        return requantize_value(acc(std::vector<Expr>(v.begin(), v.end())) + bias(o), scale(o), p);
+      },
+      name, tag::kQnnConv2d);
+}
+
+void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
+                               const te::Tensor& out, const Target& target) {
+  (void)target;
+  KILN_USER_CHECK(main->op->tag == tag::kQnnConv2d)
+      << "schedule_qnn_conv2d_nchwc: stage " << main.name() << " is not a qnn_conv2d_nchwc";
+  te::Tensor acc;
+  for (const te::Tensor& t : main->op->input_tensors())
+    if (t->op->tag == tag::kQuantizedConv2d) acc = t;
+  KILN_ICHECK(acc.defined()) << "qnn_conv2d_nchwc: no quantized_conv2d_nchwc stage";
+  te::Tensor Dp = acc->op->input_tensors()[0];
+  // Inline the injective stages between the requantisation and `out`, and the data's shift and
+  // padding into the packing stage.
+  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
+    if (op.same_as(out.op()) || op->kind != te::OpKind::kCompute) continue;
+    if (op.same_as(main.op()) || (is_injective_tag(op->tag) && !op.same_as(Dp.op())))
+      s[op].compute_inline();
+  }
+  const int64_t OW = *as_const_int(acc->shape[3]);
+  std::vector<int64_t> tc = detail::filter_leq({1, 2, 3, 4, 5, 6, 7, 8}, OW);
+  cfg.define_knob("tile_ow", tc);
+  cfg.define_bool("unroll_kw");
+  if (cfg.is_fallback()) {
+    // The widest row tile that divides the row (no tail), unless that is narrower than 4.
+    int64_t t = tc.back();
+    for (int64_t c : tc)
+      if (OW % c == 0 && c >= 4) t = OW % t == 0 ? std::max(t, c) : c;
+    cfg.fallback_knob("tile_ow", t);
+    cfg.fallback_knob("unroll_kw", 1);
+  }
+  const int64_t tow = cfg.knob("tile_ow");
+  // Two blocks of 16 output channels per register tile: each data broadcast feeds two
+  // vpdpbusd (2 x tile_ow accumulators).
+  const int64_t OB = *as_const_int(acc->shape[1]);
+  cfg.define_knob("tile_ob", OB % 2 == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1});
+  if (cfg.is_fallback()) cfg.fallback_knob("tile_ob", OB % 2 == 0 && tow <= 7 ? 2 : 1);
+  const int64_t tob = cfg.knob("tile_ob");
+  // Packing: the channel-quad loop parallel and outermost, as a plain loop variable, so that
+  // the byte addresses of a quad simplify to consecutive offsets (one 32-bit load for LLVM).
+  te::Stage sd = s[Dp];
+  auto dax = sd.op_axis();
+  sd.reorder({dax[1], dax[0], dax[2], dax[3]});
+  sd.parallel(dax[1]);
+  if (dax.size() == 5) sd.unroll(dax[4]);  // a packing stage that keeps the 4 bytes as an axis
+  te::Stage so = s[out];
+  auto oax = so.op_axis();
+  auto [obo, obi] = so.split(oax[1], ci(tob));
+  auto [owo, owi] = so.split(oax[3], ci(tow));
+  so.reorder({oax[0], obo, oax[2], owo, obi, owi, oax[4]});
+  te::IterVar outer = so.fuse({oax[0], obo, oax[2]});
+  so.parallel(outer);
+  so.vectorize(oax[4]);
+  te::Stage sa = s[acc];
+  sa.set_scope("local");
+  sa.compute_at(so, owo);
+  auto aax = sa.op_axis();
+  auto rax = sa.op_reduce_axis();
+  // (c4, kh, kw) outside the register tile; a byte reduction axis of the kernel's compute, when
+  // it has one, innermost (the lanes x bytes that one vpdpbusd computes).
+  std::vector<te::IterVar> order{rax[0], rax[1], rax[2], aax[1], aax[3], aax[4]};
+  for (size_t k = 3; k < rax.size(); ++k) order.push_back(rax[k]);
+  sa.reorder(order);
+  sa.unroll(aax[1]);
+  sa.unroll(aax[3]);
+  sa.vectorize(aax[4]);
+  if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
+  // MERGE NOTE (tensorize, issue 29): with topi/quantized.cc on tensorize, the lanes x bytes
+  // become one vpdpbusd through `schedule_quantized_lanes(s, acc, target);` here.
+}
+
+te::Tensor qnn_dense_packed(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
+                            const te::Tensor& scale, int64_t N, const RequantParams& p,
+                            const std::string& name) {
+  check_requant(p, "qnn_dense_packed");
+  auto xs = detail::const_shape(x, "qnn_dense_packed");
+  KILN_USER_CHECK(is_q8(x->dtype) && xs.size() == 2)
+      << "qnn_dense_packed: data must be uint8/int8 [M, K], got " << x->dtype << " "
+      << detail::shape_text(xs);
+  check_channel_vectors(bias, scale, N, "qnn_dense_packed");
+  te::Tensor xu = x;
+  if (x->dtype != kU8)
+    xu = te::compute(
+        x->shape, [&](Var m, Var k) { return as_u8(x(m, k)); }, name + "_xu", tag::kElemWise);
+  te::Tensor acc = quantized_dense_packed(xu, Wp, N, name + "_acc");
+  return te::compute(
+      acc->shape, [&](Var m, Var n) { return requantize_value(acc(m, n) + bias(n), scale(n), p); },
+      name, tag::kQnnDensePacked);
+}
+
+void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
+                               const te::Tensor& out, const Target& target) {
+  te::Tensor acc = main->op->input_tensors()[0];
+  KILN_USER_CHECK(acc->op->tag == tag::kQuantizedDensePacked)
+      << "schedule_qnn_dense_packed: stage " << main.name() << " is not a qnn_dense_packed";
+  te::Tensor Xp = acc->op->input_tensors()[0];
+  for (const te::Tensor& t : Xp->op->input_tensors())
+    if (t->op->kind == te::OpKind::kCompute) s[t].compute_inline();
+  if (!main.same_as(out)) s[main].compute_inline();
+  schedule_dense_packed(cfg, s, acc, out, target);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host helpers
+
+runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W) {
+  KILN_USER_CHECK(W.dtype() == DataType::Int(8) && W.ndim() == 4)
+      << "pack_qnn_conv2d_weight: weight must be int8 OIHW, got " << W.dtype();
+  const int64_t O = W.shape()[0], C = W.shape()[1], KH = W.shape()[2], KW = W.shape()[3];
+  const int64_t OB = (O + 15) / 16, C4 = (C + 3) / 4;
+  runtime::NDArray r = runtime::NDArray::empty({OB, C4, KH, KW, 16}, kI32);
+  const int8_t* w = W.data_as<int8_t>();
+  uint32_t* d = reinterpret_cast<uint32_t*>(r.data());
+  for (int64_t ob = 0; ob < OB; ++ob)
+    for (int64_t c4 = 0; c4 < C4; ++c4)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw)
+          for (int64_t oi = 0; oi < 16; ++oi) {
+            uint32_t v = 0;
+            const int64_t o = ob * 16 + oi;
+            for (int64_t i = 0; i < 4; ++i) {
+              const int64_t c = c4 * 4 + i;
+              if (o < O && c < C)
+                v |= uint32_t(uint8_t(w[((o * C + c) * KH + kh) * KW + kw])) << (8 * i);
+            }
+            d[(((ob * C4 + c4) * KH + kh) * KW + kw) * 16 + oi] = v;
+          }
+  return r;
+}
+
+runtime::NDArray pack_qnn_dense_weight(const runtime::NDArray& W, int64_t nb) {
+  KILN_USER_CHECK(W.dtype() == DataType::Int(8) && W.ndim() == 2 && nb > 0)
+      << "pack_qnn_dense_weight: weight must be int8 [N, K], got " << W.dtype();
+  const int64_t N = W.shape()[0], K = W.shape()[1], NO = (N + nb - 1) / nb, K4 = (K + 3) / 4;
+  runtime::NDArray r = runtime::NDArray::empty({NO, K4, nb}, kI32);
+  const int8_t* w = W.data_as<int8_t>();
+  uint32_t* d = reinterpret_cast<uint32_t*>(r.data());
+  for (int64_t no = 0; no < NO; ++no)
+    for (int64_t k4 = 0; k4 < K4; ++k4)
+      for (int64_t ni = 0; ni < nb; ++ni) {
+        uint32_t v = 0;
+        const int64_t n = no * nb + ni;
+        for (int64_t i = 0; i < 4; ++i) {
+          const int64_t k = k4 * 4 + i;
+          if (n < N && k < K) v |= uint32_t(uint8_t(w[n * K + k])) << (8 * i);
+        }
+        d[(no * K4 + k4) * nb + ni] = v;
+      }
+  return r;
+}
+
+runtime::NDArray compensate_bias(const runtime::NDArray& bias, const runtime::NDArray& W,
+                                 int64_t x_zero_point, int64_t shift) {
+  KILN_USER_CHECK(W.dtype() == DataType::Int(8) && W.ndim() >= 1 && bias.dtype() == kI32 &&
+                  bias.numel() == W.shape()[0])
+      << "compensate_bias: needs int8 weights with O rows and an int32 bias [O]";
+  const int64_t O = W.shape()[0], per = W.numel() / std::max<int64_t>(O, 1);
+  runtime::NDArray r = runtime::NDArray::empty({O}, kI32);
+  const int8_t* w = W.data_as<int8_t>();
+  const int64_t z = x_zero_point + shift;
+  for (int64_t o = 0; o < O; ++o) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < per; ++k) sum += w[o * per + k];
+    const int64_t b = int64_t(bias.data_as<int32_t>()[o]) - z * sum;
+    r.data_as<int32_t>()[o] = static_cast<int32_t>(static_cast<uint32_t>(b));
+  }
+  return r;
+}
+
+}  // namespace kiln::topi

@@ -1,0 +1,158 @@
+// The quantize_realize pass on hand-built graphs: which dequantize → product → quantize patterns
+// become integer products, the constants it computes (the int32 bias, the float32 multipliers,
+// the saturation bounds a Relu folds into), the patterns it must leave in float (weights with a
+// non-zero zero point, a product read twice, per-channel activation scales), the integer Add,
+// and a 10,000-node chain (no recursion).
+#include <gtest/gtest.h>
+
+#include "kiln/graph/graph.h"
+#include "kiln/graph/transform.h"
+
+namespace kiln::graph {
+namespace {
+
+using runtime::NDArray;
+using Ints = std::vector<int64_t>;
+
+template <typename T>
+NDArray array(Ints shape, DataType t, const std::vector<T>& v) {
+  NDArray a = NDArray::empty(std::move(shape), t);
+  for (size_t k = 0; k < v.size(); ++k) a.data_as<T>()[k] = v[k];
+  return a;
+}
+
+NDArray scalar_f32(float v) { return array<float>({}, DataType::Float(32), {v}); }
+NDArray scalar_s8(int8_t v) { return array<int8_t>({}, DataType::Int(8), {v}); }
+
+struct ConvGraph {
+  Graph g;
+  Entry conv;  ///< the float conv2d
+};
+
+/// quantize(relu(conv2d(dequantize(x), dequantize(W)) + reshape(dequantize(bias)))), int8
+/// activations, per-channel weight scales; `w_zp` the weights' zero point.
+ConvGraph conv_graph(int8_t w_zp = 0, bool second_reader = false) {
+  ConvGraph r;
+  Graph& g = r.g;
+  const int64_t C = 4, O = 2;
+  Entry x = g.add_input("x", {1, C, 5, 5}, DataType::Int(8));
+  Entry dx = g.add_op("qnn_dequantize", {x, g.add_constant("sx", scalar_f32(0.5f)),
+                                         g.add_constant("zx", scalar_s8(-3))});
+  std::vector<int8_t> w(O * C * 9);
+  for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<int8_t>(int(k % 7) - 3);
+  Entry wc = g.add_constant("w", array<int8_t>({O, C, 3, 3}, DataType::Int(8), w));
+  Entry sw = g.add_op(
+      "reshape", {g.add_constant("sw", array<float>({O}, DataType::Float(32), {0.25f, 0.125f}))},
+      {{"newshape", Ints{O, 1, 1, 1}}});
+  Entry dw = g.add_op("qnn_dequantize", {wc, sw, g.add_constant("zw", scalar_s8(w_zp))});
+  r.conv = g.add_op("conv2d", {dx, dw}, {{"padding", Ints{1, 1, 1, 1}}}, "conv");
+  Entry b =
+      g.add_op("qnn_dequantize",
+               {g.add_constant("b", array<int32_t>({O}, DataType::Int(32), {100, -7})),
+                g.add_constant("sb", array<float>({O}, DataType::Float(32), {0.125f, 0.0625f})),
+                g.add_constant("zb", array<int32_t>({}, DataType::Int(32), {0}))});
+  Entry bias = g.add_op("reshape", {b}, {{"newshape", Ints{1, O, 1, 1}}});
+  Entry y = g.add_op("relu", {g.add_op("add", {r.conv, bias})});
+  Entry q = g.add_op("qnn_quantize", {y, g.add_constant("sy", scalar_f32(2.0f)),
+                                      g.add_constant("zy", scalar_s8(5))});
+  g.add_output(q);
+  if (second_reader) g.add_output(r.conv);
+  return r;
+}
+
+int count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& k : g.nodes()) n += k.is_op() && k.op == op;
+  return n;
+}
+
+const Node& only(const Graph& g, const std::string& op) {
+  for (const Node& k : g.nodes())
+    if (k.is_op() && k.op == op) return k;
+  throw std::runtime_error("no " + op);
+}
+
+TEST(QuantizeRealize, PerChannelConvBecomesOneIntegerConvolution) {
+  Graph g = quantize_realize(infer_types(conv_graph().g));
+  ASSERT_EQ(count(g, "qnn_conv2d"), 1) << g.str();
+  EXPECT_EQ(count(g, "conv2d") + count(g, "qnn_dequantize") + count(g, "relu"), 0) << g.str();
+  const Node& c = only(g, "qnn_conv2d");
+  EXPECT_EQ(c.name, "conv");
+  EXPECT_EQ(c.attrs.get_int("x_zero_point"), -3);
+  EXPECT_EQ(c.attrs.get_int("y_zero_point"), 5);
+  EXPECT_EQ(c.attrs.get_int("out_min"), 5);  // the Relu: nothing below the zero point
+  EXPECT_EQ(c.attrs.get_int("out_max"), 127);
+  EXPECT_EQ(c.attrs.get_string("out_dtype"), "int8");
+  EXPECT_EQ(c.attrs.get_ints("padding"), (Ints{1, 1, 1, 1}));
+  // The bias scale is s_x·s_w (0.125, 0.0625): the int32 values as they are.
+  const NDArray& bias = g.node(c.inputs[2].node).value;
+  EXPECT_EQ(bias.data_as<int32_t>()[0], 100);
+  EXPECT_EQ(bias.data_as<int32_t>()[1], -7);
+  // Multipliers (s_x·s_w[o]) / s_y.
+  const NDArray& m = g.node(c.inputs[3].node).value;
+  EXPECT_FLOAT_EQ(m.data_as<float>()[0], 0.0625f);
+  EXPECT_FLOAT_EQ(m.data_as<float>()[1], 0.03125f);
+  EXPECT_EQ(g.node(c.inputs[1].node).value.dtype(), DataType::Int(8));
+  EXPECT_EQ(g.type_of(Entry{g.num_nodes() - 1, 0}).dtype, DataType::Int(8));
+}
+
+TEST(QuantizeRealize, LeavesWeightsWithAZeroPointInFloat) {
+  Graph in = infer_types(conv_graph(/*w_zp=*/2).g);
+  Graph g = quantize_realize(in);
+  EXPECT_EQ(count(g, "qnn_conv2d"), 0) << g.str();
+  EXPECT_EQ(count(g, "conv2d"), 1);
+  EXPECT_TRUE(structural_equal(in, g));
+}
+
+TEST(QuantizeRealize, LeavesAProductReadTwiceInFloat) {
+  Graph g = quantize_realize(infer_types(conv_graph(0, /*second_reader=*/true).g));
+  EXPECT_EQ(count(g, "qnn_conv2d"), 0) << g.str();
+  EXPECT_EQ(count(g, "conv2d"), 1);
+}
+
+TEST(QuantizeRealize, AddOfTwoQuantizedTensorsBecomesAnIntegerAdd) {
+  Graph g;
+  Entry a = g.add_input("a", {1, 8}, DataType::Int(8));
+  Entry b = g.add_input("b", {1, 8}, DataType::Int(8));
+  Entry da = g.add_op("qnn_dequantize", {a, g.add_constant("sa", scalar_f32(0.5f)),
+                                         g.add_constant("za", scalar_s8(1))});
+  Entry db = g.add_op("qnn_dequantize", {b, g.add_constant("sb", scalar_f32(0.25f)),
+                                         g.add_constant("zb", scalar_s8(-2))});
+  Entry s = g.add_op("add", {da, db}, {}, "sum");
+  g.add_output(g.add_op("qnn_quantize", {s, g.add_constant("sy", scalar_f32(1.0f)),
+                                         g.add_constant("zy", scalar_s8(3))}));
+  Graph r = quantize_realize(infer_types(g));
+  ASSERT_EQ(count(r, "qnn_add"), 1) << r.str();
+  const Node& n = only(r, "qnn_add");
+  EXPECT_DOUBLE_EQ(n.attrs.get_float("ratio_a"), 0.5);
+  EXPECT_DOUBLE_EQ(n.attrs.get_float("ratio_b"), 0.25);
+  EXPECT_DOUBLE_EQ(n.attrs.get_float("fixed"), 3.0 - (0.5 * 1 + 0.25 * -2));
+  EXPECT_EQ(n.attrs.get_int("out_min"), -128);
+}
+
+TEST(QuantizeRealize, PerChannelActivationScalesStayInFloat) {
+  Graph g;
+  Entry a = g.add_input("a", {1, 2}, DataType::Int(8));
+  Entry b = g.add_input("b", {1, 2}, DataType::Int(8));
+  Entry sa = g.add_constant("sa", array<float>({2}, DataType::Float(32), {0.5f, 0.25f}));
+  Entry da = g.add_op("qnn_dequantize", {a, sa, g.add_constant("za", scalar_s8(0))});
+  Entry db = g.add_op("qnn_dequantize", {b, g.add_constant("sb", scalar_f32(0.25f)),
+                                         g.add_constant("zb", scalar_s8(0))});
+  g.add_output(
+      g.add_op("qnn_quantize", {g.add_op("add", {da, db}), g.add_constant("sy", scalar_f32(1.0f)),
+                                g.add_constant("zy", scalar_s8(0))}));
+  Graph r = quantize_realize(infer_types(g));
+  EXPECT_EQ(count(r, "qnn_add"), 0) << r.str();
+}
+
+TEST(QuantizeRealize, WalksATenThousandNodeChainWithoutRecursion) {
+  Graph g;
+  Entry e = g.add_input("x", {4}, DataType::Float(32));
+  for (int i = 0; i < 10000; ++i) e = g.add_op("relu", {e});
+  g.add_output(e);
+  Graph r = quantize_realize(infer_types(g));
+  EXPECT_EQ(r.num_nodes(), g.num_nodes());
+}
+
+}  // namespace
+}  // namespace kiln::graph

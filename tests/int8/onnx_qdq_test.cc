@@ -1,0 +1,278 @@
+// int8 quantized models against ONNX Runtime: small QDQ models written by ONNX Runtime's
+// quantize_static (scripts/qdq_fixtures.py: conv 1x1 / 3x3 / 7x7 stride 2 / asymmetric padding /
+// depthwise / 24 outputs, Gemm, MatMul, a residual block; per-tensor and per-channel weights,
+// uint8 and int8 activations, with and without bias, Relu and Clip) are imported, realized into
+// integer products (quantize_realize), compiled for the host and run on the fixture's random
+// input; the output must equal ONNX Runtime's int8 output within one quantization unit (the
+// number of exact elements is printed). The fixtures are generated once per build folder into
+// qdq-fixtures/ of the build folder with the Python of KILN_ORT_PYTHON (the benchmark venv, which
+// has onnxruntime); without it the tests are skipped, saying why. KilnQuantize: `kiln quantize` on
+// the residual block's float model writes a QDQ model that ONNX Runtime runs and Kiln realizes
+// and matches within one unit, and names an empty calibration folder.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "kiln/frontend/onnx.h"
+#include "kiln/graph/build_module.h"
+#include "kiln/graph/transform.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/runtime/npy.h"
+#include "kiln/target/target.h"
+
+#ifndef KILN_ORT_PYTHON
+#define KILN_ORT_PYTHON "python3"
+#endif
+#ifndef KILN_CLI
+#define KILN_CLI "kiln"
+#endif
+#ifndef KILN_BINARY_DIR
+#define KILN_BINARY_DIR "."
+#endif
+#ifndef KILN_SOURCE_DIR
+#define KILN_SOURCE_DIR "."
+#endif
+
+namespace kiln::frontend {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::NDArray;
+
+/// The fixture folder, generated on first use; empty (with `why`) when it cannot be.
+/// The Python that has onnxruntime.
+std::string ort_python() {
+  const char* py_env = std::getenv("KILN_ORT_PYTHON");
+  return py_env && *py_env ? py_env : KILN_ORT_PYTHON;
+}
+
+const fs::path& fixtures(std::string* why) {
+  static std::string reason;
+  static const fs::path dir = []() -> fs::path {
+    if (const char* d = std::getenv("KILN_QDQ_DIR"); d && *d) return d;
+    const std::string py = ort_python();
+    if (std::system((py + " -c 'import onnxruntime' >/dev/null 2>&1").c_str()) != 0) {
+      reason = "no onnxruntime in " + py + " (set KILN_ORT_PYTHON to a Python that has it)";
+      return {};
+    }
+    // Generated once per build folder (ctest runs each case in a process of its own), into a
+    // temporary folder renamed into place, so that parallel cases never see half a folder;
+    // again when the script is newer.
+    const fs::path script = fs::path(KILN_SOURCE_DIR) / "scripts" / "qdq_fixtures.py";
+    const fs::path d = fs::path(KILN_BINARY_DIR) / "qdq-fixtures";
+    std::error_code ec;
+    auto fresh = [&] {
+      return fs::exists(d / "done") &&
+             fs::last_write_time(d / "done", ec) >= fs::last_write_time(script, ec);
+    };
+    if (fresh()) return d;
+    const fs::path tmp = d.string() + ".tmp" + std::to_string(::getpid());
+    const std::string cmd =
+        py + " " + script.string() + " " + tmp.string() + " >" + (tmp.string() + ".log") + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      reason = "scripts/qdq_fixtures.py failed (see " + tmp.string() + ".log)";
+      return {};
+    }
+    std::ofstream(tmp / "done") << "ok\n";
+    fs::remove(tmp.string() + ".log", ec);
+    if (fresh()) {  // another process was first: use its folder (never replace a fresh one)
+      fs::remove_all(tmp, ec);
+      return d;
+    }
+    if (fs::exists(d)) {  // stale: the script changed
+      const fs::path old = d.string() + ".old" + std::to_string(::getpid());
+      fs::rename(d, old, ec);
+      fs::remove_all(old, ec);
+    }
+    fs::rename(tmp, d, ec);
+    if (!fs::exists(d / "done")) {
+      reason = "cannot move the fixtures into " + d.string() + ": " + ec.message();
+      return {};
+    }
+    fs::remove_all(tmp, ec);
+    return d;
+  }();
+  *why = reason;
+  return dir;
+}
+
+double out_scale(const fs::path& json) {
+  std::ifstream f(json);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t k = s.find(':');
+  return k == std::string::npos ? 0 : std::atof(s.c_str() + k + 1);
+}
+
+/// The ops of `g`, counted.
+std::map<std::string, int> op_counts(const graph::Graph& g) {
+  std::map<std::string, int> r;
+  for (const graph::Node& n : g.nodes())
+    if (n.is_op()) ++r[n.op];
+  return r;
+}
+
+class QdqModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const std::string name = GetParam();
+  graph::Graph g = import_onnx((dir / (name + ".onnx")).string());
+
+  // The products are realized as integer ops (none is left in float).
+  graph::Graph opt = graph::optimize(g, 2, Target::host());
+  std::map<std::string, int> ops = op_counts(opt);
+  EXPECT_EQ(ops["conv2d"] + ops["conv2d_nchwc"] + ops["dense"] + ops["dense_packed"] +
+                ops["matmul"] + ops["depthwise_conv2d_nchwc"],
+            0)
+      << opt.str();
+  EXPECT_GT(
+      ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_dense"] + ops["qnn_dense_packed"], 0)
+      << opt.str();
+  // The residual Add and the pooling run in integers too (QLinearAdd / QLinearGlobalAveragePool).
+  if (name.rfind("residual", 0) == 0) EXPECT_EQ(ops["qnn_add"], 1) << opt.str();
+  if (name.rfind("pool", 0) == 0) EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
+  // On a VNNI CPU the convolutions with 16k outputs and dense layers take the VNNI kernels.
+  if (Target::host().has_feature("avx512vnni") && name.rfind("depthwise", 0) != 0 &&
+      name != "conv_o24_s8") {
+    EXPECT_EQ(ops["qnn_conv2d"] + ops["qnn_dense"], 0) << opt.str();
+  }
+
+  graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
+  runtime::GraphExecutor ex = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+  ex.set_input("x", runtime::load_npy((dir / (name + "_in.npy")).string()));
+  ex.run();
+  NDArray got = ex.get_output(0);
+  NDArray want = runtime::load_npy((dir / (name + "_ort.npy")).string());
+  const double s = out_scale(dir / (name + ".json"));
+  ASSERT_GT(s, 0);
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), DataType::Float(32));
+  int64_t exact = 0, worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / s;
+    const int64_t units = std::llround(d);
+    exact += units == 0;
+    worst = std::max(worst, units);
+  }
+  std::cout << name << ": " << exact << " of " << want.numel()
+            << " elements equal to ONNX Runtime's, the others within " << worst << " unit(s)\n";
+  EXPECT_LE(worst, 1) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
+                         ::testing::Values("conv3x3_pc_s8_bias_relu", "conv3x3_pc_u8_bias",
+                                           "conv1x1_pt_u8_nobias", "conv1x1_pt_s8_relu",
+                                           "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
+                                           "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8",
+                                           "gemm_pc_s8_bias", "gemm_pt_u8_bias", "matmul_pt_s8",
+                                           "residual_s8", "residual_u8", "pool_head_s8"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+/// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
+/// of equal elements.
+int64_t max_units(const NDArray& got, const NDArray& want, double step, int64_t* exact) {
+  int64_t worst = 0;
+  *exact = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const int64_t u =
+        std::llround(std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / step);
+    *exact += u == 0;
+    worst = std::max(worst, u);
+  }
+  return worst;
+}
+
+/// Runs `cmd`; returns its exit status and its output (stdout and stderr).
+int run_command(const std::string& cmd, std::string* out) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out->append(buf, n);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/// A folder of this process for what a test writes (the fixtures are shared).
+fs::path scratch() {
+  const fs::path d = fs::temp_directory_path() / ("kiln-int8-test-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const fs::path work = scratch();
+  const fs::path out = work / "kiln_quantized.onnx";
+  std::string log;
+  ASSERT_EQ(
+      run_command(std::string(KILN_CLI) + " quantize " + (dir / "quantize_src_fp32.onnx").string() +
+                      " -o " + out.string() + " --calibrate " + (dir / "calibration").string(),
+                  &log),
+      0)
+      << log;
+  EXPECT_NE(log.find("2 products"), std::string::npos) << log;
+  // ONNX Runtime loads and runs it.
+  const fs::path x = dir / "residual_s8_in.npy", y = work / "kiln_quantized_ort.npy";
+  std::string ort_log;
+  ASSERT_EQ(run_command(ort_python() + " " + KILN_SOURCE_DIR + "/scripts/qdq_fixtures.py --ort " +
+                            out.string() + " " + x.string() + " " + y.string(),
+                        &ort_log),
+            0)
+      << ort_log;
+  // Kiln realizes every product and the residual Add in integers and agrees with it.
+  graph::Graph g = import_onnx(out.string());
+  std::map<std::string, int> ops = op_counts(graph::optimize(g, 2, Target::host()));
+  EXPECT_EQ(ops["conv2d"] + ops["conv2d_nchwc"], 0);
+  EXPECT_EQ(ops["qnn_add"], 1);
+  graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
+  runtime::GraphExecutor ex = runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+  ex.set_input("x", runtime::load_npy(x.string()));
+  ex.run();
+  int64_t exact = 0;
+  const int64_t worst = max_units(ex.get_output(0), runtime::load_npy(y.string()),
+                                  out_scale(work / "kiln_quantized_ort.json"), &exact);
+  EXPECT_LE(worst, 1) << exact << " exact";
+  // And the quantized model stays close to the float one.
+  graph::Graph gf = import_onnx((dir / "quantize_src_fp32.onnx").string());
+  graph::CompiledModule cf = graph::build_module(gf, Target::host(), {});
+  runtime::GraphExecutor ef = runtime::GraphExecutor::create(cf.graph_json, cf.lib, cf.params, "f");
+  ef.set_input("x", runtime::load_npy(x.string()));
+  ef.run();
+  NDArray a = ex.get_output(0), b = ef.get_output(0);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    num = std::max(num, std::abs(double(a.data_as<float>()[i]) - b.data_as<float>()[i]));
+    den = std::max(den, std::abs(double(b.data_as<float>()[i])));
+  }
+  EXPECT_LT(num / den, 0.1) << "int8 vs float32: max error " << num << " of " << den;
+}
+
+TEST(KilnQuantize, SaysWhatIsWrongWithTheCalibrationFolder) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const fs::path empty = scratch() / "empty_calibration";
+  fs::create_directories(empty);
+  std::string log;
+  EXPECT_EQ(run_command(std::string(KILN_CLI) + " quantize " +
+                            (dir / "quantize_src_fp32.onnx").string() + " -o " +
+                            (scratch() / "never.onnx").string() + " --calibrate " + empty.string(),
+                        &log),
+            1);
+  EXPECT_NE(log.find("kiln quantize: no .npy files in '" + empty.string() + "' to calibrate on"),
+            std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace kiln::frontend
