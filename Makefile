@@ -6,8 +6,10 @@ JOBS ?= $(shell nproc)
 
 all: build
 
+# Debian packages, then ONNX Runtime from PyPI in .venv-bench (the int8 tests' reference).
 deps:
 	@bash scripts/install-deps.sh
+	@bash scripts/setup-bench-env.sh --ort-only
 
 $(BUILD)/build.ninja:
 	@$(MAKE) --no-print-directory deps

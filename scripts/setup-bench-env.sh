@@ -6,9 +6,17 @@
 # then leaves its column out); so are xgboost and cloudpickle, which TVM's MetaSchedule tuner
 # needs (bench/tvm_metaschedule.py). Idempotent; safe to re-run.
 #
-#   bash scripts/setup-bench-env.sh [VENV_DIR]     (default: .venv-bench in the repository)
+#   bash scripts/setup-bench-env.sh [--ort-only] [VENV_DIR]   (default: .venv-bench in the repository)
+#
+# --ort-only stops after ONNX Runtime: what the tests need (`make deps` runs it; the int8 tests
+# compare Kiln with ONNX Runtime's int8 kernels, tests/int8/).
 set -uo pipefail
 
+ORT_ONLY=0
+if [ "${1:-}" = "--ort-only" ]; then
+  ORT_ONLY=1
+  shift
+fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-$ROOT/.venv-bench}"
 PY=/usr/bin/python3
@@ -35,6 +43,8 @@ else
     exit 1
   }
 fi
+
+[ "$ORT_ONLY" = 1 ] && exit 0
 
 # TVM: its ONNX frontend needs onnx >= 1.13 (onnx.helper.tensor_dtype_to_np_dtype); the venv's
 # copy shadows Debian's 1.12 there only (the exporter runs on /usr/bin/python3, not in the venv).

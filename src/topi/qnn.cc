@@ -255,7 +255,6 @@ te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te:
 
 void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
                                const te::Tensor& out, const Target& target) {
-  (void)target;
   KILN_USER_CHECK(main->op->tag == tag::kQnnConv2d)
       << "schedule_qnn_conv2d_nchwc: stage " << main.name() << " is not a qnn_conv2d_nchwc";
   te::Tensor acc;
@@ -318,8 +317,8 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   sa.unroll(aax[3]);
   sa.vectorize(aax[4]);
   if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
-  // MERGE NOTE (tensorize, issue 29): with topi/quantized.cc on tensorize, the lanes x bytes
-  // become one vpdpbusd through `schedule_quantized_lanes(s, acc, target);` here.
+  // The lanes x bytes become one vpdpbusd (tensorize with dot_u8s8) where the target has VNNI.
+  schedule_quantized_lanes(s, acc, target);
 }
 
 te::Tensor qnn_dense_packed(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
