@@ -307,7 +307,8 @@ class ModuleBuilder {
     std::vector<int> arg_nodes;
     check_bounded_consumers(g_);
     // Concats whose inputs are written in place (memory_plan.h): no kernel, no copy.
-    const ViewPlan views = opt_.opt_level >= 1 ? plan_views(g_) : ViewPlan{};
+    // Not where fusion inlines an input's producer into the concat's kernel (memory_plan.h).
+    const ViewPlan views = opt_.opt_level >= 1 ? plan_views(g_, fuse_ops(g_)) : ViewPlan{};
     std::vector<Group> groups = partition(g_, opt_.opt_level, views.nodes);
     std::map<int, size_t> group_of_last;
     for (size_t gi = 0; gi < groups.size(); ++gi) group_of_last[groups[gi].nodes.back()] = gi;

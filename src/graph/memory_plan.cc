@@ -51,13 +51,23 @@ std::string MemoryPlan::summary() const {
          " (no sharing: " + bytes_str(naive_bytes) + ")";
 }
 
-ViewPlan plan_views(const Graph& g) {
+ViewPlan plan_views(const Graph& g, const std::vector<std::vector<int>>& groups) {
   ViewPlan v;
   const OpRegistry& reg = OpRegistry::global();
   const std::set<Entry> heads(g.outputs().begin(), g.outputs().end());
+  std::vector<int> group_of(static_cast<size_t>(g.num_nodes()), -1);
+  for (size_t k = 0; k < groups.size(); ++k)
+    for (int i : groups[k]) group_of[static_cast<size_t>(i)] = static_cast<int>(k);
+  auto fused_with_producer = [&](int i) {
+    const int grp = group_of[static_cast<size_t>(i)];
+    if (grp < 0) return false;
+    for (const Entry& e : g.node(i).inputs)
+      if (group_of[static_cast<size_t>(e.node)] == grp) return true;
+    return false;
+  };
   for (int i = g.num_nodes() - 1; i >= 0; --i) {
     const Node& n = g.node(i);
-    if (!n.is_op() || n.num_outputs() != 1) continue;
+    if (!n.is_op() || n.num_outputs() != 1 || fused_with_producer(i)) continue;
     const OpDef* def = reg.find(n.op);
     if (!def || !def->in_place || def->bounded) continue;
     std::vector<TensorType> in;

@@ -48,7 +48,12 @@ struct ViewPlan {
 /// given twice, would need two places, or would start at a byte offset that is not a multiple
 /// of runtime::kArrayAlignment (kernels assume aligned operands). Nodes are chosen from the
 /// last to the first, so the largest concat of a chain is the storage's root.
-ViewPlan plan_views(const Graph& g);
+///
+/// `groups`, when given, is the fusion partition of `g` without views (fuse_ops): a concat
+/// that fusion joined with the producer of one of its inputs (a slice or an element-wise op
+/// inlined into the concat's kernel, as ShuffleNet's split → concat → shuffle) stays a copy,
+/// since a view would write that producer's result out only to read it again.
+ViewPlan plan_views(const Graph& g, const std::vector<std::vector<int>>& groups = {});
 
 /// A static memory plan: a storage id per entry (entries numbered node by node, output by
 /// output, as graph.json's node_row_ptr numbers them) and the size of every storage.
