@@ -262,6 +262,21 @@ class Quantizer {
     return act_params(q(100.0 - o_.percentile), q(o_.percentile));
   }
 
+  /// Replaces initializer `name` by its quantized values, scale and zero point, and returns
+  /// the DequantizeLinear node (along `axis`) that recomputes `name` from them.
+  OnnxNode dequantized_initializer(const std::string& name, const NDArray& q, const NDArray& scale,
+                                   const NDArray& zero_point, int64_t axis) {
+    m_.initializers.erase(name);
+    m_.initializers[name + "_quantized"] = q;
+    m_.initializers[name + "_scale"] = scale;
+    m_.initializers[name + "_zero_point"] = zero_point;
+    OnnxNode dq =
+        make_node("DequantizeLinear", {name + "_quantized", name + "_scale", name + "_zero_point"},
+                  {name}, name + "_DequantizeLinear");
+    dq.attrs["axis"] = axis;
+    return dq;
+  }
+
   void rewrite() {
     std::vector<OnnxNode> head, body;
     std::map<std::string, QParams> qp;
@@ -314,16 +329,7 @@ class Quantizer {
               zp = NDArray::empty({O}, DataType::Int(8));
       std::copy(sw.begin(), sw.end(), scale.data_as<float>());
       std::memset(zp.data(), 0, zp.nbytes());
-      const std::string wn = p.weight;
-      m_.initializers.erase(wn);
-      m_.initializers[wn + "_quantized"] = wq;
-      m_.initializers[wn + "_scale"] = scale;
-      m_.initializers[wn + "_zero_point"] = zp;
-      OnnxNode dq =
-          make_node("DequantizeLinear", {wn + "_quantized", wn + "_scale", wn + "_zero_point"},
-                    {wn}, wn + "_DequantizeLinear");
-      dq.attrs["axis"] = int64_t{p.axis};
-      head.push_back(dq);
+      head.push_back(dequantized_initializer(p.weight, wq, scale, zp, p.axis));
       if (p.bias.empty()) continue;
       const float sx = qp.at(n.inputs[0]).scale;
       const NDArray b = m_.initializers.at(p.bias);
@@ -337,16 +343,7 @@ class Quantizer {
             std::nearbyint(double(b.data_as<float>()[o]) / s), -2147483647.0, 2147483647.0));
         bz.data_as<int32_t>()[o] = 0;
       }
-      const std::string bn = p.bias;
-      m_.initializers.erase(bn);
-      m_.initializers[bn + "_quantized"] = bq;
-      m_.initializers[bn + "_scale"] = bs;
-      m_.initializers[bn + "_zero_point"] = bz;
-      OnnxNode bdq =
-          make_node("DequantizeLinear", {bn + "_quantized", bn + "_scale", bn + "_zero_point"},
-                    {bn}, bn + "_DequantizeLinear");
-      bdq.attrs["axis"] = int64_t{0};
-      head.push_back(bdq);
+      head.push_back(dequantized_initializer(p.bias, bq, bs, bz, 0));
     }
     // Every activation produced by a node: the node writes "<t>_float", then Q → DQ writes t.
     for (OnnxNode n : m_.nodes) {

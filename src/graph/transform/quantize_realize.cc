@@ -164,6 +164,15 @@ class Realizer {
       hi = std::min(hi, quantize(c.attrs.get_float("a_max"), *yq, lo, hi));
       v = c.inputs[0];
     }
+    // The requantisation of a product or a pool: zero points, saturation bounds, type.
+    auto finish = [&](Realized& r, int64_t x_zero_point) {
+      r.attrs.set("x_zero_point", x_zero_point);
+      r.attrs.set("y_zero_point", yq->zero_point);
+      r.attrs.set("out_min", lo);
+      r.attrs.set("out_max", hi);
+      r.attrs.set("out_dtype", yt.str());
+      return r;
+    };
     // The sum of two dequantized tensors of the output's type: ONNX Runtime's QLinearAdd.
     if (single_use(v) && is(g_, v, "add")) {
       const Node& a = g_.node(v.node);
@@ -208,12 +217,7 @@ class Realizer {
       // As MLAS computes it, in float32.
       const float scale = xq->scale / (yq->scale * static_cast<float>(xs[2] * xs[3]));
       r.attrs.set("scale", static_cast<double>(scale));
-      r.attrs.set("x_zero_point", xq->zero_point);
-      r.attrs.set("y_zero_point", yq->zero_point);
-      r.attrs.set("out_min", lo);
-      r.attrs.set("out_max", hi);
-      r.attrs.set("out_dtype", yt.str());
-      return r;
+      return finish(r, xq->zero_point);
     }
     // Bias.
     std::optional<Entry> bias;
@@ -279,12 +283,7 @@ class Realizer {
       for (const char* k : {"strides", "padding", "dilation", "groups"})
         r.attrs.set(k, p.attrs.get(k));
     }
-    r.attrs.set("x_zero_point", xq->zero_point);
-    r.attrs.set("y_zero_point", yq->zero_point);
-    r.attrs.set("out_min", lo);
-    r.attrs.set("out_max", hi);
-    r.attrs.set("out_dtype", yt.str());
-    return r;
+    return finish(r, xq->zero_point);
   }
 
  private:
