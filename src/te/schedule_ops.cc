@@ -14,6 +14,7 @@
 // generated loop carries.
 #include "kiln/te/schedule_ops.h"
 
+#include <functional>
 #include <unordered_set>
 
 #include "kiln/arith/analyzer.h"
@@ -315,30 +316,42 @@ class NestBuilder {
     update = guard(st, c->root_iter_vars(), values, update);
     update = wrap_loops(st, p, leaves.size(), update);
     // Init nest: the data-parallel loops after p, with fresh variables.
+    Stmt init = init_nest(st, p, leaves.size(), values, [&](const VarMap<Expr>& fresh) {
+      std::vector<Stmt> inits;
+      std::vector<Expr> init_idx;
+      for (const Expr& e : idx) init_idx.push_back(substitute(e, fresh));
+      for (size_t i = 0; i < outs.size(); ++i)
+        inits.push_back(
+            ProducerStore::make(Producer(outs[i].get()), r0->combiner->identity[i], init_idx));
+      return SeqStmt::make(inits);
+    });
+    return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
+  }
+
+  /// A reduction's init nest: `make_init(fresh)`, a statement over fresh copies (".init") of
+  /// the data-parallel loop variables among leaves [begin, end), guarded and wrapped in loops
+  /// over those copies.
+  Stmt init_nest(const Stage& st, size_t begin, size_t end,
+                 const std::unordered_map<const IterVarNode*, Expr>& values,
+                 const std::function<Stmt(const VarMap<Expr>&)>& make_init) {
+    const auto* c = static_cast<const ComputeOpNode*>(st->op.get());
+    const std::vector<IterVar>& leaves = st->leaf_iter_vars;
     VarMap<Expr> fresh;
     std::vector<std::pair<size_t, Var>> init_loops;
-    for (size_t i = p; i < leaves.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
       if (leaves[i]->iter_type == IterVarType::kCommReduce) continue;
       Var nv = leaves[i]->var.copy_with_suffix(".init");
       fresh[leaves[i]->var] = nv;
       ana_.bind(nv, b_.at(leaves[i].get()));
       init_loops.emplace_back(i, nv);
     }
-    std::vector<Stmt> inits;
-    std::vector<Expr> init_idx;
-    for (const Expr& e : idx) init_idx.push_back(substitute(e, fresh));
-    for (size_t i = 0; i < outs.size(); ++i)
-      inits.push_back(
-          ProducerStore::make(Producer(outs[i].get()), r0->combiner->identity[i], init_idx));
-    Stmt init = SeqStmt::make(inits);
-    {
-      auto init_values = values;
-      for (auto& [k, v] : init_values) v = substitute(v, fresh);
-      init = guard(st, c->axis, init_values, init);
-    }
+    Stmt init = make_init(fresh);
+    auto init_values = values;
+    for (auto& [k, v] : init_values) v = substitute(v, fresh);
+    init = guard(st, c->axis, init_values, init);
     for (auto it = init_loops.rbegin(); it != init_loops.rend(); ++it)
       init = make_loop(st, leaves[it->first], it->second, init, /*marker=*/false);
-    return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
+    return init;
   }
 
   /// The loop nest of a stage tensorized at leaf `t` (te/tensor_intrin.h): the loops outside
@@ -373,21 +386,8 @@ class NestBuilder {
       return wrap_loops(st, 0, t, guard(st, roots, values, s));
     }
     Stmt update = wrap_loops(st, p, t, guard(st, roots, values, tn.update));
-    VarMap<Expr> fresh;
-    std::vector<std::pair<size_t, Var>> init_loops;
-    for (size_t i = p; i < t; ++i) {
-      if (leaves[i]->iter_type == IterVarType::kCommReduce) continue;
-      Var nv = leaves[i]->var.copy_with_suffix(".init");
-      fresh[leaves[i]->var] = nv;
-      ana_.bind(nv, b_.at(leaves[i].get()));
-      init_loops.emplace_back(i, nv);
-    }
-    Stmt init = substitute(tn.reset, fresh);
-    auto init_values = values;
-    for (auto& [k, v] : init_values) v = substitute(v, fresh);
-    init = guard(st, c->axis, init_values, init);
-    for (auto it = init_loops.rbegin(); it != init_loops.rend(); ++it)
-      init = make_loop(st, leaves[it->first], it->second, init, /*marker=*/false);
+    Stmt init = init_nest(st, p, t, values,
+                          [&](const VarMap<Expr>& fresh) { return substitute(tn.reset, fresh); });
     return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
   }
 
