@@ -25,8 +25,8 @@ demo: build
 	./$(BUILD)/bin/kiln demo --gemm
 
 # ctest runs lint too (the test `kiln-lint`), so `make test` and CI fail when lint fails.
-# Then each libFuzzer target runs FUZZ_TEST_RUNS inputs from a fixed seed (the same inputs on
-# every machine and at any load; a finding fails the step). Open-ended search is `make fuzz`.
+# Then each libFuzzer target runs FUZZ_TEST_RUNS inputs from a fixed seed (the same inputs at
+# any load for a given binary and CPU; a finding fails the step). Open search: `make fuzz`.
 test: build fuzz-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	bash scripts/fuzz.sh -r $(FUZZ_TEST_RUNS) -b $(FUZZ_BUILD) -k $(BUILD)/bin/kiln

@@ -7,8 +7,8 @@
 #
 #   -t SECONDS   time per target (default 60): explores, starting from what earlier runs found
 #   -r RUNS      instead, exactly RUNS inputs per target from a fixed seed (-seed=1), starting
-#                from the seeds and regressions only: the same inputs on every machine at any
-#                load, so a given commit passes or fails `make test` every time
+#                from the seeds and regressions only: the same inputs at any load for a given
+#                binary and CPU, so a commit passes or fails `make test` every time
 #   -b DIR       the fuzz build directory (default build-fuzz); its bin/ holds kiln-fuzz-*
 #   -k KILN      the kiln binary that compiles the module seeds (default build/bin/kiln)
 #   TARGET       npy, record, module, onnx_import (default: all four)
