@@ -25,6 +25,7 @@
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/support/error.h"
 #include "kiln/target/target.h"
+#include "kiln/tuning/fidelity.h"
 #include "kiln/tuning/log.h"
 #include "kiln/tuning/network_check.h"
 #include "kiln/tuning/tasks.h"
@@ -38,7 +39,7 @@ const std::vector<std::string> kTuners = {"xgb", "random", "grid", "ga"};
 struct TuneCmdOptions {
   std::string model, log, tuner = "xgb", target = "llvm -mcpu=native", tasks;
   int trials = 0, threads = 1, early_stopping = 0, batch = 8, build_threads = 2, verify = 4,
-      network_check = tuning::NetworkCheckOptions{}.rounds;
+      network_check = tuning::NetworkCheckOptions{}.rounds, fidelity = 0;
   double timeout_s = 10, compile_timeout_s = 30, minutes = 0;
   unsigned seed = 0;
   bool no_transfer = false;
@@ -151,6 +152,35 @@ void check_in_model(const TuneCmdOptions& o, const graph::Graph& g, const Target
   for (const std::string& line : r.lines) std::printf("  %s\n", line.c_str());
 }
 
+/// --fidelity: the selected tasks' sampled configs timed alone and inside the model
+/// (tuning/fidelity.h) instead of tuning; every time goes to the log.
+int check_fidelity(const TuneCmdOptions& o, const graph::Graph& g, const Target& target,
+                   const std::vector<tuning::TuningTask>& tasks,
+                   const std::vector<size_t>& selected, const autotune::MeasureOptions& mopt) {
+  tuning::FidelityOptions fo;
+  fo.samples = o.fidelity;
+  fo.seed = o.seed;
+  fo.measure = mopt;
+  fo.network.rounds = std::max(1, o.network_check);
+  fo.network.threads = o.threads;
+  fo.network.set_inputs = [](runtime::GraphExecutor& ex) { set_random_inputs(ex, 0); };
+  fo.network.progress = [](const std::string& s) {
+    std::fprintf(stderr, "\rfidelity: %-50s", s.c_str());
+    std::fflush(stderr);
+  };
+  std::printf(
+      "fidelity: %d configs of each of %zu task(s), alone and inside the model (%d "
+      "rounds)\n",
+      o.fidelity, selected.size(), fo.network.rounds);
+  std::fflush(stdout);
+  tuning::FidelityReport r = tuning::measure_fidelity(g, target, tasks, selected, fo);
+  std::fprintf(stderr, "\r%-62s\r", "");
+  tuning::append_records(o.log, r.records);
+  std::printf("\n%s", r.table(tasks).c_str());
+  std::printf("%zu times logged to %s in %.1f s\n", r.records.size(), o.log.c_str(), r.seconds);
+  return 0;
+}
+
 int tune_model(TuneCmdOptions o) {
   if (o.trials == 0) o.trials = o.minutes > 0 ? 1000000 : 200;
   KILN_USER_CHECK(std::find(kTuners.begin(), kTuners.end(), o.tuner) != kTuners.end())
@@ -191,6 +221,12 @@ int tune_model(TuneCmdOptions o) {
   } else {
     selected = parse_task_selection(o.tasks, n);
   }
+  autotune::MeasureOptions mopt;
+  mopt.timeout_s = o.timeout_s;
+  mopt.compile_timeout_s = o.compile_timeout_s;
+  mopt.build_threads = o.build_threads;
+  kiln_set_num_threads(o.threads);  // inherited by the forked measuring children
+  if (o.fidelity > 0) return check_fidelity(o, g, target, tasks, selected, mopt);
   std::printf(
       "tuning %zu task(s) with the %s tuner, %s, kernels on %d thread(s); log %s\n",
       selected.size(), o.tuner.c_str(),
@@ -201,15 +237,12 @@ int tune_model(TuneCmdOptions o) {
                 o.minutes);
   std::fflush(stdout);
 
-  kiln_set_num_threads(o.threads);  // inherited by the forked measuring children
   autotune::TuneOptions topt;
+  topt.measure = mopt;
   topt.n_trials = o.trials;
   topt.batch_size = o.batch;
   topt.log_path = o.log;
   topt.early_stopping = o.early_stopping;
-  topt.measure.timeout_s = o.timeout_s;
-  topt.measure.compile_timeout_s = o.compile_timeout_s;
-  topt.measure.build_threads = o.build_threads;
   topt.verify_top = o.verify;
 
   ProgressDisplay display;
@@ -343,6 +376,11 @@ Command add_tune_command(CLI::App& app) {
                   "compiling prefers them, each config by its fastest round (default 12; 0: "
                   "off)")
       ->check(int_range(0, 1000000));
+  cmd->add_option("--fidelity", o->fidelity,
+                  "Instead of tuning, time N configs of each task (the default and random ones) "
+                  "alone and inside the model (--network-check rounds) and report their rank "
+                  "correlation per task; the times go to the log")
+      ->check(int_range(3, 1000));
   cmd->add_flag("--no-transfer", o->no_transfer,
                 "xgb: do not warm-start the model with logged records of the model's other tasks");
   return {cmd, [o] { return tune_model(*o); }};

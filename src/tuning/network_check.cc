@@ -24,19 +24,10 @@ namespace {
 using autotune::Config;
 using autotune::Record;
 
-/// One choice for a workload: a task (the algorithm) and its config.
+/// A candidate of a workload: a choice and its label ("tuned", "default", "2nd", ...).
 struct Candidate {
-  size_t task = 0;
-  Config config = Config::fallback();
-  std::string label;                 ///< "tuned", "default", "2nd", ... (with the template)
-  std::vector<double> per_round_ms;  ///< its time per call in each profile that used it
-};
-
-/// A workload of the model: its tasks (one, or direct and Winograd) and candidates.
-struct Slot {
-  std::string workload;
-  std::vector<size_t> tasks;  ///< the first is the algorithm the compiler picks untuned
-  std::vector<Candidate> candidates;
+  Choice choice;
+  std::string label;
 };
 
 const char* ordinal(size_t k) {
@@ -47,8 +38,9 @@ const char* ordinal(size_t k) {
 /// The candidates of `slot`, at most `limit`: the tuner's best config of the faster algorithm,
 /// the default (of the algorithm the compiler picks untuned), the other algorithm's best, then
 /// runners-up, alternating between the algorithms.
-void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
-                       const std::vector<Record>& records, int limit) {
+std::vector<Candidate> choose_candidates(const Workload& slot, const std::vector<TuningTask>& tasks,
+                                         const std::vector<Record>& records, int limit) {
+  std::vector<Candidate> candidates;
   struct Ranked {
     size_t task;
     std::vector<autotune::RankedConfig> configs;
@@ -67,18 +59,18 @@ void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
     return pair ? tasks[t].task.name + " " + role : role;
   };
   auto add = [&](size_t t, const Config& c, const std::string& role) {
-    for (Candidate& have : slot.candidates) {
-      if (have.task != t || have.config.index() != c.index()) continue;
+    for (Candidate& have : candidates) {
+      if (have.choice.task != t || have.choice.config.index() != c.index()) continue;
       if (role == "default") have.label += " (the default)";
       return;
     }
-    if (static_cast<int>(slot.candidates.size()) < limit)
-      slot.candidates.push_back(Candidate{t, c, label(t, role), {}});
+    if (static_cast<int>(candidates.size()) < limit)
+      candidates.push_back(Candidate{Choice{t, c, {}}, label(t, role)});
   };
   if (!by_task[0].configs.empty()) add(by_task[0].task, by_task[0].configs[0].config, "tuned");
   const size_t first = slot.tasks[0];
   add(first, tasks[first].task.default_config(), "default");
-  for (size_t k = 0; static_cast<int>(slot.candidates.size()) < limit; ++k) {
+  for (size_t k = 0; static_cast<int>(candidates.size()) < limit; ++k) {
     bool any = false;
     for (const Ranked& r : by_task) {
       if (k >= r.configs.size()) continue;
@@ -87,6 +79,7 @@ void choose_candidates(Slot& slot, const std::vector<TuningTask>& tasks,
     }
     if (!any) break;
   }
+  return candidates;
 }
 
 /// The entry of `node` in `by_node`, or of the name it was derived from: layout alteration
@@ -105,41 +98,40 @@ std::map<std::string, size_t>::const_iterator find_node(
 
 }  // namespace
 
-NetworkCheckResult check_in_network(const Graph& g, const Target& target,
-                                    const std::vector<TuningTask>& tasks,
-                                    const std::vector<Record>& records,
-                                    const NetworkCheckOptions& opt) {
-  KILN_USER_CHECK(opt.candidates >= 2 && opt.rounds >= 1 && opt.runs >= 1)
-      << "check_in_network: needs at least 2 candidates, 1 round and 1 run (got " << opt.candidates
-      << ", " << opt.rounds << ", " << opt.runs << ")";
-  KILN_USER_CHECK(static_cast<bool>(opt.set_inputs))
-      << "check_in_network: set_inputs must give the model its inputs";
-  const auto t0 = std::chrono::steady_clock::now();
+std::vector<Workload> group_workloads(const std::vector<TuningTask>& tasks) {
+  std::vector<Workload> workloads;
+  std::map<std::string, size_t> index;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    auto [it, fresh] = index.emplace(tasks[t].task.workload, workloads.size());
+    if (fresh) workloads.push_back(Workload{tasks[t].task.workload, {}});
+    workloads[it->second].tasks.push_back(t);
+  }
+  return workloads;
+}
+
+int time_in_network(const Graph& g, const Target& target, const std::vector<TuningTask>& tasks,
+                    const std::vector<Workload>& workloads,
+                    std::vector<std::vector<Choice>>& choices, const NetworkCheckOptions& opt) {
+  KILN_USER_CHECK(opt.rounds >= 1 && opt.runs >= 1 && static_cast<bool>(opt.set_inputs) &&
+                  choices.size() == workloads.size())
+      << "time_in_network: needs 1 round, 1 run, set_inputs and choices for every workload";
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
   };
-
-  // Workloads: the tasks of one workload string (direct and Winograd share it).
-  std::vector<Slot> slots;
-  std::map<std::string, size_t> slot_of_workload;
-  std::map<std::string, size_t> slot_of_node;
-  for (size_t t = 0; t < tasks.size(); ++t) {
-    auto [it, fresh] = slot_of_workload.emplace(tasks[t].task.workload, slots.size());
-    if (fresh) slots.push_back(Slot{tasks[t].task.workload, {}, {}});
-    slots[it->second].tasks.push_back(t);
-    for (const std::string& n : tasks[t].nodes) slot_of_node[n] = it->second;
-  }
+  std::map<std::string, size_t> workload_of_node;
   size_t variants = 1;
-  for (Slot& s : slots) {
-    choose_candidates(s, tasks, records, opt.candidates);
-    variants = std::max(variants, s.candidates.size());
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    KILN_USER_CHECK(!choices[w].empty())
+        << "time_in_network: workload " << workloads[w].key << " has no choice";
+    variants = std::max(variants, choices[w].size());
+    for (size_t t : workloads[w].tasks)
+      for (const std::string& n : tasks[t].nodes) workload_of_node[n] = w;
   }
 
   // One compiled model per variant.
   struct Variant {
     CompiledModule module;
     runtime::GraphExecutor exec;
-    std::vector<size_t> pick;  ///< per slot: the candidate this variant uses
   };
   std::vector<std::unique_ptr<Variant>> vs;
   for (size_t v = 0; v < variants; ++v) {
@@ -147,15 +139,13 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
     auto var = std::make_unique<Variant>();
     BuildOptions bo;
     bo.tuning_threads = opt.threads;
-    for (const Slot& s : slots) {
-      const size_t k = v % s.candidates.size();
-      var->pick.push_back(k);
-      const Candidate& c = s.candidates[k];
+    for (size_t w = 0; w < workloads.size(); ++w) {
+      const Choice& c = choices[w][v % choices[w].size()];
       autotune::MeasureResult fast;
       fast.mean_s = 1e-3;
       bo.tuning_records.push_back(Record::make(tasks[c.task].task, c.config, fast));
       // The other algorithm, slower on paper, so that the compiler picks this one.
-      for (size_t t : s.tasks) {
+      for (size_t t : workloads[w].tasks) {
         if (t == c.task) continue;
         autotune::MeasureResult slow;
         slow.mean_s = 1.0;
@@ -172,27 +162,60 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
   }
 
   // Interleaved profiles.
-  NetworkCheckResult res;
-  res.variants = static_cast<int>(variants);
   for (int round = 0; round < opt.rounds; ++round) {
     say("round " + std::to_string(round + 1) + "/" + std::to_string(opt.rounds));
-    for (auto& var : vs) {
-      std::vector<runtime::NodeTime> times = var->exec.profile(opt.runs);
-      std::vector<double> sum(slots.size(), 0);
-      std::vector<int> count(slots.size(), 0);
+    for (size_t v = 0; v < vs.size(); ++v) {
+      Variant& var = *vs[v];
+      std::vector<runtime::NodeTime> times = var.exec.profile(opt.runs);
+      std::vector<double> sum(workloads.size(), 0);
+      std::vector<int> count(workloads.size(), 0);
       for (const runtime::NodeTime& n : times) {
-        auto m = var->module.kernel_masters.find(n.name);
-        if (m == var->module.kernel_masters.end()) continue;
-        auto s = find_node(slot_of_node, m->second);
-        if (s == slot_of_node.end()) continue;
-        sum[s->second] += n.ms;
-        ++count[s->second];
+        auto m = var.module.kernel_masters.find(n.name);
+        if (m == var.module.kernel_masters.end()) continue;
+        auto w = find_node(workload_of_node, m->second);
+        if (w == workload_of_node.end()) continue;
+        sum[w->second] += n.ms;
+        ++count[w->second];
       }
-      for (size_t s = 0; s < slots.size(); ++s) {
-        if (count[s] == 0 || slots[s].candidates.size() < 2) continue;
-        Candidate& c = slots[s].candidates[var->pick[s]];
-        const double ms = sum[s] / count[s];
-        c.per_round_ms.push_back(ms);
+      for (size_t w = 0; w < workloads.size(); ++w) {
+        if (count[w] == 0 || choices[w].size() < 2) continue;
+        choices[w][v % choices[w].size()].per_round_ms.push_back(sum[w] / count[w]);
+      }
+    }
+  }
+  return static_cast<int>(variants);
+}
+
+NetworkCheckResult check_in_network(const Graph& g, const Target& target,
+                                    const std::vector<TuningTask>& tasks,
+                                    const std::vector<Record>& records,
+                                    const NetworkCheckOptions& opt) {
+  KILN_USER_CHECK(opt.candidates >= 2 && opt.rounds >= 1 && opt.runs >= 1)
+      << "check_in_network: needs at least 2 candidates, 1 round and 1 run (got " << opt.candidates
+      << ", " << opt.rounds << ", " << opt.runs << ")";
+  KILN_USER_CHECK(static_cast<bool>(opt.set_inputs))
+      << "check_in_network: set_inputs must give the model its inputs";
+  const auto t0 = std::chrono::steady_clock::now();
+
+  const std::vector<Workload> workloads = group_workloads(tasks);
+  std::vector<std::vector<Candidate>> candidates;
+  std::vector<std::vector<Choice>> choices;
+  for (const Workload& w : workloads) {
+    candidates.push_back(choose_candidates(w, tasks, records, opt.candidates));
+    choices.emplace_back();
+    for (const Candidate& c : candidates.back()) choices.back().push_back(c.choice);
+  }
+  NetworkCheckResult res;
+  res.variants = time_in_network(g, target, tasks, workloads, choices, opt);
+
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    if (choices[w].size() < 2 || choices[w][0].per_round_ms.empty()) continue;
+    std::string line = workloads[w].key + ":";
+    size_t best = 0;
+    double best_ms = 0;
+    for (size_t k = 0; k < choices[w].size(); ++k) {
+      const Choice& c = choices[w][k];
+      for (double ms : c.per_round_ms) {
         autotune::MeasureResult r;
         r.mean_s = ms * 1e-3;
         r.runs = {r.mean_s};
@@ -200,19 +223,11 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
         rec.protocol = Record::kNetworkProtocol;
         res.records.push_back(std::move(rec));
       }
-    }
-  }
-
-  for (const Slot& s : slots) {
-    if (s.candidates.size() < 2 || s.candidates[0].per_round_ms.empty()) continue;
-    std::string line = s.workload + ":";
-    size_t best = 0;
-    double best_ms = 0;
-    for (size_t k = 0; k < s.candidates.size(); ++k) {
-      const std::vector<double>& rounds = s.candidates[k].per_round_ms;
-      const double m = rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end());
+      const double m = c.per_round_ms.empty()
+                           ? 0
+                           : *std::min_element(c.per_round_ms.begin(), c.per_round_ms.end());
       char buf[96];
-      std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "", s.candidates[k].label.c_str(),
+      std::snprintf(buf, sizeof buf, "%s %s %.3f ms", k ? "," : "", candidates[w][k].label.c_str(),
                     m);
       line += buf;
       if (k == 0 || m < best_ms) {
@@ -220,7 +235,7 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
         best_ms = m;
       }
     }
-    res.lines.push_back(line + " -> " + s.candidates[best].label);
+    res.lines.push_back(line + " -> " + candidates[w][best].label);
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

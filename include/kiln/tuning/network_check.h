@@ -58,6 +58,30 @@ struct NetworkCheckResult {
   double seconds = 0;
 };
 
+/// The tasks of `tasks` that share a workload string (direct and Winograd of one convolution),
+/// in graph order; within one, the task the compiler picks untuned first.
+struct Workload {
+  std::string key;
+  std::vector<size_t> tasks;  ///< indices into the task list
+};
+std::vector<Workload> group_workloads(const std::vector<TuningTask>& tasks);
+
+/// One way to compute a workload inside the model: one of its tasks and a config of it.
+struct Choice {
+  size_t task = 0;
+  autotune::Config config = autotune::Config::fallback();
+  std::vector<double> per_round_ms;  ///< filled by time_in_network: ms per call in each round
+};
+
+/// The mechanism under check_in_network (and tuning/fidelity.h): compiles `g` once per variant,
+/// variant k giving workload w its choice `choices[w][k % choices[w].size()]` (forced through
+/// fake records), profiles the variants in `opt.rounds` interleaved rounds of `opt.runs` runs,
+/// and appends each choice's time per call to its per_round_ms (one entry per variant that used
+/// it per round; workloads with one choice are not timed). Returns the number of variants.
+int time_in_network(const graph::Graph& g, const Target& target,
+                    const std::vector<TuningTask>& tasks, const std::vector<Workload>& workloads,
+                    std::vector<std::vector<Choice>>& choices, const NetworkCheckOptions& opt);
+
 /// Times the candidates of every task of `tasks` (extract_tuning_tasks of `g`, their targets
 /// carrying opt.threads) inside `g` compiled for `target`, as described above. `records`: the
 /// tuning log. Throws kiln::Error when the model does not compile or run.
