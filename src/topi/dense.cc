@@ -112,7 +112,7 @@ int64_t dense_pack_width(Config& cfg, int64_t M, int64_t N, const Target& target
 }
 
 void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, const te::Tensor& out,
-                           const Target& target) {
+                           const Target& target, int64_t units) {
   KILN_USER_CHECK(D->op->tag == tag::kDensePacked || D->op->tag == tag::kQuantizedDensePacked)
       << "schedule_dense_packed: stage " << D.name() << " is not a dense_packed (tag '"
       << D->op->tag << "')";
@@ -124,7 +124,7 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
   const int64_t wp_nb = *as_const_int(Wp->shape[2]);
 
   // Knobs.
-  const int64_t nb = dense_pack_width(cfg, M, N, target);
+  const int64_t nb = dense_pack_width(cfg, M, units > 0 ? units : N, target);
   KILN_USER_CHECK(nb == wp_nb) << "schedule_dense_packed: config tile_x = " << nb
                                << " but the packed weight " << Wp.name() << " has panels of "
                                << wp_nb;

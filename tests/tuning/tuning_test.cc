@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "common/error.h"
 #include "common/measured.h"
 #include "graph/graph_test_util.h"
@@ -108,6 +110,44 @@ TEST(TuningTasks, CompileWithALogUsesDefaultBlockRecordsOnly) {
     ASSERT_NEAR(ya.data_as<float>()[k], yb.data_as<float>()[k],
                 1e-4 * (1 + std::abs(yb.data_as<float>()[k])))
         << k;
+}
+
+// A dense whose N is not a multiple of the panel width computes whole panels and slices; the
+// padded kernel defines its knobs for the layer's own N, so every tuned panel width applies (a
+// width of 32 for N = 40 had failed to compile: the padded N = 64 offered other candidates).
+TEST(TuningTasks, EveryPanelWidthOfAPaddedDenseCompiles) {
+  std::mt19937 rng(9);
+  const int64_t M = 3, K = 24, N = 40;
+  Graph g;
+  Entry x = g.add_input("x", {M, K}, f32);
+  runtime::NDArray w = random_array({N, K}, rng);
+  g.add_output(g.add_op("dense", {x, g.add_constant("w", w)}, {}, "fc"));
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  ASSERT_EQ(tasks.size(), 1u);
+  const autotune::Task& t = tasks[0].task;
+  runtime::NDArray xv = random_array({M, K}, rng);
+  std::set<int64_t> widths;
+  for (uint64_t i = 0; i < t.space.size(); ++i) {
+    autotune::Config c = t.space.get(i);
+    if (!widths.insert(c.knob("tile_x")).second) continue;
+    BuildOptions bo;
+    bo.tuning_records = {autotune::Record::make(t, c, measured(1e-3))};
+    CompiledModule m = build_module(g, Target::host(), bo);
+    auto ex = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
+    ex.set_input("x", xv);
+    ex.run();
+    runtime::NDArray y = ex.get_output(0);
+    ASSERT_EQ(y.shape(), (std::vector<int64_t>{M, N}));
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        float want = 0;
+        for (int64_t k = 0; k < K; ++k)
+          want += xv.data_as<float>()[r * K + k] * w.data_as<float>()[n * K + k];
+        ASSERT_NEAR(y.data_as<float>()[r * N + n], want, 1e-4f * (1 + std::abs(want)))
+            << "tile_x " << c.knob("tile_x") << " at " << r << "," << n;
+      }
+  }
+  EXPECT_EQ(widths, (std::set<int64_t>{16, 32, 48}));
 }
 
 // Records carry the thread count they were measured with: a build for N threads uses only

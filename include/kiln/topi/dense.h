@@ -67,9 +67,11 @@ struct DenseWorkload {
 /// Schedules a dense_packed stage `D` whose group output is `out` (D itself or an injective
 /// epilogue on D, e.g. bias + relu; injective stages between are inlined) with the knobs of
 /// `cfg`: tile_y (rows, choice), tile_x (panel width nb, choice of multiples of 16; must equal
-/// Wp's nb: read it with dense_pack_width), tile_k (split of K), unroll (bool).
+/// Wp's nb: read it with dense_pack_width), tile_k (split of K), unroll (bool). `units`: the N
+/// the knobs are defined for, the dense layer's own N when D computes it padded to whole panels
+/// (the graph's dense_packed `orig_units`), so that a config tuned for the layer applies; 0: D's.
 void schedule_dense_packed(autotune::Config& cfg, te::Schedule& s, const te::Tensor& D,
-                           const te::Tensor& out, const Target& target);
+                           const te::Tensor& out, const Target& target, int64_t units = 0);
 
 /// Declares (all modes) the panel width knob tile_x for a dense with N outputs on rows M and
 /// returns its current value: call before building Wp's placeholder. The fallback depends on

@@ -131,7 +131,9 @@ void register_implementations() {
        [](const OpCall& c) { return depthwise_conv2d_task(conv2d_workload_or_throw(c), c.target); },
        alter_depthwise_conv2d, "depthwise_conv2d"});
   auto dense_schedule = with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
-    topi::schedule_dense_packed(in.config, s, in.main, in.outs[0], in.target);
+    const Attrs& a = in.master.attrs;
+    topi::schedule_dense_packed(in.config, s, in.main, in.outs[0], in.target,
+                                a.has("orig_units") ? a.get_int("orig_units") : 0);
   });
   auto dense_task_of = [](bool transposed) {
     return [transposed](const OpCall& c) {
