@@ -233,8 +233,10 @@ int tune_model(TuneCmdOptions o) {
       o.trials >= 1000000 ? "no trial cap" : (std::to_string(o.trials) + " trials each").c_str(),
       o.threads, o.log.c_str());
   if (o.minutes > 0)
-    std::printf("time budget: %g min in all; each task gets the time left over the tasks left\n",
-                o.minutes);
+    std::printf(
+        "time budget: %g min in all; each task gets a share of the time left by its share of the "
+        "model's arithmetic\n",
+        o.minutes);
   std::fflush(stdout);
 
   autotune::TuneOptions topt;
@@ -249,19 +251,23 @@ int tune_model(TuneCmdOptions o) {
   std::vector<TaskOutcome> outcomes;
   int failed_tasks = 0;
   const auto t_start = Clock::now();
-  size_t tasks_left = selected.size();
-  for (size_t i : selected) {
+  const std::vector<double> weights = tuning::budget_weights(tasks, selected);
+  double weight_left = 1;
+  for (size_t k = 0; k < selected.size(); ++k) {
+    const size_t i = selected[k];
     const tuning::TuningTask& t = tasks[i];
     TaskOutcome out;
     out.index = i;
     autotune::TuneOptions opt = topt;
     if (o.minutes > 0) {
-      // An even share of what is left: a task that stops early (small space, resumed) leaves
-      // its time to the ones after it. The verification runs past the share.
+      // Its weight's share of what is left (tuning::budget_weights): a task that stops early
+      // (small space, resumed) leaves its time to the ones after it. The verification runs past
+      // the share.
       const double spent = std::chrono::duration<double>(Clock::now() - t_start).count();
-      opt.time_budget_s = std::max(1.0, (o.minutes * 60 - spent) / static_cast<double>(tasks_left));
+      opt.time_budget_s =
+          std::max(1.0, (o.minutes * 60 - spent) * std::min(1.0, weights[k] / weight_left));
     }
-    --tasks_left;
+    weight_left -= weights[k];
     if (!o.no_transfer && o.tuner == "xgb")
       for (const tuning::TuningTask& other : tasks)
         if (other.task.name == t.task.name && other.task.key() != t.task.key())
@@ -343,8 +349,9 @@ Command add_tune_command(CLI::App& app) {
                   "Trials per task, logged ones included (default 200, or no cap with --minutes)")
       ->check(int_range(1, 1000000));
   cmd->add_option("--minutes", o->minutes,
-                  "Wall-clock budget for the whole model: each task gets the time left over the "
-                  "tasks left (--trials, if given, still caps a task). Default 0: no budget")
+                  "Wall-clock budget for the whole model, shared by the tasks' shares of the "
+                  "model's arithmetic; time a task leaves goes to the ones after it (--trials, if "
+                  "given, still caps a task). Default 0: no budget")
       ->check(real_range(0.0, 100000.0));
   cmd->add_option("--tuner", o->tuner, "xgb (cost model, default), random, grid or ga");
   cmd->add_option("--threads", o->threads, "Threads the measured kernels run with (default 1)")

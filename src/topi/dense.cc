@@ -200,7 +200,7 @@ autotune::Template dense_template(const DenseWorkload& w, const Target& target) 
   KILN_USER_CHECK(w.M > 0 && w.N > 0 && w.K > 0)
       << "dense_template: extents must be positive, got M=" << w.M << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
-      "dense_packed_cpu", "1", [w, target](Config& cfg) {
+      "dense_packed_cpu", "2", [w, target](Config& cfg) {
         const int64_t nb = dense_pack_width(cfg, w.M, w.N, target);
         te::Tensor x =
             te::placeholder({detail::ci(w.M), detail::ci(w.K)}, DataType::Float(32), "x");
@@ -209,16 +209,21 @@ autotune::Template dense_template(const DenseWorkload& w, const Target& target) 
                             DataType::Float(32), "Wp");
         te::Tensor b;
         if (w.bias) b = te::placeholder({detail::ci(w.N)}, DataType::Float(32), "bias");
-        te::Tensor D = dense_packed(x, Wp, w.N, {}, "dense");
+        // As the graph computes it (graph/strategy/cpu_layout.cc): N not a multiple of nb is
+        // computed over whole panels, then the first N columns are taken by a separate stage
+        // with the bias and relu (a kernel of its own there, default-scheduled here).
+        const int64_t padded = (w.N + nb - 1) / nb * nb;
+        te::Tensor D = dense_packed(x, Wp, padded, {}, "dense");
         te::Tensor out = D;
-        if (w.bias) {
+        if (w.bias || padded != w.N) {
           out = te::compute(
-              D->shape, [&](Var m, Var n) { return D(m, n) + b(n); }, "dense_bias",
+              {detail::ci(w.M), detail::ci(w.N)},
+              [&](Var m, Var n) { return w.bias ? D(m, n) + b(n) : D(m, n); }, "dense_bias",
               detail::tag_of(tag::kBroadcast, "bias_add"));
         }
         if (w.relu) out = relu(out, "dense_relu");
         te::Schedule s = te::create_schedule({out});
-        schedule_dense_packed(cfg, s, D, out, target);
+        schedule_dense_packed(cfg, s, D, padded != w.N ? D : out, target, w.N);
         std::vector<te::Tensor> args{x, Wp};
         if (w.bias) args.push_back(b);
         args.push_back(out);

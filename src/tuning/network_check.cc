@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "kiln/graph/build_module.h"
 #include "kiln/support/error.h"
@@ -167,19 +168,22 @@ int time_in_network(const Graph& g, const Target& target, const std::vector<Tuni
     for (size_t v = 0; v < vs.size(); ++v) {
       Variant& var = *vs[v];
       std::vector<runtime::NodeTime> times = var.exec.profile(opt.runs);
+      // A workload's time per node: the kernels computing a node of it (a dense padded to
+      // whole panels is two: the product and the slice) summed, over the nodes.
       std::vector<double> sum(workloads.size(), 0);
-      std::vector<int> count(workloads.size(), 0);
+      std::vector<std::set<std::string>> nodes(workloads.size());
       for (const runtime::NodeTime& n : times) {
         auto m = var.module.kernel_masters.find(n.name);
         if (m == var.module.kernel_masters.end()) continue;
         auto w = find_node(workload_of_node, m->second);
         if (w == workload_of_node.end()) continue;
         sum[w->second] += n.ms;
-        ++count[w->second];
+        nodes[w->second].insert(w->first);
       }
       for (size_t w = 0; w < workloads.size(); ++w) {
-        if (count[w] == 0 || choices[w].size() < 2) continue;
-        choices[w][v % choices[w].size()].per_round_ms.push_back(sum[w] / count[w]);
+        if (nodes[w].empty() || choices[w].size() < 2) continue;
+        choices[w][v % choices[w].size()].per_round_ms.push_back(
+            sum[w] / static_cast<double>(nodes[w].size()));
       }
     }
   }

@@ -4,7 +4,9 @@
 
 #include "kiln/tuning/tasks.h"
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "kiln/graph/strategy.h"
@@ -40,6 +42,22 @@ std::vector<TuningTask> extract_tuning_tasks(const Graph& input, const Target& t
     }
   }
   return tasks;
+}
+
+std::vector<double> budget_weights(const std::vector<TuningTask>& tasks,
+                                   const std::vector<size_t>& selected) {
+  std::vector<double> w;
+  for (size_t i : selected) {
+    KILN_ICHECK(i < tasks.size()) << "budget_weights: no task " << i;
+    w.push_back(std::max(tasks[i].task.flops, 1.0) * static_cast<double>(tasks[i].nodes.size()));
+  }
+  if (w.empty()) return w;
+  const double floor =
+      0.25 * std::accumulate(w.begin(), w.end(), 0.0) / static_cast<double>(w.size());
+  for (double& x : w) x = std::max(x, floor);
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  for (double& x : w) x /= sum;
+  return w;
 }
 
 }  // namespace kiln::tuning

@@ -150,6 +150,31 @@ TEST(TuningTasks, EveryPanelWidthOfAPaddedDenseCompiles) {
   EXPECT_EQ(widths, (std::set<int64_t>{16, 32, 48}));
 }
 
+// The --minutes budget follows the model's arithmetic: flops × nodes, small tasks floored at a
+// quarter of the mean weight.
+TEST(TuningBudget, SharesFollowTheModelsArithmetic) {
+  auto task = [](double flops, size_t nodes) {
+    TuningTask t;
+    t.task.flops = flops;
+    t.nodes.assign(nodes, "n");
+    return t;
+  };
+  // Weights 300, 100, 100, 1 -> the floor is 0.25 · 501 / 4 = 31.3125.
+  std::vector<TuningTask> tasks = {task(100, 3), task(100, 1), task(50, 2), task(1, 1)};
+  std::vector<double> w = budget_weights(tasks, {0, 1, 2, 3});
+  const double sum = 300 + 100 + 100 + 31.3125;
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_NEAR(w[0], 300 / sum, 1e-12);
+  EXPECT_NEAR(w[1], 100 / sum, 1e-12);
+  EXPECT_NEAR(w[2], 100 / sum, 1e-12);
+  EXPECT_NEAR(w[3], 31.3125 / sum, 1e-12);
+  // A selection: only those tasks share.
+  std::vector<double> two = budget_weights(tasks, {1, 3});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_NEAR(two[0], 100 / (100 + 12.625), 1e-12);  // floor 0.25 · 101 / 2
+  EXPECT_TRUE(budget_weights(tasks, {}).empty());
+}
+
 // Records carry the thread count they were measured with: a build for N threads uses only
 // those, and says how many others it ignored.
 TEST(TuningTasks, RecordsAreKeyedByThreadCount) {

@@ -8,7 +8,8 @@
 ///
 ///   1. it samples configs of the task: the default and `samples - 1` distinct random points of
 ///      its space (seeded);
-///   2. it times each in isolation, as `kiln tune` does (autotune::Measurer, same options);
+///   2. it times each in isolation, as `kiln tune` does (autotune::Measurer, same options; the
+///      fastest repeat counts);
 ///   3. it times the ones that ran inside the compiled model (time_in_network: variant k gives
 ///      every workload its k-th config; the fastest of `rounds` interleaved rounds);
 ///   4. it reports per task the Spearman rank correlation of the two, and the ratio in-network /

@@ -48,4 +48,13 @@ struct TuningTask {
 /// faster.
 std::vector<TuningTask> extract_tuning_tasks(const graph::Graph& g, const Target& target);
 
+/// How a whole-model time budget (`kiln tune --minutes`) is shared: task i of `selected` is given
+/// weight[i] / (the sum of the weights of the tasks not yet tuned) of the time left when it starts,
+/// so time a task leaves unused goes to the ones after it. A task's weight is its share of the
+/// model's arithmetic (flops × the nodes computing it), at least a quarter of the mean weight so
+/// that small tasks are still tuned: the convolutions that take most of the model's time get most
+/// of the tuning time (the first-order form of Ansor's task scheduler). Weights sum to 1.
+std::vector<double> budget_weights(const std::vector<TuningTask>& tasks,
+                                   const std::vector<size_t>& selected);
+
 }  // namespace kiln::tuning
