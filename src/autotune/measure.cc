@@ -424,7 +424,12 @@ const MeasureResult& Measurer::default_result() {
   State& st = *st_;
   if (st.prepared) return st.default_result;
   Instance dflt = task_.instantiate(Config::fallback());
-  for (const te::Tensor& t : dflt.args) {
+  KILN_USER_CHECK(dflt.weights.empty() || dflt.weights.size() == dflt.args.size())
+      << "measure " << task_.key() << ": the template marks " << dflt.weights.size()
+      << " arguments as weights or not, but has " << dflt.args.size();
+  for (size_t i = 0; i < dflt.args.size(); ++i) {
+    const te::Tensor& t = dflt.args[i];
+    st.rotated.push_back(dflt.weights.empty() || dflt.weights[i]);
     st.names.push_back(t.name());
     st.is_output.push_back(t->op->kind != te::OpKind::kPlaceholder);
     st.dtypes.push_back(t->dtype);
@@ -443,6 +448,7 @@ const MeasureResult& Measurer::default_result() {
     State& ra = *st.ref_args;
     ra.names = st.names;
     ra.is_output = st.is_output;
+    ra.rotated = st.rotated;
     ra.dtypes = st.dtypes;
     ra.shapes = st.shapes;
     make_arg_sets(ra, opt_);
@@ -513,6 +519,7 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<Config>& configs)
           alt = std::make_unique<State>();
           alt->names = st.names;
           alt->is_output = st.is_output;
+          alt->rotated = st.rotated;
           alt->dtypes = st.dtypes;
           alt->shapes = p.own_shapes;
           make_arg_sets(*alt, opt_);

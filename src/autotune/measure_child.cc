@@ -93,9 +93,12 @@ std::string compare(const NDArray& got, const std::string& want, const std::stri
 
 RotationPlan plan_rotation(const MeasureOptions& opt, size_t set_bytes) {
   RotationPlan p;
-  p.copies = static_cast<int>(
-      std::clamp<size_t>((opt.rotate_bytes + set_bytes) / std::max<size_t>(1, set_bytes), 1,
-                         static_cast<size_t>(std::max(1, opt.max_copies))));
+  // Nothing rotated (set_bytes 0: no argument is a weight): one set.
+  p.copies =
+      set_bytes == 0
+          ? 1
+          : static_cast<int>(std::clamp<size_t>((opt.rotate_bytes + set_bytes) / set_bytes, 1,
+                                                static_cast<size_t>(std::max(1, opt.max_copies))));
   // At least one pass over every copy. A copy's inputs are first read in the measuring child by
   // its first call, which (after the compiles between two candidates) finds them in DRAM and
   // their pages not yet in the TLB: timing such first touches had measured ResNet-18's 7x7x512
@@ -240,8 +243,10 @@ void child_measure(int fd, const runtime::PackedFunc& fn, Measurer::State& st,
 /// Fills `st.sets` for `st.shapes` / `st.dtypes`: a first set of seeded random inputs and
 /// poisoned outputs, and copies of it for rotation (together at least opt.rotate_bytes).
 void make_arg_sets(Measurer::State& st, const MeasureOptions& opt) {
+  // The rotation spans the rotated arguments only; the others are shared by every set.
   size_t set_bytes = 0;
   for (size_t i = 0; i < st.shapes.size(); ++i) {
+    if (!st.rotated[i]) continue;
     int64_t n = 1;
     for (int64_t d : st.shapes[i]) n *= d;
     set_bytes += static_cast<size_t>(n) * st.dtypes[i].bytes();
@@ -252,14 +257,18 @@ void make_arg_sets(Measurer::State& st, const MeasureOptions& opt) {
   for (size_t c = 0; c < copies; ++c) {
     ArgSet s;
     for (size_t i = 0; i < st.shapes.size(); ++i) {
-      NDArray a = NDArray::empty(st.shapes[i], st.dtypes[i]);
-      if (c == 0) {
+      NDArray a;
+      if (c > 0 && !st.rotated[i]) {
+        a = st.sets[0].arrays[i];  // one copy, shared: hot in the cache
+      } else if (c == 0) {
+        a = NDArray::empty(st.shapes[i], st.dtypes[i]);
         if (st.is_output[i]) {
           poison(a);
         } else {
           fill_random(a, rng);
         }
       } else {
+        a = NDArray::empty(st.shapes[i], st.dtypes[i]);
         a.copy_from(st.sets[0].arrays[i].data(), a.nbytes());
       }
       KilnValue v;

@@ -65,6 +65,7 @@ struct Measurer::State {
   bool prepared = false;
   std::vector<std::string> names;
   std::vector<bool> is_output;
+  std::vector<bool> rotated;  ///< per argument: copied per set (Instance::weights), else shared
   std::vector<std::vector<int64_t>> shapes;
   std::vector<DataType> dtypes;
   std::vector<detail::ArgSet> sets;

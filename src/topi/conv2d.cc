@@ -189,7 +189,7 @@ autotune::Template conv2d_nchw_template(const Conv2DWorkload& wl, const Target& 
             te::Tensor out = conv2d_nchw(data, kernel, wl.params);
             te::Schedule s = te::create_schedule({out});
             schedule_conv2d_nchw(cfg, s, out, target);
-            return autotune::Instance{s, {data, kernel, out}, cfg};
+            return autotune::Instance{s, {data, kernel, out}, cfg, {false, true, false}};
           }};
 }
 

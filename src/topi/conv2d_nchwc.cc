@@ -272,21 +272,25 @@ autotune::Instance conv_template_instance(
   te::Tensor data = te::placeholder(to_exprs(data_shape), f32, "data");
   te::Tensor kernel = te::placeholder(to_exprs(kernel_shape), f32, kernel_name);
   std::vector<te::Tensor> args = {data, kernel};
+  std::vector<bool> weights = {false, true};
   EpilogueSpec spec;
   spec.relu = ep.relu;
   if (ep.bias) {
     spec.bias = te::placeholder({ci(out_channel)}, f32, "bias");
     args.push_back(spec.bias);
+    weights.push_back(true);
   }
   if (ep.residual) {
     spec.residual = te::placeholder(to_exprs(out_shape), f32, "residual");
     args.push_back(spec.residual);
+    weights.push_back(false);
   }
   te::Tensor out = compute(data, kernel, spec);
   te::Schedule s = te::create_schedule({out});
   schedule(cfg, s, out);
   args.push_back(out);
-  return autotune::Instance{s, args, cfg};
+  weights.push_back(false);
+  return autotune::Instance{s, args, cfg, weights};
 }
 
 }  // namespace detail

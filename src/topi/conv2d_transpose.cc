@@ -112,7 +112,7 @@ autotune::Template conv2d_transpose_nchw_template(const Conv2DTransposeWorkload&
             conv2d_transpose_nchw(data, kernel, w.params, wl.output_padding_h, wl.output_padding_w);
         te::Schedule s = te::create_schedule({out});
         schedule_conv2d_transpose_nchw(cfg, s, out, target);
-        return autotune::Instance{s, {data, kernel, out}, cfg};
+        return autotune::Instance{s, {data, kernel, out}, cfg, {false, true, false}};
       }};
 }
 

@@ -225,9 +225,10 @@ autotune::Template dense_template(const DenseWorkload& w, const Target& target) 
         te::Schedule s = te::create_schedule({out});
         schedule_dense_packed(cfg, s, D, padded != w.N ? D : out, target, w.N);
         std::vector<te::Tensor> args{x, Wp};
-        if (w.bias) args.push_back(b);
-        args.push_back(out);
-        return autotune::Instance{s, args, cfg};
+        std::vector<bool> weights{false, true};
+        if (w.bias) args.push_back(b), weights.push_back(true);
+        args.push_back(out), weights.push_back(false);
+        return autotune::Instance{s, args, cfg, weights};
       }};
 }
 

@@ -155,7 +155,7 @@ autotune::Template depthwise_conv2d_nchw_template(const Conv2DWorkload& wl, cons
             te::Tensor out = depthwise_conv2d_nchw(data, kernel, wl.params);
             te::Schedule s = te::create_schedule({out});
             schedule_depthwise_conv2d_nchw(cfg, s, out, target);
-            return autotune::Instance{s, {data, kernel, out}, cfg};
+            return autotune::Instance{s, {data, kernel, out}, cfg, {false, true, false}};
           }};
 }
 

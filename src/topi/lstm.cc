@@ -376,7 +376,10 @@ autotune::Template lstm_cell_template(const LstmWorkload& w, const Target& targe
         auto outs = lstm_cell_packed(x, h, c, Wp, b);
         te::Schedule s = te::create_schedule(outs);
         schedule_lstm_cell(cfg, s, outs, target);
-        return autotune::Instance{s, {x, h, c, Wp, b, outs[0], outs[1]}, cfg};
+        return autotune::Instance{s,
+                                  {x, h, c, Wp, b, outs[0], outs[1]},
+                                  cfg,
+                                  {false, false, false, true, true, false, false}};
       }};
 }
 
@@ -396,7 +399,8 @@ autotune::Template lstm_cell_onnx_template(const LstmWorkload& w, const Target& 
         auto outs = lstm_cell_onnx_packed(xg, h, c, Rp);
         te::Schedule s = te::create_schedule(outs);
         schedule_lstm_cell(cfg, s, outs, target);
-        return autotune::Instance{s, {xg, h, c, Rp, outs[0], outs[1]}, cfg};
+        return autotune::Instance{
+            s, {xg, h, c, Rp, outs[0], outs[1]}, cfg, {false, false, false, true, false, false}};
       }};
 }
 

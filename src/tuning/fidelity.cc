@@ -179,6 +179,11 @@ FidelityReport measure_fidelity(const graph::Graph& g, const Target& target,
       }
       tf.ratio_geomean = std::exp(log_sum / static_cast<double>(iso.size()));
     }
+    if (!iso.empty()) {
+      const size_t pick =
+          static_cast<size_t>(std::min_element(iso.begin(), iso.end()) - iso.begin());
+      tf.pick_regret = net[pick] / *std::min_element(net.begin(), net.end());
+    }
     tf.agrees = tf.spearman >= opt.min_spearman;  // false for NaN
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -187,7 +192,7 @@ FidelityReport measure_fidelity(const graph::Graph& g, const Target& target,
 
 std::string FidelityReport::table(const std::vector<TuningTask>& all) const {
   std::vector<std::vector<std::string>> rows = {
-      {"task", "op", "configs", "spearman", "net/iso geomean", "min", "max", ""}};
+      {"task", "op", "configs", "spearman", "net/iso geomean", "min", "max", "regret", ""}};
   int agree = 0;
   for (const TaskFidelity& tf : tasks) {
     agree += tf.agrees;
@@ -196,7 +201,8 @@ std::string FidelityReport::table(const std::vector<TuningTask>& all) const {
     rows.push_back({std::to_string(tf.task + 1) + "/" + std::to_string(all.size()), all[tf.task].op,
                     n, std::isnan(tf.spearman) ? "-" : fixed("%.2f", tf.spearman),
                     fixed("%.2f", tf.ratio_geomean), fixed("%.2f", tf.ratio_min),
-                    fixed("%.2f", tf.ratio_max), tf.agrees ? "ok" : "DISAGREE"});
+                    fixed("%.2f", tf.ratio_max), fixed("%.3f", tf.pick_regret),
+                    tf.agrees ? "ok" : "DISAGREE"});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& r : rows)

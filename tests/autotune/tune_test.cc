@@ -40,6 +40,17 @@ extern "C" int32_t kiln_autotune_test_trace(float* out) {
   return 0;
 }
 
+// Appends the addresses of a call's weight, activation and output to g_trace_path.
+extern "C" int32_t kiln_autotune_test_trace3(const float* w, const float* a, float* out) {
+  if (FILE* f = std::fopen(g_trace_path, "a")) {
+    std::fprintf(f, "%p %p %p\n", static_cast<const void*>(w), static_cast<const void*>(a),
+                 static_cast<void*>(out));
+    std::fclose(f);
+  }
+  for (int i = 0; i < 64; ++i) out[i] = 1.0f;
+  return 0;
+}
+
 // A machine with a slow period, on a fake clock (MeasureOptions::clock) that the kernels
 // advance, so the test does not depend on the real machine being quiet:
 // kiln_autotune_test_sensitive (the default config of period_template) takes 1 ms per call, or
@@ -191,6 +202,42 @@ TEST(Measure, WarmUpReadsEveryArgumentCopyBeforeTiming) {
     const std::set<std::string>& own = (i - timed) % 2 == 0 ? cand : ref;
     EXPECT_TRUE(own.count(calls[i])) << "timed call " << i << " ran on another's copy";
   }
+}
+
+// Only a template's weights rotate (Instance::weights): the activation and the output stay in
+// one copy, hot in the cache as a producing layer leaves them; the rotation spans the weights.
+TEST(Measure, OnlyTheWeightsRotate) {
+  TemplateFn fn = [](Config&) {
+    auto W = te::placeholder({64}, DataType::Float(32), "W");
+    auto A = te::placeholder({64}, DataType::Float(32), "A");
+    te::Tensor out = te::extern_op(
+        {{64}}, {DataType::Float(32)}, {W, A},
+        [](const std::vector<ir::Buffer>& ins, const std::vector<ir::Buffer>& outs) {
+          return te::call_extern("kiln_autotune_test_trace3",
+                                 {ins[0]->data, ins[1]->data, outs[0]->data});
+        },
+        "B")[0];
+    return Instance{
+        te::create_schedule({out}), {W, A, out}, Config::fallback(), {true, false, false}};
+  };
+  Task task = Task::make(Template{"test_trace3", "1", fn});
+  const std::string trace = temp_log("trace3");
+  g_trace_path = trace.c_str();
+  MeasureOptions mo = fast_measure();
+  mo.min_repeat_ms = 0;
+  mo.rotate_bytes = 6 * 64 * 4;  // 7 copies of W alone (of all three: 3)
+  mo.reference = false;
+  {
+    Measurer m(task, mo);
+    ASSERT_TRUE(m.default_result().ok()) << m.default_result().error_msg;
+  }
+  std::set<std::string> w, a, out;
+  std::ifstream in(trace);
+  for (std::string x, y, z; in >> x >> y >> z;) w.insert(x), a.insert(y), out.insert(z);
+  fs::remove(trace);
+  EXPECT_EQ(w.size(), 7u);
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_EQ(out.size(), 1u);
 }
 
 // B[i] = A[i] * 2 + 1 for 64^3 elements; knob `unroll` 1 unrolls the whole loop nest (three

@@ -114,10 +114,13 @@ TEST(Fidelity, CatchesAMeasurementPathThatRanksAgainstTheModel) {
   for (const autotune::Record& rec : r.records) EXPECT_TRUE(rec.in_network());
 
   // Geomeans: (1.3³ · 1.325 · 1.04)^(1/5) = 1.248; 4 · 1.5 · 2/3 · 1/4 = 1.
+  // Regret: task 1's fastest alone is the model's fastest; task 2's is 4x the model's fastest.
+  EXPECT_DOUBLE_EQ(a.pick_regret, 1.0);
+  EXPECT_DOUBLE_EQ(b.pick_regret, 4.0);
   EXPECT_EQ(r.table(tasks),
-            "task  op           configs  spearman  net/iso geomean   min   max\n"
-            "1/2   conv2d             5      0.90             1.25  1.04  1.32        ok\n"
-            "2/2   conv2d  4 (1 failed)     -1.00             1.00  0.25  4.00  DISAGREE\n"
+            "task  op           configs  spearman  net/iso geomean   min   max  regret\n"
+            "1/2   conv2d             5      0.90             1.25  1.04  1.32   1.000        ok\n"
+            "2/2   conv2d  4 (1 failed)     -1.00             1.00  0.25  4.00   4.000  DISAGREE\n"
             "1 of 2 task(s) agree (Spearman >= 0.90)\n");
 }
 

@@ -17,9 +17,11 @@
 ///     at least min_repeat_ms, each followed by a repeat of the default config (`reference`);
 ///     optionally, a pair whose reference ran slow (a slow period of the machine) is timed
 ///     again for a while (slow_wait_s, off by default).
-///     Calls rotate over several copies of the inputs and outputs
-///     (together at least rotate_bytes) so the cache does not flatter small kernels
-///     (plan_rotation). The child reports through a pipe and exits with _exit.
+///     Calls rotate over several copies of the weights (Instance::weights; of every argument
+///     when the template marks none), together at least rotate_bytes, so that a call meets its
+///     weights where a network leaves them; the activations and outputs stay in one copy, hot
+///     in the cache as the producing layer leaves them (plan_rotation). The child reports through a
+///     pipe and exits with _exit.
 ///  4. the parent waits up to timeout_s; a child that dies by a signal is a kCrash, one still
 ///     running is killed (SIGKILL) and is a kTimeout, a wrong output is a kWrongResult. None of
 ///     these stops the caller: each is an ordinary MeasureResult.
@@ -54,7 +56,10 @@ struct MeasureOptions {
   /// Rotated argument copies together span at least this: more than the L2 and about a
   /// network's weights (ResNet-18: 45 MB), so that a kernel meets its weights as it does inside a
   /// network, from L3 or DRAM. (With 8 MB, configs tuned for warm weights ran slower in ResNet-18
-  /// than the defaults.)
+  /// than the defaults.) Only the weights rotate (Instance::weights): rotating the activations
+  /// too read them from DRAM where the network finds them in L2, and ranked ResNet-18's small
+  /// 1x1 convolutions and its classifier's configs against their in-network times
+  /// (`kiln tune --fidelity`: Spearman 0.2-0.3).
   size_t rotate_bytes = 64u << 20;
   int max_copies = 64;  ///< at most this many argument copies
   bool check = true;    ///< compare outputs with the default config's
@@ -105,7 +110,7 @@ struct RotationPlan {
   int copies = 1;        ///< argument sets: enough to span rotate_bytes, at most max_copies
   int warmup_calls = 0;  ///< untimed calls before timing: opt.warmup, and at least `copies`
 };
-/// The rotation for arguments of `set_bytes` bytes in all (inputs and outputs of one call).
+/// The rotation for rotated arguments of `set_bytes` bytes in all (one copy; 0: one set).
 RotationPlan plan_rotation(const MeasureOptions& opt, size_t set_bytes);
 
 /// The reference time above which a pair is timed again (MeasureOptions::slow_wait_s):

@@ -22,6 +22,12 @@ struct Instance {
   te::Schedule sch;
   std::vector<te::Tensor> args;
   Config config = Config::fallback();
+  /// Per argument: whether it is a constant of the model (a weight, a bias). Measurements
+  /// rotate these through copies, so that a call finds them where a network leaves them (read
+  /// one model run earlier: in L3 or DRAM), and keep one copy of every other argument, hot in
+  /// the cache as a producer leaves an activation (MeasureOptions::rotate_bytes). Empty: every
+  /// argument is rotated (a kernel with no notion of weights).
+  std::vector<bool> weights = {};
 };
 
 /// The template body: declares knobs on the config while it schedules. It builds its compute

@@ -13,8 +13,8 @@
 ///   3. it times the ones that ran inside the compiled model (time_in_network: variant k gives
 ///      every workload its k-th config; the fastest of `rounds` interleaved rounds);
 ///   4. it reports per task the Spearman rank correlation of the two, and the ratio in-network /
-///      isolated (geometric mean, lowest and highest), and flags a task whose correlation is below
-///      `min_spearman`.
+///      isolated (geometric mean, lowest and highest), what picking by the isolated times costs
+///      in the model (pick_regret), and flags a task whose correlation is below `min_spearman`.
 ///
 ///   tuning::FidelityOptions fo;
 ///   fo.network.set_inputs = [](runtime::GraphExecutor& ex) { ... };
@@ -64,7 +64,11 @@ struct TaskFidelity {
   int failed = 0;                    ///< sampled configs that failed to compile or run alone
   double spearman = 0;               ///< NaN with fewer than 3 configs
   double ratio_geomean = 0, ratio_min = 0, ratio_max = 0;  ///< network_ms / isolated_ms
-  bool agrees = false;                                     ///< spearman >= min_spearman
+  /// What a tuner trusting the isolated times loses in the model: the in-network time of the
+  /// config fastest alone over the fastest in-network time (1: it picks the model's best).
+  /// Spearman counts swaps of configs within the noise as much as gross ones; this does not.
+  double pick_regret = 0;
+  bool agrees = false;  ///< spearman >= min_spearman
 };
 
 struct FidelityReport {
@@ -74,7 +78,8 @@ struct FidelityReport {
   std::vector<autotune::Record> records;
   double seconds = 0;
   double min_spearman = 0.9;  ///< the bar the tasks were judged by
-  /// One line per task: "task  op  configs  spearman  network/isolated (geomean, min-max)  ok",
+  /// One line per task: "task  op  configs  spearman  network/isolated (geomean, min-max)
+  /// pick-regret  ok",
   /// then "N of M tasks agree (Spearman >= 0.9)".
   std::string table(const std::vector<TuningTask>& tasks) const;
 };
