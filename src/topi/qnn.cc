@@ -15,42 +15,20 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/quantized.h"
+#include "qnn_util.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
 
 using namespace kiln::ir;  // NOLINT
+using detail::check_channel_vectors;
+using detail::check_requant;
 using detail::ci;
+using detail::is_q8;
 
 namespace {
 
 const DataType kF32 = DataType::Float(32), kI32 = DataType::Int(32), kU8 = DataType::UInt(8);
-
-bool is_q8(DataType t) { return t == DataType::UInt(8) || t == DataType::Int(8); }
-
-void check_requant(const RequantParams& p, const std::string& op) {
-  KILN_USER_CHECK(is_q8(p.out_dtype))
-      << op << ": output must be uint8 or int8, got " << p.out_dtype;
-  const int64_t lo = p.out_dtype == kU8 ? 0 : -128, hi = p.out_dtype == kU8 ? 255 : 127;
-  KILN_USER_CHECK(lo <= p.out_min && p.out_min <= p.out_max && p.out_max <= hi)
-      << op << ": saturation bounds [" << p.out_min << ", " << p.out_max << "] are not within "
-      << p.out_dtype << "'s range [" << lo << ", " << hi << "]";
-  KILN_USER_CHECK(lo <= p.y_zero_point && p.y_zero_point <= hi)
-      << op << ": output zero point " << p.y_zero_point << " is outside " << p.out_dtype
-      << "'s range";
-}
-
-/// The channel vectors of a product with `O` outputs: bias int32 [O], scale float32 [O].
-void check_channel_vectors(const te::Tensor& bias, const te::Tensor& scale, int64_t O,
-                           const std::string& op) {
-  auto bs = detail::const_shape(bias, op), ss = detail::const_shape(scale, op);
-  KILN_USER_CHECK(bias->dtype == kI32 && bs == std::vector<int64_t>{O})
-      << op << ": bias must be int32 [" << O << "], got " << bias->dtype << " "
-      << detail::shape_text(bs);
-  KILN_USER_CHECK(scale->dtype == kF32 && ss == std::vector<int64_t>{O})
-      << op << ": scale must be float32 [" << O << "], got " << scale->dtype << " "
-      << detail::shape_text(ss);
-}
 
 /// x's value as uint8 for VNNI: itself, or x + 128 for int8.
 Expr as_u8(Expr v) {
@@ -243,11 +221,11 @@ te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te:
   }
   te::Tensor acc =
       quantized_conv2d_nchwc(xu, Wp, a.O, a.KH, a.KW, QConv2DAttrs{a.stride, 0}, name + "_acc");
-  const int64_t O = a.O;
+  const int64_t O = a.O, ob = *as_const_int(acc->shape[4]);
   return te::compute(
       acc->shape,
       [&](const std::vector<Var>& v) {
-        Expr o = min(v[1] * ci(16) + v[4], ci(O - 1));
+        Expr o = min(v[1] * ci(ob) + v[4], ci(O - 1));
         return requantize_value(acc(std::vector<Expr>(v.begin(), v.end())) + bias(o), scale(o), p);
       },
       name, tag::kQnnConv2d);
@@ -282,11 +260,25 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
     cfg.fallback_knob("unroll_kw", 1);
   }
   const int64_t tow = cfg.knob("tile_ow");
-  // Two blocks of 16 output channels per register tile: each data broadcast feeds two
-  // vpdpbusd (2 x tile_ow accumulators).
-  const int64_t OB = *as_const_int(acc->shape[1]);
-  cfg.define_knob("tile_ob", OB % 2 == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1});
-  if (cfg.is_fallback()) cfg.fallback_knob("tile_ob", OB % 2 == 0 && tow <= 7 ? 2 : 1);
+  // Several blocks of output channels per register tile: each data broadcast feeds tile_ob
+  // vpdpbusd (tile_ob x tile_ow accumulators). Blocks of 16 channels: up to 2; blocks of 8
+  // (ymm, 24 / 40 / … channels): up to 4, the fallback the most that divides the blocks with
+  // at most 24 accumulators.
+  const int64_t OB = *as_const_int(acc->shape[1]), lanes = *as_const_int(acc->shape[4]);
+  std::vector<int64_t> obs{1};
+  for (int64_t t = 2; t <= (lanes == 8 ? 4 : 2); ++t)
+    if (OB % t == 0) obs.push_back(t);
+  cfg.define_knob("tile_ob", obs);
+  if (cfg.is_fallback()) {
+    int64_t t = 1;
+    if (lanes == 16) {
+      t = OB % 2 == 0 && tow <= 7 ? 2 : 1;
+    } else {
+      for (int64_t c : obs)
+        if (c * tow <= 24) t = c;
+    }
+    cfg.fallback_knob("tile_ob", t);
+  }
   const int64_t tob = cfg.knob("tile_ob");
   // Packing: the channel-quad loop parallel and outermost, as a plain loop variable, so that
   // the byte addresses of a quad simplify to consecutive offsets (one 32-bit load for LLVM).
@@ -355,27 +347,29 @@ void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te:
 // ---------------------------------------------------------------------------------------------
 // Host helpers
 
-runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W) {
+runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W, int64_t block) {
   KILN_USER_CHECK(W.dtype() == DataType::Int(8) && W.ndim() == 4)
       << "pack_qnn_conv2d_weight: weight must be int8 OIHW, got " << W.dtype();
+  KILN_USER_CHECK(block == 16 || block == 8)
+      << "pack_qnn_conv2d_weight: the output block must be 16 or 8, got " << block;
   const int64_t O = W.shape()[0], C = W.shape()[1], KH = W.shape()[2], KW = W.shape()[3];
-  const int64_t OB = (O + 15) / 16, C4 = (C + 3) / 4;
-  runtime::NDArray r = runtime::NDArray::empty({OB, C4, KH, KW, 16}, kI32);
+  const int64_t OB = (O + block - 1) / block, C4 = (C + 3) / 4;
+  runtime::NDArray r = runtime::NDArray::empty({OB, C4, KH, KW, block}, kI32);
   const int8_t* w = W.data_as<int8_t>();
   uint32_t* d = reinterpret_cast<uint32_t*>(r.data());
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int64_t c4 = 0; c4 < C4; ++c4)
       for (int64_t kh = 0; kh < KH; ++kh)
         for (int64_t kw = 0; kw < KW; ++kw)
-          for (int64_t oi = 0; oi < 16; ++oi) {
+          for (int64_t oi = 0; oi < block; ++oi) {
             uint32_t v = 0;
-            const int64_t o = ob * 16 + oi;
+            const int64_t o = ob * block + oi;
             for (int64_t i = 0; i < 4; ++i) {
               const int64_t c = c4 * 4 + i;
               if (o < O && c < C)
                 v |= uint32_t(uint8_t(w[((o * C + c) * KH + kh) * KW + kw])) << (8 * i);
             }
-            d[(((ob * C4 + c4) * KH + kh) * KW + kw) * 16 + oi] = v;
+            d[(((ob * C4 + c4) * KH + kh) * KW + kw) * block + oi] = v;
           }
   return r;
 }

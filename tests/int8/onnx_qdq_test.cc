@@ -1,14 +1,16 @@
 // int8 quantized models against ONNX Runtime: small QDQ models written by ONNX Runtime's
 // quantize_static (scripts/qdq_fixtures.py: conv 1x1 / 3x3 / 7x7 stride 2 / asymmetric padding /
-// depthwise / 24 outputs, Gemm, MatMul, a residual block; per-tensor and per-channel weights,
+// depthwise (stride 1 and 2, 16 / 32 / 40 channels) / 24 and 40 outputs, Gemm, MatMul, a
+// residual block, MobileNet-v2's inverted residual block; per-tensor and per-channel weights,
 // uint8 and int8 activations, with and without bias, Relu and Clip) are imported, realized into
 // integer products (quantize_realize), compiled for the host and run on the fixture's random
-// input; the output must equal ONNX Runtime's int8 output within one quantization unit (the
-// number of exact elements is printed). The fixtures are generated once per build folder into
-// qdq-fixtures/ of the build folder with the Python of KILN_ORT_PYTHON (the benchmark venv, which
-// has onnxruntime); without it the tests are skipped, saying why. KilnQuantize: `kiln quantize` on
-// the residual block's float model writes a QDQ model that ONNX Runtime runs and Kiln realizes
-// and matches within one unit, and names an empty calibration folder.
+// input; the output must equal ONNX Runtime's int8 output within one quantization unit, and
+// exactly on a VNNI CPU (the number of exact elements is printed). The fixtures are generated once
+// per build folder into qdq-fixtures/ of the build folder with the Python of KILN_ORT_PYTHON (the
+// benchmark venv, which has onnxruntime); without it the tests are skipped, saying why.
+// KilnQuantize: `kiln quantize` on the residual block's float model writes a QDQ model that ONNX
+// Runtime runs and Kiln realizes and matches within one unit, and names an empty calibration
+// folder.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -133,16 +135,31 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
                 ops["matmul"] + ops["depthwise_conv2d_nchwc"],
             0)
       << opt.str();
-  EXPECT_GT(
-      ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_dense"] + ops["qnn_dense_packed"], 0)
+  EXPECT_GT(ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_depthwise_conv2d_nchwc"] +
+                ops["qnn_dense"] + ops["qnn_dense_packed"],
+            0)
       << opt.str();
   // The residual Add and the pooling run in integers too (QLinearAdd / QLinearGlobalAveragePool).
-  if (name.rfind("residual", 0) == 0) EXPECT_EQ(ops["qnn_add"], 1) << opt.str();
-  if (name.rfind("pool", 0) == 0) EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
-  // On a VNNI CPU the convolutions with 16k outputs and dense layers take the VNNI kernels.
-  if (Target::host().has_feature("avx512vnni") && name.rfind("depthwise", 0) != 0 &&
-      name != "conv_o24_s8") {
+  if (name.rfind("residual", 0) == 0) {
+    EXPECT_EQ(ops["qnn_add"], 1) << opt.str();
+  }
+  if (name.rfind("pool", 0) == 0) {
+    EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
+  }
+  // On a VNNI CPU every product takes an NCHWc kernel (convolutions with 8k outputs the VNNI
+  // one, depthwise convolutions the int32 one), and an int8 chain of 16- and 8-channel blocks
+  // (MobileNet-v2's inverted residual block: 24 → 96 → depthwise → 24, + x) runs without a
+  // layout transform inside it: only the model's float input and output are converted.
+  if (Target::host().has_feature("avx512vnni")) {
     EXPECT_EQ(ops["qnn_conv2d"] + ops["qnn_dense"], 0) << opt.str();
+    const bool depthwise =
+        name.find("depthwise") != std::string::npos || name.rfind("inverted_residual", 0) == 0;
+    EXPECT_EQ(ops["qnn_depthwise_conv2d_nchwc"], depthwise ? 1 : 0) << opt.str();
+    if (name.rfind("inverted_residual", 0) == 0) {
+      EXPECT_EQ(ops["qnn_conv2d_nchwc"], 2) << opt.str();
+      EXPECT_LE(ops["layout_transform"], 2) << opt.str();
+      EXPECT_EQ(ops["qnn_add"], name.find("_s2_") == std::string::npos ? 1 : 0) << opt.str();
+    }
   }
 
   graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
@@ -165,16 +182,22 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   std::cout << name << ": " << exact << " of " << want.numel()
             << " elements equal to ONNX Runtime's, the others within " << worst << " unit(s)\n";
   EXPECT_LE(worst, 1) << name;
+  // On a VNNI CPU ONNX Runtime's int8 kernels accumulate exactly too (without VNNI, MLAS's
+  // u8 × s8 path may saturate int16 pairs): there every element must be equal.
+  if (Target::host().has_feature("avx512vnni")) {
+    EXPECT_EQ(worst, 0) << name;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
-                         ::testing::Values("conv3x3_pc_s8_bias_relu", "conv3x3_pc_u8_bias",
-                                           "conv1x1_pt_u8_nobias", "conv1x1_pt_s8_relu",
-                                           "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
-                                           "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8",
-                                           "gemm_pc_s8_bias", "gemm_pt_u8_bias", "matmul_pt_s8",
-                                           "residual_s8", "residual_u8", "pool_head_s8"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Ort, QdqModel,
+    ::testing::Values("conv3x3_pc_s8_bias_relu", "conv3x3_pc_u8_bias", "conv1x1_pt_u8_nobias",
+                      "conv1x1_pt_s8_relu", "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
+                      "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8", "gemm_pc_s8_bias",
+                      "gemm_pt_u8_bias", "matmul_pt_s8", "residual_s8", "residual_u8",
+                      "pool_head_s8", "depthwise_s2_u8_relu", "depthwise_c40_clip6_s8",
+                      "conv_c24_to_o40_u8", "inverted_residual_s8", "inverted_residual_s2_u8"),
+    [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 /// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
 /// of equal elements.

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "e2e/e2e_util.h"
 #include "kiln/topi/auto_schedule.h"
@@ -132,7 +133,21 @@ struct ConvCase {
   std::vector<int64_t> pad;  // top, left, bottom, right
   DataType xt;
   int64_t x_zp;
+  int64_t in_block = 0;  // the data in NCHW<in_block>c (0: NCHW)
 };
+
+/// `x` NCHW → [N, C/b, H, W, b].
+NDArray to_blocked(const NDArray& x, int64_t b) {
+  const int64_t N = x.shape()[0], C = x.shape()[1], HW = x.shape()[2] * x.shape()[3];
+  NDArray r = NDArray::empty({N, C / b, x.shape()[2], x.shape()[3], b}, x.dtype());
+  const auto* src = static_cast<const uint8_t*>(x.data());
+  auto* dst = static_cast<uint8_t*>(r.data());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < HW; ++i)
+        dst[((n * (C / b) + c / b) * HW + i) * b + c % b] = src[(n * C + c) * HW + i];
+  return r;
+}
 
 /// The naive int32 convolution of (x - zp) with W (padding is the zero point), requantized.
 std::vector<int64_t> conv_ref(const ConvCase& c, const NDArray& x, const NDArray& w,
@@ -181,22 +196,26 @@ TEST_P(QnnConv, VnniAndPlainFormsMatchTheNaiveReference) {
     for (int64_t d : a.shape()) s.push_back(ir::Expr(int32_t(d)));
     return te::placeholder(s, a.dtype(), name);
   };
-  // VNNI form: output NCHW16c.
+  // VNNI form: output NCHW16c, or NCHW8c for 8k (not 16k) outputs.
   {
-    NDArray wp = pack_qnn_conv2d_weight(w);
+    const int64_t ob = c.O % 16 == 0 ? 16 : 8;
+    NDArray wp = pack_qnn_conv2d_weight(w, ob);
     NDArray bc = compensate_bias(bias, w, c.x_zp, c.xt == kS8 ? 128 : 0);
-    te::Tensor tx = ph(x, "x"), tw = ph(wp, "wp"), tb = ph(bc, "bias"), ts = ph(scale, "scale");
+    NDArray xb = c.in_block ? to_blocked(x, c.in_block) : x;
+    te::Tensor tx = ph(xb, "x"), tw = ph(wp, "wp"), tb = ph(bc, "bias"), ts = ph(scale, "scale");
     QnnConvNCHWcAttrs a{c.O, c.K, c.K, c.stride, c.pad};
     te::Tensor y = qnn_conv2d_nchwc(tx, tw, tb, ts, a, p);
+    ASSERT_EQ(y->shape.size(), 5u);
+    EXPECT_EQ(*ir::as_const_int(y->shape[4]), ob);
     te::Schedule s = te::create_schedule({y});
     autotune::Config cfg = autotune::Config::fallback();
     schedule_qnn_conv2d_nchwc(cfg, s, y, y, e2e::host_target());
-    NDArray got = e2e::build_and_run(s, {tx, tw, tb, ts, y}, {x, wp, bc, scale})[0];
+    NDArray got = e2e::build_and_run(s, {tx, tw, tb, ts, y}, {xb, wp, bc, scale})[0];
     int bad = 0;
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t o = 0; o < c.O; ++o)
         for (int64_t i = 0; i < OH * OW; ++i) {
-          const int64_t g = element(got, (((n * (c.O / 16) + o / 16) * OH * OW + i) * 16) + o % 16);
+          const int64_t g = element(got, (((n * (c.O / ob) + o / ob) * OH * OW + i) * ob) + o % ob);
           const int64_t r = want[size_t((n * c.O + o) * OH * OW + i)];
           if (g != r && bad++ < 5)
             ADD_FAILURE() << "vnni n" << n << " o" << o << " pixel " << i << ": got " << g
@@ -221,12 +240,119 @@ TEST_P(QnnConv, VnniAndPlainFormsMatchTheNaiveReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, QnnConv,
-                         ::testing::Values(ConvCase{1, 16, 9, 9, 32, 3, 1, {1, 1, 1, 1}, kS8, -5},
-                                           ConvCase{1, 16, 9, 9, 16, 3, 1, {1, 1, 1, 1}, kU8, 131},
-                                           ConvCase{2, 3, 15, 15, 16, 7, 2, {3, 3, 3, 3}, kS8, 11},
-                                           ConvCase{1, 6, 8, 8, 16, 3, 2, {0, 0, 1, 1}, kS8, -128},
-                                           ConvCase{1, 32, 7, 7, 48, 1, 1, {0, 0, 0, 0}, kU8, 0}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QnnConv,
+    ::testing::Values(ConvCase{1, 16, 9, 9, 32, 3, 1, {1, 1, 1, 1}, kS8, -5},
+                      ConvCase{1, 16, 9, 9, 16, 3, 1, {1, 1, 1, 1}, kU8, 131},
+                      ConvCase{2, 3, 15, 15, 16, 7, 2, {3, 3, 3, 3}, kS8, 11},
+                      ConvCase{1, 6, 8, 8, 16, 3, 2, {0, 0, 1, 1}, kS8, -128},
+                      ConvCase{1, 32, 7, 7, 48, 1, 1, {0, 0, 0, 0}, kU8, 0},
+                      // 8-channel blocks: 24 / 40 outputs, blocked inputs
+                      ConvCase{1, 16, 9, 11, 24, 3, 1, {1, 1, 1, 1}, kS8, 9, 16},
+                      ConvCase{1, 24, 8, 8, 40, 1, 1, {0, 0, 0, 0}, kU8, 77, 8},
+                      ConvCase{1, 40, 9, 9, 24, 3, 2, {1, 1, 1, 1}, kS8, -20, 8},
+                      ConvCase{2, 24, 6, 6, 96, 1, 1, {0, 0, 0, 0}, kS8, 3, 8}));
+
+struct DepthwiseCase {
+  int64_t C, H, W, K, stride;
+  std::vector<int64_t> pad;  // top, left, bottom, right
+  DataType xt;
+  int64_t x_zp;
+  int64_t block;
+};
+
+class QnnDepthwise : public ::testing::TestWithParam<DepthwiseCase> {};
+
+TEST_P(QnnDepthwise, MatchesTheNaiveReference) {
+  const DepthwiseCase c = GetParam();
+  const int64_t N = 1, C = c.C, K = c.K;
+  RequantParams p;
+  p.x_zero_point = c.x_zp;
+  p.out_dtype = c.xt;
+  p.y_zero_point = c.xt == kU8 ? 3 : -128;
+  p.out_min = p.y_zero_point;           // folded Relu
+  p.out_max = c.xt == kU8 ? 200 : 127;  // and a Clip on uint8
+  const int64_t OH = (c.H + c.pad[0] + c.pad[2] - K) / c.stride + 1;
+  const int64_t OW = (c.W + c.pad[1] + c.pad[3] - K) / c.stride + 1;
+  NDArray x =
+      random_array({N, C, c.H, c.W}, c.xt, 21, c.xt == kU8 ? 0 : -128, c.xt == kU8 ? 255 : 127);
+  NDArray w = random_array({C, 1, K, K}, kS8, 22, -128, 127);
+  NDArray bias = random_array({C}, kI32, 23, -3000, 3000);
+  NDArray scale = random_array({C}, kF32, 24, 3e-4, 2e-3);
+  // The naive int32 loops: Σ (x - zp) · w over the taps inside the image, requantized.
+  std::vector<int64_t> want;
+  for (int64_t ch = 0; ch < C; ++ch)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        int64_t acc = element(bias, ch);
+        for (int64_t kh = 0; kh < K; ++kh)
+          for (int64_t kw = 0; kw < K; ++kw) {
+            const int64_t h = oh * c.stride + kh - c.pad[0], ww = ow * c.stride + kw - c.pad[1];
+            if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) continue;
+            acc += (element(x, (ch * c.H + h) * c.W + ww) - c.x_zp) *
+                   element(w, (ch * K + kh) * K + kw);
+          }
+        want.push_back(requant_ref(acc, scale.data_as<float>()[ch], p));
+      }
+  // Not all saturated: the folded Relu clamps about half, the rest spreads over the range.
+  int clamped = 0;
+  for (int64_t v : want) clamped += v == p.out_min || v == p.out_max;
+  EXPECT_LT(clamped, int(want.size()) * 3 / 4);
+  EXPECT_GT(std::set<int64_t>(want.begin(), want.end()).size(), 30u);
+
+  const int64_t b = c.block;
+  NDArray xb = to_blocked(x, b), wd = pack_qnn_depthwise_weight(w, b);
+  NDArray bc = compensate_bias(bias, w, c.x_zp, 0);
+  auto ph = [](const NDArray& a, const char* name) {
+    std::vector<ir::Expr> s;
+    for (int64_t d : a.shape()) s.push_back(ir::Expr(int32_t(d)));
+    return te::placeholder(s, a.dtype(), name);
+  };
+  te::Tensor tx = ph(xb, "x"), tw = ph(wd, "wd"), tb = ph(bc, "bias"), ts = ph(scale, "scale");
+  Conv2DParams cp;
+  cp.stride_h = cp.stride_w = c.stride;
+  cp.padding = Padding2D::from(c.pad, "test");
+  cp.groups = C;
+  te::Tensor y = qnn_depthwise_conv2d_nchwc(tx, tw, tb, ts, cp, p);
+  te::Schedule s = te::create_schedule({y});
+  autotune::Config cfg = autotune::Config::fallback();
+  schedule_qnn_depthwise_conv2d_nchwc(cfg, s, y, y, e2e::host_target());
+  NDArray got = e2e::build_and_run(s, {tx, tw, tb, ts, y}, {xb, wd, bc, scale})[0];
+  ASSERT_EQ(got.shape(), (std::vector<int64_t>{N, C / b, OH, OW, b}));
+  int bad = 0;
+  for (int64_t ch = 0; ch < C; ++ch)
+    for (int64_t i = 0; i < OH * OW; ++i) {
+      const int64_t g = element(got, ((ch / b) * OH * OW + i) * b + ch % b);
+      const int64_t r = want[size_t(ch * OH * OW + i)];
+      if (g != r && bad++ < 5)
+        ADD_FAILURE() << "channel " << ch << " pixel " << i << ": got " << g << ", expected " << r;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QnnDepthwise,
+    ::testing::Values(DepthwiseCase{16, 9, 10, 3, 1, {1, 1, 1, 1}, kU8, 131, 16},
+                      DepthwiseCase{32, 12, 12, 3, 2, {0, 0, 1, 1}, kS8, -7, 16},
+                      DepthwiseCase{24, 7, 9, 3, 1, {1, 1, 1, 1}, kS8, 100, 8},
+                      DepthwiseCase{40, 11, 11, 5, 2, {2, 2, 2, 2}, kU8, 0, 8},
+                      DepthwiseCase{48, 14, 14, 3, 2, {1, 1, 1, 1}, kU8, 255, 16}));
+
+TEST(QnnDepthwise, ErrorsNameTheProblem) {
+  te::Tensor x = te::placeholder({1, 2, 8, 8, 8}, kU8, "x");
+  te::Tensor wd = te::placeholder({2, 1, 3, 3, 1, 8}, kI32, "wd");
+  te::Tensor b = te::placeholder({16}, kI32, "b");
+  te::Tensor s = te::placeholder({16}, kF32, "s");
+  Conv2DParams cp;
+  cp.dilation_h = 2;
+  EXPECT_EQ(e2e::error_of([&] { qnn_depthwise_conv2d_nchwc(x, wd, b, s, cp, RequantParams{}); }),
+            "qnn_depthwise_conv2d_nchwc: dilation must be 1, got (2, 1)");
+  te::Tensor b8 = te::placeholder({8}, kI32, "b8");
+  EXPECT_EQ(e2e::error_of([&] { qnn_depthwise_conv2d_nchwc(x, wd, b8, s, {}, RequantParams{}); }),
+            "qnn_depthwise_conv2d_nchwc: bias must be int32 [16], got int32 [8]");
+  NDArray w = NDArray::empty({24, 1, 3, 3}, kS8);
+  EXPECT_EQ(e2e::error_of([&] { pack_qnn_depthwise_weight(w, 16); }),
+            "pack_qnn_depthwise_weight: block 16 does not divide the 24 channels");
+}
 
 TEST(QnnDense, VnniAndPlainFormsMatchTheNaiveReference) {
   for (DataType xt : {kU8, kS8}) {

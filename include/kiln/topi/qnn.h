@@ -111,19 +111,41 @@ struct QnnConvNCHWcAttrs {
 };
 
 /// The VNNI convolution (quantized_conv2d_nchwc) with the requantisation epilogue: x uint8/int8
-/// NCHW (int8 shifted to uint8; padded with the shifted zero point), Wp from
-/// pack_qnn_conv2d_weight, bias the compensated bias (compensate_bias), scale float32 [O];
-/// the output [N, ceil(O/16), OH, OW, 16] (NCHW16c) of p.out_dtype. pattern: out_ewise_fusable
+/// NCHW or NCHW[4k]c (int8 shifted to uint8; padded with the shifted zero point), Wp from
+/// pack_qnn_conv2d_weight with block b = 16 or 8, bias the compensated bias (compensate_bias),
+/// scale float32 [O]; the output [N, ceil(O/b), OH, OW, b] (NCHW16c or NCHW8c) of p.out_dtype.
+/// pattern: out_ewise_fusable
 te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
                             const te::Tensor& scale, const QnnConvNCHWcAttrs& a,
                             const RequantParams& p, const std::string& name = "qnn_conv2d");
 
 /// Schedules a group whose master stage `main` is a qnn_conv2d_nchwc output and whose output
 /// `out` is `main` or an element-wise epilogue of the same shape: the direct convolution keeps
-/// tile_ow pixels x 16 channels in registers at each output tile, requantizes them there, and
-/// the fused (n, O/16, oh) loop runs in parallel. Knobs: tile_ow, unroll_kw.
+/// tile_ow pixels x tile_ob blocks of channels in registers at each output tile, requantizes
+/// them there, and the fused (n, O/(b·tile_ob), oh) loop runs in parallel. Knobs: tile_ow,
+/// tile_ob, unroll_kw.
 void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
                                const te::Tensor& out, const Target& target);
+
+/// The int8 depthwise convolution (multiplier 1, dilation 1) in NCHW[b]c, the layout of the
+/// VNNI convolutions around it: x uint8/int8 [N, C/b, H, W, b] (padded with its zero point),
+/// Wd int32 [C/b, 1, KH, KW, 1, b] from pack_qnn_depthwise_weight, bias the compensated bias
+/// (compensate_bias with shift 0: the data is not shifted), scale float32 [C]. acc = Σ int32(x)
+/// · w in int32, vectorized over the channel block (no VNNI: one tap per channel); output
+/// [N, C/b, OH, OW, b] of p.out_dtype. Its int32 stage is a depthwise_conv2d_nchwc
+/// (depthwise_conv2d.h) in all but type. pattern: out_ewise_fusable
+te::Tensor qnn_depthwise_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wd,
+                                      const te::Tensor& bias, const te::Tensor& scale,
+                                      const Conv2DParams& conv, const RequantParams& p,
+                                      const std::string& name = "qnn_depthwise_conv2d");
+
+/// Schedules a group whose master `main` is a qnn_depthwise_conv2d_nchwc output and whose
+/// output `out` is `main` or an element-wise epilogue of its shape, with depthwise_conv2d.h's
+/// blocked template (knobs tile_ow, tile_oh, unroll_kw, pad_at): register tiles of tile_ow
+/// output vectors, requantized where they are computed.
+void schedule_qnn_depthwise_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s,
+                                         const te::Tensor& main, const te::Tensor& out,
+                                         const Target& target);
 
 /// The VNNI dense (quantized_dense_packed over weights packed with panel width nb) with the
 /// requantisation epilogue: x uint8/int8 [M, K], Wp int32 [ceil(N/nb), ceil(K/4), nb], bias the
@@ -139,9 +161,12 @@ void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te:
 
 // --- compile-time weight preparation (host code)
 
-/// W int8 OIHW → int32 [ceil(O/16), ceil(C/4), KH, KW, 16] (pack_quantized_conv2d_weight's
-/// layout: 4 input channels' bytes per int32, zero past O or C).
-runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W);
+/// W int8 OIHW → int32 [ceil(O/b), ceil(C/4), KH, KW, b] for the output block b = 16 or 8
+/// (pack_quantized_conv2d_weight's layout: 4 input channels' bytes per int32, zero past O or C).
+runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W, int64_t block = 16);
+/// W int8 [C, 1, KH, KW] → int32 [C/b, 1, KH, KW, 1, b] (depthwise_conv2d.h's packed layout,
+/// widened); a user error when b does not divide C.
+runtime::NDArray pack_qnn_depthwise_weight(const runtime::NDArray& W, int64_t block);
 /// W int8 [N, K] → int32 [ceil(N/nb), ceil(K/4), nb] (pack_quantized_dense_weight's layout).
 runtime::NDArray pack_qnn_dense_weight(const runtime::NDArray& W, int64_t nb);
 /// bias[o] - (x_zero_point + shift) · Σ_k W[o, k], in int32 (wrapping): the bias of a VNNI

@@ -4,7 +4,8 @@
 // products qnn_conv2d and qnn_dense (inputs data, int8 weight, int32 bias, float32 per-channel
 // multiplier; the requantisation parameters as attributes) and their VNNI forms, which the CPU
 // layout hooks emit with packed weights and a zero-point-compensated bias: qnn_conv2d_nchwc
-// (output NCHW16c) and qnn_dense_packed.
+// (output NCHW16c or NCHW8c), qnn_depthwise_conv2d_nchwc (NCHW<b>c in and out) and
+// qnn_dense_packed.
 
 #include "../op_attrs.h"
 #include "kiln/graph/op_registry.h"
@@ -143,6 +144,24 @@ void register_qnn_ops(OpRegistry& r) {
     return one(topi::qnn_conv2d_nchwc(in[0], in[1], in[2], in[3], c, requant_params(a), n));
   };
   r.add(cc);
+
+  // qnn_depthwise_conv2d_nchwc(x NCHW<b>c, Wd int32 [C/b, 1, KH, KW, 1, b], compensated bias,
+  // scale) → NCHW<b>c.
+  OpDef dw;
+  dw.name = "qnn_depthwise_conv2d_nchwc";
+  dw.min_inputs = dw.max_inputs = 4;
+  dw.pattern = topi::OpPattern::kOutEWiseFusable;
+  dw.attrs = {{"strides", AttrKind::kInts, Ints{1, 1}},
+              {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
+              {"dilation", AttrKind::kInts, Ints{1, 1}},
+              {"groups", AttrKind::kInt, int64_t{1}}};
+  for (AttrSpec& s : requant_attrs()) dw.attrs.push_back(s);
+  dw.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::qnn_depthwise_conv2d_nchwc(
+        in[0], in[1], in[2], in[3], detail::conv_params(a, "qnn_depthwise_conv2d_nchwc"),
+        requant_params(a), n));
+  };
+  r.add(dw);
 
   // qnn_dense_packed(x [M, K], Wp [ceil(N/nb), ceil(K/4), nb], compensated bias, scale).
   OpDef dp;
