@@ -302,6 +302,8 @@ TEST_P(QnnDepthwise, MatchesTheNaiveReference) {
 
   const int64_t b = c.block;
   NDArray xb = to_blocked(x, b), wd = pack_qnn_depthwise_weight(w, b);
+  // float32 taps (FMAs, exact) up to 514 taps, int32 beyond.
+  EXPECT_EQ(wd.dtype(), K * K <= 514 ? kF32 : kI32);
   NDArray bc = compensate_bias(bias, w, c.x_zp, 0);
   auto ph = [](const NDArray& a, const char* name) {
     std::vector<ir::Expr> s;
@@ -335,7 +337,17 @@ INSTANTIATE_TEST_SUITE_P(
                       DepthwiseCase{32, 12, 12, 3, 2, {0, 0, 1, 1}, kS8, -7, 16},
                       DepthwiseCase{24, 7, 9, 3, 1, {1, 1, 1, 1}, kS8, 100, 8},
                       DepthwiseCase{40, 11, 11, 5, 2, {2, 2, 2, 2}, kU8, 0, 8},
-                      DepthwiseCase{48, 14, 14, 3, 2, {1, 1, 1, 1}, kU8, 255, 16}));
+                      DepthwiseCase{48, 14, 14, 3, 2, {1, 1, 1, 1}, kU8, 255, 16},
+                      // 23 x 23 taps: too many for exact float32 sums, int32 multiply-adds
+                      DepthwiseCase{16, 12, 12, 23, 1, {11, 11, 11, 11}, kS8, 5, 16}));
+
+TEST(QnnDepthwise, FloatTapsOnlyWhereEveryPartialSumIsExact) {
+  // 255 · 128 per tap: 514 taps stay below 2^24, 515 do not.
+  EXPECT_TRUE(depthwise_float_exact(3, 3));
+  EXPECT_TRUE(depthwise_float_exact(2, 257));
+  EXPECT_FALSE(depthwise_float_exact(5, 103));
+  EXPECT_FALSE(depthwise_float_exact(23, 23));
+}
 
 TEST(QnnDepthwise, ErrorsNameTheProblem) {
   te::Tensor x = te::placeholder({1, 2, 8, 8, 8}, kU8, "x");

@@ -164,8 +164,12 @@ void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te:
 /// W int8 OIHW → int32 [ceil(O/b), ceil(C/4), KH, KW, b] for the output block b = 16 or 8
 /// (pack_quantized_conv2d_weight's layout: 4 input channels' bytes per int32, zero past O or C).
 runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W, int64_t block = 16);
-/// W int8 [C, 1, KH, KW] → int32 [C/b, 1, KH, KW, 1, b] (depthwise_conv2d.h's packed layout,
-/// widened); a user error when b does not divide C.
+/// True when a KH x KW depthwise convolution of 8-bit values accumulates exactly in float32
+/// (every partial sum an integer below 2^24: KH · KW <= 514).
+bool depthwise_float_exact(int64_t KH, int64_t KW);
+/// W int8 [C, 1, KH, KW] → [C/b, 1, KH, KW, 1, b] (depthwise_conv2d.h's packed layout), as
+/// float32 when depthwise_float_exact(KH, KW) (qnn_depthwise_conv2d_nchwc then multiplies and
+/// accumulates with FMAs, exactly), else int32; a user error when b does not divide C.
 runtime::NDArray pack_qnn_depthwise_weight(const runtime::NDArray& W, int64_t block);
 /// W int8 [N, K] → int32 [ceil(N/nb), ceil(K/4), nb] (pack_quantized_dense_weight's layout).
 runtime::NDArray pack_qnn_dense_weight(const runtime::NDArray& W, int64_t nb);
