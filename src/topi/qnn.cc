@@ -15,6 +15,7 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/quantized.h"
+#include "kiln/topi/x86_intrin.h"
 #include "qnn_util.h"
 #include "topi_util.h"
 
@@ -184,44 +185,87 @@ te::Tensor qnn_dense(const te::Tensor& x, const te::Tensor& W, const te::Tensor&
 te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
                             const te::Tensor& scale, const QnnConvNCHWcAttrs& a,
                             const RequantParams& p, const std::string& name) {
-  check_requant(p, "qnn_conv2d_nchwc");
-  auto xs = detail::const_shape(x, "qnn_conv2d_nchwc");
+  const char* op = "qnn_conv2d_nchwc";
+  check_requant(p, op);
+  auto xs = detail::const_shape(x, op), ps = detail::const_shape(Wp, op);
   const bool blocked = xs.size() == 5;
   KILN_USER_CHECK(is_q8(x->dtype) && (xs.size() == 4 || (blocked && xs[4] % 4 == 0)))
-      << "qnn_conv2d_nchwc: data must be uint8/int8 NCHW or NCHW[4k]c, got " << x->dtype << " "
+      << op << ": data must be uint8/int8 NCHW or NCHW[4k]c, got " << x->dtype << " "
       << detail::shape_text(xs);
   KILN_USER_CHECK(a.padding.size() == 4 &&
-                  *std::min_element(a.padding.begin(), a.padding.end()) >= 0)
-      << "qnn_conv2d_nchwc: padding must be 4 non-negative values";
-  check_channel_vectors(bias, scale, a.O, "qnn_conv2d_nchwc");
-  const int64_t bn = blocked ? xs[4] : 1;
-  const int64_t N = xs[0], C = xs[1] * bn, H = xs[2], W = xs[3];
+                  *std::min_element(a.padding.begin(), a.padding.end()) >= 0 && a.stride > 0)
+      << op << ": padding must be 4 non-negative values and the stride positive";
+  check_channel_vectors(bias, scale, a.O, op);
+  // The input block: the data's own (4 channels of a block are one int32 word), or 4 for NCHW
+  // data, which a packing stage blocks.
+  const int64_t ib = blocked ? xs[4] : 4;
+  const int64_t N = xs[0], C = blocked ? xs[1] * xs[4] : xs[1], H = xs[2], W = xs[3];
+  const int64_t CB = (C + ib - 1) / ib, C4 = (C + 3) / 4;
+  const int64_t ob = ps.size() == 5 && ps[4] == 8 ? 8 : 16, O = a.O;
+  KILN_USER_CHECK(Wp->dtype == DataType::Int(32) &&
+                  ps == std::vector<int64_t>({(O + ob - 1) / ob, C4, a.KH, a.KW, ob}))
+      << op << ": packed weight " << detail::shape_text(ps) << " (" << Wp->dtype
+      << ") does not match data " << detail::shape_text(xs) << ", " << O << " outputs and a "
+      << a.KH << "x" << a.KW << " kernel (expected int32 [ceil(O/b), ceil(C/4), KH, KW, b], b = 16 "
+      << "or 8: pack_qnn_conv2d_weight)";
   const int64_t pt = a.padding[0], pl = a.padding[1], pb = a.padding[2], pr = a.padding[3];
+  const int64_t Hp = H + pt + pb, Wq = W + pl + pr;
+  KILN_USER_CHECK(Hp >= a.KH && Wq >= a.KW)
+      << op << ": kernel " << a.KH << "x" << a.KW << " is larger than the padded input "
+      << detail::shape_text(xs);
+  const int64_t OH = (Hp - a.KH) / a.stride + 1, OW = (Wq - a.KW) / a.stride + 1;
+  const bool padded = pt || pl || pb || pr;
   const int64_t shift = x->dtype == kU8 ? 0 : 128;
-  const int64_t zu = p.x_zero_point + shift;
-  // x[n, c, h, w] of the logical NCHW tensor.
-  auto at = [&](Expr n, Expr c, Expr h, Expr w) -> Expr {
-    if (!blocked) return x(n, c, h, w);
-    return x(n, floordiv(c, ci(bn)), h, w, floormod(c, ci(bn)));
-  };
-  te::Tensor xu = x;
-  if (blocked || shift || pt || pl || pb || pr) {
-    // uint8 NCHW data padded with the shifted zero point (inlined into the kernel's packing
-    // stage, which then reads 4 consecutive channels of a block: one int32).
-    xu = te::compute(
-        {ci(N), ci(C), ci(H + pt + pb), ci(W + pl + pr)},
-        [&](Var n, Var c, Var h, Var w) {
-          Expr hh = h - ci(pt), ww = w - ci(pl);
-          if (!(pt || pl || pb || pr)) return as_u8(at(n, c, hh, ww));
+  const Expr zu = make_const(kU8, p.x_zero_point + shift);
+  // Dp [N, CB, Hp, Wq, ib] uint8: the data shifted to uint8 and padded with the (shifted) zero
+  // point, in blocks of ib channels; blocked uint8 data without padding is read in place.
+  te::Tensor Dp = x;
+  if (!blocked) {
+    // NCHW → NCHW4c (zero past C: the weights are zero there too).
+    Dp = te::compute(
+        {ci(N), ci(CB), ci(Hp), ci(Wq), ci(4)},
+        [&](const std::vector<Var>& v) {
+          Expr c = v[1] * ci(4) + v[4], hh = v[2] - ci(pt), ww = v[3] - ci(pl);
           Expr in = hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
-          Expr v = as_u8(at(n, c, min(max(hh, ci(0)), ci(H - 1)), min(max(ww, ci(0)), ci(W - 1))));
-          return if_then_else(in, v, make_const(kU8, zu));
+          Expr val = as_u8(x(v[0], min(c, ci(C - 1)), min(max(hh, ci(0)), ci(H - 1)),
+                             min(max(ww, ci(0)), ci(W - 1))));
+          if (padded) val = if_then_else(in, val, zu);
+          if (C % 4 != 0) val = if_then_else(c < ci(C), val, make_zero(kU8));
+          return val;
         },
-        name + "_xu", tag::kInjective);
+        name + "_xp", tag::kQuantizedPack);
+  } else if (shift || padded) {
+    // The blocked layout kept: a vectorizable pass over the channel block.
+    Dp = te::compute(
+        {ci(N), ci(CB), ci(Hp), ci(Wq), ci(ib)},
+        [&](const std::vector<Var>& v) {
+          Expr hh = v[2] - ci(pt), ww = v[3] - ci(pl);
+          if (!padded) return as_u8(x(v[0], v[1], hh, ww, v[4]));
+          Expr in = hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
+          return if_then_else(in,
+                              as_u8(x(v[0], v[1], min(max(hh, ci(0)), ci(H - 1)),
+                                      min(max(ww, ci(0)), ci(W - 1)), v[4])),
+                              zu);
+        },
+        name + "_xp", tag::kQuantizedPack);
   }
-  te::Tensor acc =
-      quantized_conv2d_nchwc(xu, Wp, a.O, a.KH, a.KW, QConv2DAttrs{a.stride, 0}, name + "_acc");
-  const int64_t O = a.O, ob = *as_const_int(acc->shape[4]);
+  // acc[n, o/b, oh, ow, o%b] = Σ Dp[.., 4q + kk] · W[o, 4(cb·ib/4 + q) + kk, kh, kw]: the
+  // reduction over (cb, kh, kw, q, kk), the 4 bytes kk of one int32 word innermost (one
+  // vpdpbusd per b lanes; quantized.h's compute in the data's own block).
+  auto rc = te::reduce_axis({0, ci(CB)}, "cb");
+  auto rh = te::reduce_axis({0, ci(a.KH)}, "kh");
+  auto rw = te::reduce_axis({0, ci(a.KW)}, "kw");
+  auto rq = te::reduce_axis({0, ci(ib / 4)}, "q");
+  auto rk = te::reduce_axis({0, ci(4)}, "kk");
+  const int64_t st = a.stride, q4 = ib / 4;
+  te::Tensor acc = te::compute(
+      {ci(N), ci((O + ob - 1) / ob), ci(OH), ci(OW), ci(ob)},
+      [&](const std::vector<Var>& v) {
+        Expr d = Dp(v[0], rc, v[2] * ci(st) + rh, v[3] * ci(st) + rw, rq * ci(4) + rk);
+        Expr w = Wp(v[1], rc * ci(q4) + rq, rh, rw, v[4]);
+        return te::sum(cast(kI32, d) * packed_s8(w, rk), {rc, rh, rw, rq, rk});
+      },
+      name + "_acc", tag::kQuantizedConv2d);
   return te::compute(
       acc->shape,
       [&](const std::vector<Var>& v) {
@@ -240,8 +284,7 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
     if (t->op->tag == tag::kQuantizedConv2d) acc = t;
   KILN_ICHECK(acc.defined()) << "qnn_conv2d_nchwc: no quantized_conv2d_nchwc stage";
   te::Tensor Dp = acc->op->input_tensors()[0];
-  // Inline the injective stages between the requantisation and `out`, and the data's shift and
-  // padding into the packing stage.
+  // Inline the injective stages between the requantisation and `out`.
   for (const te::Operation& op : te::post_dfs_order({out.op()})) {
     if (op.same_as(out.op()) || op->kind != te::OpKind::kCompute) continue;
     if (op.same_as(main.op()) || (is_injective_tag(op->tag) && !op.same_as(Dp.op())))
@@ -280,13 +323,22 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
     cfg.fallback_knob("tile_ob", t);
   }
   const int64_t tob = cfg.knob("tile_ob");
-  // Packing: the channel-quad loop parallel and outermost, as a plain loop variable, so that
-  // the byte addresses of a quad simplify to consecutive offsets (one 32-bit load for LLVM).
-  te::Stage sd = s[Dp];
-  auto dax = sd.op_axis();
-  sd.reorder({dax[1], dax[0], dax[2], dax[3]});
-  sd.parallel(dax[1]);
-  if (dax.size() == 5) sd.unroll(dax[4]);  // a packing stage that keeps the 4 bytes as an axis
+  if (Dp->op->kind == te::OpKind::kCompute) {
+    te::Stage sd = s[Dp];
+    auto dax = sd.op_axis();
+    const te::Tensor x = Dp->op->input_tensors()[0];
+    if (x->shape.size() == 4) {
+      // Packing NCHW: the channel-quad loop parallel and outermost, as a plain loop variable,
+      // so that the byte addresses of a quad simplify to consecutive offsets.
+      sd.reorder({dax[1], dax[0], dax[2], dax[3]});
+      sd.parallel(dax[1]);
+      sd.unroll(dax[4]);
+    } else {
+      // Shifting / padding blocked data: rows in parallel, the channel block vectorized.
+      sd.parallel(sd.fuse({dax[0], dax[1], dax[2]}));
+      sd.vectorize(dax[4]);
+    }
+  }
   te::Stage so = s[out];
   auto oax = so.op_axis();
   auto [obo, obi] = so.split(oax[1], ci(tob));
@@ -300,11 +352,10 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   sa.compute_at(so, owo);
   auto aax = sa.op_axis();
   auto rax = sa.op_reduce_axis();
-  // (c4, kh, kw) outside the register tile; a byte reduction axis of the kernel's compute, when
-  // it has one, innermost (the lanes x bytes that one vpdpbusd computes).
-  std::vector<te::IterVar> order{rax[0], rax[1], rax[2], aax[1], aax[3], aax[4]};
-  for (size_t k = 3; k < rax.size(); ++k) order.push_back(rax[k]);
-  sa.reorder(order);
+  // (cb, kh, kw, q) outside the register tile, q (the words of a channel block) unrolled; the
+  // byte axis kk innermost (the lanes x bytes that one vpdpbusd computes).
+  sa.reorder({rax[0], rax[1], rax[2], rax[3], aax[1], aax[3], aax[4], rax[4]});
+  sa.unroll(rax[3]);
   sa.unroll(aax[1]);
   sa.unroll(aax[3]);
   sa.vectorize(aax[4]);

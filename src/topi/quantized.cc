@@ -230,10 +230,8 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
       << op << ": stride must be positive and padding non-negative, got stride " << a.stride
       << ", padding " << a.padding;
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], C4 = (C + 3) / 4, p = a.padding;
-  // The output block: the packed weight's last extent, 16 (or 8: a ymm of lanes).
-  const int64_t ob = ps.size() == 5 && ps[4] == 8 ? 8 : 16;
   KILN_USER_CHECK(Wp->dtype == DataType::Int(32) &&
-                  ps == std::vector<int64_t>({(O + ob - 1) / ob, C4, KH, KW, ob}))
+                  ps == std::vector<int64_t>({(O + 15) / 16, C4, KH, KW, 16}))
       << op << ": packed weight " << detail::shape_text(ps) << " (" << Wp->dtype
       << ") does not match data " << detail::shape_text(xs) << ", " << O << " outputs and a " << KH
       << "x" << KW << " kernel (expected int32 [ceil(O/16), ceil(C/4), KH, KW, 16])";
@@ -262,7 +260,7 @@ te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int
   auto rk = te::reduce_axis({0, ci(4)}, "kk");
   const int64_t s = a.stride;
   return te::compute(
-      {ci(N), ci((O + ob - 1) / ob), ci(OH), ci(OW), ci(ob)},
+      {ci(N), ci((O + 15) / 16), ci(OH), ci(OW), ci(16)},
       [&](const std::vector<Var>& v) {
         Expr d = Dp(v[0], rc, v[2] * ci(s) + rh, v[3] * ci(s) + rw, rk);
         return te::sum(cast(DataType::Int(32), d) * packed_s8(Wp(v[1], rc, rh, rw, v[4]), rk),

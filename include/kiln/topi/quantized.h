@@ -81,9 +81,7 @@ te::Tensor pack_quantized_conv2d_weight(const te::Tensor& W,
 /// out[n, ob, oh, ow, oi] = Σ_{c, kh, kw} int32(x[n, c, oh·s - p + kh, ow·s - p + kw]) ·
 /// int32(W[ob·16 + oi, c, kh, kw]) (zero outside x): x uint8 NCHW, Wp from
 /// pack_quantized_conv2d_weight, O output channels; out int32 [N, ceil(O/16), OH, OW, 16]
-/// (NCHW16c; channels past O are 0). A packed weight in blocks of 8 output channels
-/// ([ceil(O/8), ceil(C/4), KH, KW, 8], as qnn.h's pack_qnn_conv2d_weight writes for 8) gives
-/// the output in NCHW8c. pattern: out_ewise_fusable
+/// (NCHW16c; channels past O are 0). pattern: out_ewise_fusable
 te::Tensor quantized_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, int64_t O, int64_t KH,
                                   int64_t KW, const QConv2DAttrs& attrs,
                                   const std::string& name = "quantized_conv2d");
