@@ -122,22 +122,29 @@ te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const Requant
                                  const std::string& name) {
   check_requant(p, "qnn_global_avg_pool2d");
   auto xs = detail::const_shape(x, "qnn_global_avg_pool2d");
-  KILN_USER_CHECK(is_q8(x->dtype) && xs.size() == 4)
-      << "qnn_global_avg_pool2d: data must be uint8/int8 NCHW, got " << x->dtype << " "
+  KILN_USER_CHECK(is_q8(x->dtype) && (xs.size() == 4 || xs.size() == 5))
+      << "qnn_global_avg_pool2d: data must be uint8/int8 NCHW or NCHW<b>c, got " << x->dtype << " "
       << detail::shape_text(xs);
   auto rh = te::reduce_axis({0, ci(xs[2])}, "rh");
   auto rw = te::reduce_axis({0, ci(xs[3])}, "rw");
+  std::vector<Expr> shape = x->shape;
+  shape[2] = shape[3] = ci(1);
+  // The channel axes (c, or cb and the lane c of a block) are kept; h and w reduced.
   te::Tensor sum = te::compute(
-      {ci(xs[0]), ci(xs[1]), ci(1), ci(1)},
-      [&](Var n, Var c, Var, Var) {
-        return te::sum(cast(kI32, x(n, c, rh, rw)), {rh, rw});
+      shape,
+      [&](const std::vector<Var>& v) {
+        std::vector<Expr> i(v.begin(), v.end());
+        i[2] = rh->var;
+        i[3] = rw->var;
+        return te::sum(cast(kI32, x(i)), {rh, rw});
       },
       name + "_sum", tag::kCommReduce);
   const int64_t bias = -p.x_zero_point * xs[2] * xs[3];
   return te::compute(
       sum->shape,
-      [&](Var n, Var c, Var h, Var w) {
-        return requantize_value(sum(n, c, h, w) + ci(bias), make_const(kF32, scale), p);
+      [&](const std::vector<Var>& v) {
+        return requantize_value(sum(std::vector<Expr>(v.begin(), v.end())) + ci(bias),
+                                make_const(kF32, scale), p);
       },
       name, tag::kQnnRequantize);
 }

@@ -366,6 +366,39 @@ TEST(QnnDepthwise, ErrorsNameTheProblem) {
             "pack_qnn_depthwise_weight: block 16 does not divide the 24 channels");
 }
 
+TEST(QnnGlobalAvgPool, NchwAndBlockedMatchTheNaiveReference) {
+  const int64_t C = 32, H = 5, W = 7, b = 16;
+  RequantParams p;
+  p.x_zero_point = -9;
+  p.out_dtype = kS8;
+  p.y_zero_point = 4;
+  p.out_min = -128;
+  p.out_max = 127;
+  const float scale = 0.9f / float(H * W);
+  NDArray x = random_array({1, C, H, W}, kS8, 31, -128, 127);
+  std::vector<int64_t> want;
+  for (int64_t c = 0; c < C; ++c) {
+    int64_t acc = 0;
+    for (int64_t i = 0; i < H * W; ++i) acc += element(x, c * H * W + i) - p.x_zero_point;
+    want.push_back(requant_ref(acc, scale, p));
+  }
+  for (bool blocked : {false, true}) {
+    NDArray xin = blocked ? to_blocked(x, b) : x;
+    std::vector<ir::Expr> shape;
+    for (int64_t d : xin.shape()) shape.push_back(ir::Expr(int32_t(d)));
+    te::Tensor tx = te::placeholder(shape, kS8, "x");
+    te::Tensor y = qnn_global_avg_pool2d(tx, scale, p);
+    autotune::Config cfg = autotune::Config::fallback();
+    NDArray got =
+        e2e::build_and_run(auto_schedule({y}, e2e::host_target(), cfg), {tx, y}, {xin})[0];
+    ASSERT_EQ(got.numel(), C);
+    for (int64_t c = 0; c < C; ++c) {
+      // NCHW: [1, C, 1, 1]; NCHW16c: [1, C/16, 1, 1, 16], the same order.
+      EXPECT_EQ(element(got, c), want[size_t(c)]) << (blocked ? "blocked" : "nchw") << " c" << c;
+    }
+  }
+}
+
 TEST(QnnDense, VnniAndPlainFormsMatchTheNaiveReference) {
   for (DataType xt : {kU8, kS8}) {
     const int64_t M = 3, K = 37, N = 70;

@@ -86,7 +86,8 @@ te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams&
 
 /// Global average pooling of a quantized NCHW tensor, as ONNX Runtime's
 /// QLinearGlobalAveragePool: acc = Σ_hw x - H·W·x_zero_point in int32, requantized with
-/// `scale` = s_x / (s_y · H·W) (float32). Output [N, C, 1, 1]. pattern: out_ewise_fusable
+/// `scale` = s_x / (s_y · H·W) (float32). Data NCHW (output [N, C, 1, 1]) or NCHW<b>c (output
+/// [N, C/b, 1, 1, b]). pattern: out_ewise_fusable
 te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const RequantParams& p,
                                  const std::string& name = "qnn_global_avg_pool2d");
 

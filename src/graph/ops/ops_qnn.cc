@@ -89,7 +89,14 @@ void register_qnn_ops(OpRegistry& r) {
   gap.pattern = topi::OpPattern::kOutEWiseFusable;
   gap.attrs = requant_attrs();
   gap.attrs.push_back({"scale", AttrKind::kFloat, std::nullopt});
+  // "NCHW" or "NCHW<b>c": like the float pools, it computes in the layout of its input (the
+  // layout pass sets it), so the blocked output of the last convolution is read as it is.
+  gap.attrs.push_back({"layout", AttrKind::kString, std::string("NCHW")});
   gap.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    const bool blocked = a.get_string("layout") != "NCHW";
+    KILN_USER_CHECK(in[0]->shape.size() == (blocked ? 5u : 4u))
+        << "qnn_global_avg_pool2d: layout " << a.get_string("layout") << " needs a "
+        << (blocked ? 5 : 4) << "-d input, got " << in[0]->shape.size() << " dimensions";
     return one(topi::qnn_global_avg_pool2d(in[0], static_cast<float>(a.get_float("scale")),
                                            requant_params(a), n));
   };
