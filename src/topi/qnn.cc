@@ -371,6 +371,44 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   schedule_quantized_lanes(s, acc, target);
 }
 
+int64_t qnn_channel_block(int64_t C) { return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 0; }
+
+std::string QnnConv2DWorkload::str() const {
+  std::string pad;
+  for (int64_t v : padding) pad += (pad.empty() ? "" : ",") + std::to_string(v);
+  return "N" + std::to_string(N) + " C" + std::to_string(C) + " H" + std::to_string(H) + " W" +
+         std::to_string(W) + " in" + std::to_string(in_block) + " " + x_dtype.str() + " O" +
+         std::to_string(O) + " K" + std::to_string(KH) + "x" + std::to_string(KW) + " s" +
+         std::to_string(stride) + " p" + pad;
+}
+
+autotune::Template qnn_conv2d_nchwc_template(const QnnConv2DWorkload& w, const Target& target) {
+  KILN_USER_CHECK(is_q8(w.x_dtype) && qnn_channel_block(w.O) > 0 &&
+                  (w.in_block == 0 || w.C % w.in_block == 0))
+      << "qnn_conv2d_nchwc_template: unsupported workload " << w.str()
+      << " (uint8/int8 data, 8k outputs, an input block dividing C)";
+  return autotune::Template{
+      "qnn_conv2d_nchwc_cpu", "1", [w, target](autotune::Config& cfg) {
+        const int64_t ib = w.in_block, ob = qnn_channel_block(w.O);
+        std::vector<Expr> xs{ci(w.N), ci(w.C), ci(w.H), ci(w.W)};
+        if (ib) xs = {ci(w.N), ci(w.C / ib), ci(w.H), ci(w.W), ci(ib)};
+        te::Tensor x = te::placeholder(xs, w.x_dtype, "x");
+        te::Tensor Wp = te::placeholder(
+            {ci((w.O + ob - 1) / ob), ci((w.C + 3) / 4), ci(w.KH), ci(w.KW), ci(ob)}, kI32, "Wp");
+        te::Tensor bias = te::placeholder({ci(w.O)}, kI32, "bias");
+        te::Tensor scale = te::placeholder({ci(w.O)}, kF32, "scale");
+        RequantParams p;
+        p.out_dtype = w.x_dtype;
+        p.out_min = w.x_dtype == kU8 ? 0 : -128;
+        p.out_max = p.out_min + 255;
+        te::Tensor y = qnn_conv2d_nchwc(x, Wp, bias, scale,
+                                        QnnConvNCHWcAttrs{w.O, w.KH, w.KW, w.stride, w.padding}, p);
+        te::Schedule s = te::create_schedule({y});
+        schedule_qnn_conv2d_nchwc(cfg, s, y, y, target);
+        return autotune::Instance{s, {x, Wp, bias, scale, y}, cfg};
+      }};
+}
+
 te::Tensor qnn_dense_packed(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
                             const te::Tensor& scale, int64_t N, const RequantParams& p,
                             const std::string& name) {

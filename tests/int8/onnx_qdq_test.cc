@@ -160,6 +160,14 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
       EXPECT_LE(ops["layout_transform"], 2) << opt.str();
       EXPECT_EQ(ops["qnn_add"], name.find("_s2_") == std::string::npos ? 1 : 0) << opt.str();
     }
+    // Each VNNI convolution carries its tuning task (kiln tune tunes it, a log's best config
+    // is built), keyed by its logical workload.
+    for (const graph::Node& n : opt.nodes()) {
+      if (!n.is_op() || n.op != "qnn_conv2d_nchwc") continue;
+      ASSERT_TRUE(static_cast<bool>(n.impl.task)) << n.name;
+      const std::string key = n.impl.task().key();
+      EXPECT_EQ(key.rfind("qnn_conv2d_nchwc_cpu(qnn_conv2d N1 C", 0), 0u) << key;
+    }
   }
 
   graph::CompiledModule cm = graph::build_module(g, Target::host(), {});

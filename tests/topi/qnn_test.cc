@@ -253,6 +253,52 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 40, 9, 9, 24, 3, 2, {1, 1, 1, 1}, kS8, -20, 8},
                       ConvCase{2, 24, 6, 6, 96, 1, 1, {0, 0, 0, 0}, kS8, 3, 8}));
 
+TEST(QnnConvTemplate, EveryConfigOfTheSpaceMatchesTheNaiveReference) {
+  // 16 → 24 channels (three 8-lane blocks: tile_ob 1 or 3), 3x3, padded, int8 in NCHW16c.
+  const ConvCase c{1, 16, 9, 9, 24, 3, 1, {1, 1, 1, 1}, kS8, -3, 16};
+  QnnConv2DWorkload wl;
+  wl.C = c.C;
+  wl.H = c.H;
+  wl.W = c.W;
+  wl.O = c.O;
+  wl.KH = wl.KW = c.K;
+  wl.padding = c.pad;
+  wl.x_dtype = c.xt;
+  wl.in_block = c.in_block;
+  EXPECT_EQ(wl.str(), "N1 C16 H9 W9 in16 int8 O24 K3x3 s1 p1,1,1,1");
+  autotune::Template t = qnn_conv2d_nchwc_template(wl, e2e::host_target());
+  autotune::ConfigSpace space = autotune::define_space(t);
+  EXPECT_EQ(space.knob_names(), (std::vector<std::string>{"tile_ow", "unroll_kw", "tile_ob"}));
+  EXPECT_EQ(space.knob("tile_ob").candidates.size(), 2u);
+  ASSERT_GE(space.size(), 16u);
+
+  RequantParams p;  // the template's: full int8 range, zero points 0
+  p.out_dtype = kS8;
+  p.out_min = -128;
+  p.out_max = 127;
+  NDArray x = random_array({1, c.C, c.H, c.W}, kS8, 41, -128, 127);
+  NDArray w = random_array({c.O, c.C, c.K, c.K}, kS8, 42, -128, 127);
+  NDArray bias = random_array({c.O}, kI32, 43, -20000, 20000);
+  NDArray scale = random_array({c.O}, kF32, 44, 2e-4, 2e-3);
+  ConvCase zero = c;
+  zero.x_zp = 0;
+  const std::vector<int64_t> want = conv_ref(zero, x, w, bias, scale, p, 9, 9);
+  NDArray xb = to_blocked(x, 16), wp = pack_qnn_conv2d_weight(w, 8);
+  NDArray bc = compensate_bias(bias, w, 0, 128);
+  for (uint64_t i = 0; i < space.size(); i += 3) {  // every third point: each knob value
+    autotune::Instance inst = autotune::instantiate(t, space.get(i));
+    NDArray got = e2e::build_and_run(inst.sch, inst.args, {xb, wp, bc, scale})[0];
+    int bad = 0;
+    for (int64_t o = 0; o < c.O; ++o)
+      for (int64_t k = 0; k < 81; ++k) {
+        const int64_t g = element(got, ((o / 8) * 81 + k) * 8 + o % 8);
+        if (g != want[size_t(o * 81 + k)] && bad++ < 3)
+          ADD_FAILURE() << inst.config.str() << " o" << o << " pixel " << k << ": got " << g
+                        << ", expected " << want[size_t(o * 81 + k)];
+      }
+  }
+}
+
 struct DepthwiseCase {
   int64_t C, H, W, K, stride;
   std::vector<int64_t> pad;  // top, left, bottom, right

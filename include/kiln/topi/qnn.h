@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kiln/autotune/space.h"
+#include "kiln/autotune/template.h"
 #include "kiln/ir/expr.h"
 #include "kiln/runtime/ndarray.h"
 #include "kiln/target/target.h"
@@ -127,6 +128,25 @@ te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te:
 /// tile_ob, unroll_kw.
 void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
                                const te::Tensor& out, const Target& target);
+
+/// The channel block of an int8 tensor with C channels in the NCHWc kernels: 16 when 16
+/// divides C, else 8 when 8 does, else 0 (plain NCHW).
+int64_t qnn_channel_block(int64_t C);
+
+/// The workload of a qnn_conv2d_nchwc: data [N, C, H, W] of `x_dtype` (uint8 / int8), read in
+/// NCHW<in_block>c (0: NCHW), O outputs, a KH x KW kernel, a square stride, padding (top,
+/// left, bottom, right).
+struct QnnConv2DWorkload {
+  int64_t N = 1, C = 16, H = 1, W = 1, O = 16, KH = 1, KW = 1, stride = 1, in_block = 0;
+  std::vector<int64_t> padding{0, 0, 0, 0};
+  DataType x_dtype = DataType::UInt(8);
+  /// "N1 C16 H56 W56 in16 int8 O96 K1x1 s1 p0,0,0,0": the tuning task's workload key.
+  std::string str() const;
+};
+
+/// The template "qnn_conv2d_nchwc_cpu" (knobs tile_ow, unroll_kw, tile_ob of
+/// schedule_qnn_conv2d_nchwc): arguments x, Wp (block qnn_channel_block(O)), bias, scale, y.
+autotune::Template qnn_conv2d_nchwc_template(const QnnConv2DWorkload& w, const Target& target);
 
 /// The int8 depthwise convolution (multiplier 1, dilation 1) in NCHW[b]c, the layout of the
 /// VNNI convolutions around it: x uint8/int8 [N, C/b, H, W, b] (padded with its zero point),

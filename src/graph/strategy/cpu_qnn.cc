@@ -36,8 +36,7 @@ bool has_feature(const Target& t, const char* feature) {
 
 bool has_vnni(const Target& t) { return has_feature(t, "avx512vnni"); }
 
-/// The channel block of an int8 tensor with C channels: 16, 8, or 0 (plain NCHW).
-int64_t channel_block(int64_t C) { return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 0; }
+int64_t channel_block(int64_t C) { return topi::qnn_channel_block(C); }
 
 /// The node's inputs 1..3 are constants (weight, bias, scale).
 bool constant_params(const OpCall& c) {
@@ -72,6 +71,33 @@ bool int8_depthwise(const OpCall& c) {
     return false;
   return n.attrs.get_int("groups") == C && w.shape()[0] == C && w.shape()[1] == 1 &&
          channel_block(C) > 0;
+}
+
+/// The tuning workload of a qnn_conv2d node that vnni_conv takes.
+topi::QnnConv2DWorkload qnn_conv_workload(const OpCall& c) {
+  const TensorType& xt = c.input_type(0);
+  const NDArray& w = *c.constant(1);
+  const Node& n = c.node();
+  topi::QnnConv2DWorkload wl;
+  wl.N = xt.shape[0];
+  wl.C = xt.shape[1];
+  wl.H = xt.shape[2];
+  wl.W = xt.shape[3];
+  wl.in_block = channel_block(wl.C);
+  wl.x_dtype = xt.dtype;
+  wl.O = w.shape()[0];
+  wl.KH = w.shape()[2];
+  wl.KW = w.shape()[3];
+  wl.stride = n.attrs.get_ints("strides")[0];
+  wl.padding = n.attrs.get_ints("padding");
+  return wl;
+}
+
+/// Its task: the template qnn_conv2d_nchwc_cpu on the workload (the key names the logical
+/// workload, the same before and after the layout pass).
+autotune::Task qnn_conv_task(const topi::QnnConv2DWorkload& wl, const Target& target) {
+  return autotune::Task::make(topi::qnn_conv2d_nchwc_template(wl, target), target,
+                              "qnn_conv2d " + wl.str());
 }
 
 bool vnni_dense(const OpCall& c) {
@@ -112,7 +138,9 @@ bool alter_qnn_conv2d(LayoutRewriter& rw) {
               rw.add_constant(wname + "_vnni", topi::pack_qnn_conv2d_weight(w, ob)),
               rw.add_constant(wname + "_bias_vnni", std::move(bias)), rw.input(3, "")};
   r.outputs = {detail::blocked_type(n.outputs[0], ob)};
-  r.impl = ImplChoice{"qnn_conv2d_nchwc.cpu", nullptr};
+  const topi::QnnConv2DWorkload wl = qnn_conv_workload(call);
+  const Target target = call.target;
+  r.impl = ImplChoice{"qnn_conv2d_nchwc.cpu", [wl, target] { return qnn_conv_task(wl, target); }};
   rw.emit(std::move(r), detail::blocked_layout(ob));
   return true;
 }
@@ -180,7 +208,13 @@ std::function<te::Schedule(const ScheduleInput&)> vnni_schedule(void (*f)(
 
 void register_qnn_strategies() {
   register_implementation({"qnn_conv2d_nchwc.cpu", vnni_schedule(topi::schedule_qnn_conv2d_nchwc),
-                           nullptr, alter_qnn_conv2d, ""});
+                           [](const OpCall& c) {
+                             KILN_USER_CHECK(vnni_conv(c))
+                                 << "qnn_conv2d_nchwc: node '" << c.node().name
+                                 << "' is not a convolution the VNNI kernel takes";
+                             return qnn_conv_task(qnn_conv_workload(c), c.target);
+                           },
+                           alter_qnn_conv2d, "qnn_conv2d"});
   register_implementation({"qnn_dense_packed.cpu", vnni_schedule(topi::schedule_qnn_dense_packed),
                            nullptr, alter_qnn_dense, ""});
   register_implementation({"qnn_depthwise_conv2d_nchwc.cpu",
