@@ -8,12 +8,12 @@
 // FMAs where that is exact (|x · w| <= 255 · 128, so up to 514 taps every partial sum is an
 // integer below 2^24: one FMA per tap instead of an int32 multiply and add, ~10% faster on
 // MobileNet-v2's layers), int32 multiply-adds beyond; the sum is converted back to int32
-// (exactly) before the bias and the requantisation. The int32 stage is tagged as depthwise_conv2d.h's blocked convolution and has its
-// shape (pad stage, kh / kw reduction, channel block innermost), so that template's schedule
-// (register tiles of tile_ow output vectors, kw unrolled, the padding inlined and
-// partitioned away from the interior tiles) schedules it unchanged; the requantisation
-// (requantize_value, bit-exact with ONNX Runtime) is an element-wise stage after it that the
-// schedule computes on each register tile, with any fused epilogue.
+// (exactly) before the bias and the requantisation. The int32 stage is tagged as
+// depthwise_conv2d.h's blocked convolution and has its shape (pad stage, kh / kw reduction, channel
+// block innermost), so that template's schedule (register tiles of tile_ow output vectors, kw
+// unrolled, the padding inlined and partitioned away from the interior tiles) schedules it
+// unchanged; the requantisation (requantize_value, bit-exact with ONNX Runtime) is an element-wise
+// stage after it that the schedule computes on each register tile, with any fused epilogue.
 #include <algorithm>
 
 #include "conv2d_common.h"
@@ -107,6 +107,36 @@ void schedule_qnn_depthwise_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s,
   // The requantisation and the epilogue after it are injective: the template inlines them
   // into the output stage, computed on each register tile.
   schedule_depthwise_conv2d_nchwc(cfg, s, out, target);
+}
+
+autotune::Template qnn_depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, DataType x_dtype,
+                                                       const Target& target) {
+  const int64_t bn = qnn_channel_block(wl.in_channel);
+  KILN_USER_CHECK(bn > 0 && wl.params.groups == wl.in_channel && wl.out_channel == wl.in_channel &&
+                  detail::is_q8(x_dtype))
+      << "qnn_depthwise_conv2d_nchwc_template: unsupported workload " << wl.str() << " (" << x_dtype
+      << "; needs uint8/int8 data, multiplier 1 and 8k channels)";
+  return autotune::Template{
+      "qnn_depthwise_conv2d_nchwc_cpu", "1", [wl, x_dtype, target, bn](autotune::Config& cfg) {
+        const int64_t C = wl.in_channel;
+        te::Tensor x = te::placeholder(
+            {ci(wl.batch), ci(C / bn), ci(wl.height), ci(wl.width), ci(bn)}, x_dtype, "x");
+        te::Tensor Wd =
+            te::placeholder({ci(C / bn), ci(1), ci(wl.kernel_h), ci(wl.kernel_w), ci(1), ci(bn)},
+                            depthwise_float_exact(wl.kernel_h, wl.kernel_w) ? DataType::Float(32)
+                                                                            : DataType::Int(32),
+                            "Wd");
+        te::Tensor bias = te::placeholder({ci(C)}, DataType::Int(32), "bias");
+        te::Tensor scale = te::placeholder({ci(C)}, DataType::Float(32), "scale");
+        RequantParams p;
+        p.out_dtype = x_dtype;
+        p.out_min = x_dtype == DataType::UInt(8) ? 0 : -128;
+        p.out_max = p.out_min + 255;
+        te::Tensor y = qnn_depthwise_conv2d_nchwc(x, Wd, bias, scale, wl.params, p);
+        te::Schedule s = te::create_schedule({y});
+        schedule_qnn_depthwise_conv2d_nchwc(cfg, s, y, y, target);
+        return autotune::Instance{s, {x, Wd, bias, scale, y}, cfg};
+      }};
 }
 
 runtime::NDArray pack_qnn_depthwise_weight(const runtime::NDArray& W, int64_t block) {

@@ -160,13 +160,19 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
       EXPECT_LE(ops["layout_transform"], 2) << opt.str();
       EXPECT_EQ(ops["qnn_add"], name.find("_s2_") == std::string::npos ? 1 : 0) << opt.str();
     }
-    // Each VNNI convolution carries its tuning task (kiln tune tunes it, a log's best config
-    // is built), keyed by its logical workload.
+    // Each int8 NCHWc convolution carries its tuning task (kiln tune tunes it, a log's best
+    // config is built), keyed by its logical workload.
     for (const graph::Node& n : opt.nodes()) {
-      if (!n.is_op() || n.op != "qnn_conv2d_nchwc") continue;
+      if (!n.is_op() || (n.op != "qnn_conv2d_nchwc" && n.op != "qnn_depthwise_conv2d_nchwc"))
+        continue;
       ASSERT_TRUE(static_cast<bool>(n.impl.task)) << n.name;
       const std::string key = n.impl.task().key();
-      EXPECT_EQ(key.rfind("qnn_conv2d_nchwc_cpu(qnn_conv2d N1 C", 0), 0u) << key;
+      EXPECT_EQ(key.rfind(n.op == "qnn_conv2d_nchwc"
+                              ? "qnn_conv2d_nchwc_cpu(qnn_conv2d N1 C"
+                              : "qnn_depthwise_conv2d_nchwc_cpu(qnn_depthwise conv2d N1 C",
+                          0),
+                0u)
+          << key;
     }
   }
 

@@ -387,6 +387,56 @@ INSTANTIATE_TEST_SUITE_P(
                       // 23 x 23 taps: too many for exact float32 sums, int32 multiply-adds
                       DepthwiseCase{16, 12, 12, 23, 1, {11, 11, 11, 11}, kS8, 5, 16}));
 
+TEST(QnnDepthwiseTemplate, EveryConfigOfTheSpaceMatchesTheNaiveReference) {
+  // 24 channels (8-lane blocks), 3x3 stride 2, padded, uint8 with the template's zero point 0.
+  Conv2DWorkload wl;
+  wl.in_channel = wl.out_channel = 24;
+  wl.height = wl.width = 10;
+  wl.kernel_h = wl.kernel_w = 3;
+  wl.params.stride_h = wl.params.stride_w = 2;
+  wl.params.padding = Padding2D::all(1);
+  wl.params.groups = 24;
+  autotune::Template t = qnn_depthwise_conv2d_nchwc_template(wl, kU8, e2e::host_target());
+  autotune::ConfigSpace space = autotune::define_space(t);
+  ASSERT_GE(space.size(), 8u);
+  RequantParams p;
+  p.out_dtype = kU8;
+  p.out_min = 0;
+  p.out_max = 255;
+  NDArray x = random_array({1, 24, 10, 10}, kU8, 51, 0, 255);
+  NDArray w = random_array({24, 1, 3, 3}, kS8, 52, -128, 127);
+  NDArray bias = random_array({24}, kI32, 53, -3000, 3000);
+  NDArray scale = random_array({24}, kF32, 54, 3e-4, 2e-3);
+  std::vector<int64_t> want;
+  for (int64_t ch = 0; ch < 24; ++ch)
+    for (int64_t oh = 0; oh < 5; ++oh)
+      for (int64_t ow = 0; ow < 5; ++ow) {
+        int64_t acc = element(bias, ch);
+        for (int64_t kh = 0; kh < 3; ++kh)
+          for (int64_t kw = 0; kw < 3; ++kw) {
+            const int64_t h = oh * 2 + kh - 1, ww = ow * 2 + kw - 1;
+            if (h >= 0 && h < 10 && ww >= 0 && ww < 10)
+              acc += element(x, (ch * 10 + h) * 10 + ww) * element(w, (ch * 3 + kh) * 3 + kw);
+          }
+        want.push_back(requant_ref(acc, scale.data_as<float>()[ch], p));
+      }
+  NDArray xb = to_blocked(x, 8), wd = pack_qnn_depthwise_weight(w, 8);
+  NDArray bc = compensate_bias(bias, w, 0, 0);
+  const uint64_t step = std::max<uint64_t>(1, space.size() / 24);
+  for (uint64_t i = 0; i < space.size(); i += step) {
+    autotune::Instance inst = autotune::instantiate(t, space.get(i));
+    NDArray got = e2e::build_and_run(inst.sch, inst.args, {xb, wd, bc, scale})[0];
+    int bad = 0;
+    for (int64_t ch = 0; ch < 24; ++ch)
+      for (int64_t k = 0; k < 25; ++k) {
+        const int64_t g = element(got, ((ch / 8) * 25 + k) * 8 + ch % 8);
+        if (g != want[size_t(ch * 25 + k)] && bad++ < 3)
+          ADD_FAILURE() << inst.config.str() << " channel " << ch << " pixel " << k << ": got " << g
+                        << ", expected " << want[size_t(ch * 25 + k)];
+      }
+  }
+}
+
 TEST(QnnDepthwise, FloatTapsOnlyWhereEveryPartialSumIsExact) {
   // 255 · 128 per tap: 514 taps stay below 2^24, 515 do not.
   EXPECT_TRUE(depthwise_float_exact(3, 3));

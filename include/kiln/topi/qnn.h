@@ -30,6 +30,7 @@
 #include "kiln/target/target.h"
 #include "kiln/te/schedule.h"
 #include "kiln/te/tensor.h"
+#include "kiln/topi/conv2d.h"
 #include "kiln/topi/nn_util.h"
 
 namespace kiln::topi {
@@ -185,6 +186,12 @@ void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te:
 /// W int8 OIHW → int32 [ceil(O/b), ceil(C/4), KH, KW, b] for the output block b = 16 or 8
 /// (pack_quantized_conv2d_weight's layout: 4 input channels' bytes per int32, zero past O or C).
 runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W, int64_t block = 16);
+/// The template "qnn_depthwise_conv2d_nchwc_cpu" (depthwise_conv2d.h's schedule knobs
+/// tile_ow, tile_oh, unroll_kw, pad_at) for a depthwise workload (groups = C = O) of `x_dtype`
+/// data in blocks of qnn_channel_block(C): arguments x, Wd, bias, scale, y.
+autotune::Template qnn_depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, DataType x_dtype,
+                                                       const Target& target);
+
 /// True when a KH x KW depthwise convolution of 8-bit values accumulates exactly in float32
 /// (every partial sum an integer below 2^24: KH · KW <= 514).
 bool depthwise_float_exact(int64_t KH, int64_t KW);

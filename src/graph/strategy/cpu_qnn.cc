@@ -13,6 +13,7 @@
 // channel counts), the plain int32 computes run under the rule-based scheduler (the pattern
 // kind's implementation).
 #include "../layout_util.h"
+#include "../op_attrs.h"
 #include "builtin.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
@@ -100,6 +101,28 @@ autotune::Task qnn_conv_task(const topi::QnnConv2DWorkload& wl, const Target& ta
                               "qnn_conv2d " + wl.str());
 }
 
+/// The tuning workload of a depthwise qnn_conv2d node that int8_depthwise takes.
+topi::Conv2DWorkload qnn_depthwise_workload(const OpCall& c) {
+  const TensorType& xt = c.input_type(0);
+  const NDArray& w = *c.constant(1);
+  topi::Conv2DWorkload wl;
+  wl.batch = xt.shape[0];
+  wl.in_channel = wl.out_channel = xt.shape[1];
+  wl.height = xt.shape[2];
+  wl.width = xt.shape[3];
+  wl.kernel_h = w.shape()[2];
+  wl.kernel_w = w.shape()[3];
+  wl.params = detail::conv_params(c.node().attrs, "qnn_conv2d");
+  return wl;
+}
+
+/// Its task (the key: the logical workload and the data type).
+autotune::Task qnn_depthwise_task(const topi::Conv2DWorkload& wl, DataType dt,
+                                  const Target& target) {
+  return autotune::Task::make(topi::qnn_depthwise_conv2d_nchwc_template(wl, dt, target), target,
+                              "qnn_depthwise " + wl.str() + " " + dt.str());
+}
+
 bool vnni_dense(const OpCall& c) {
   return has_vnni(c.target) && constant_params(c) && c.input_type(0).shape.size() == 2 &&
          c.constant(1)->dtype() == DataType::Int(8);
@@ -163,7 +186,11 @@ bool alter_qnn_depthwise(LayoutRewriter& rw) {
               rw.add_constant(wname + "_dw", topi::pack_qnn_depthwise_weight(w, bn)),
               rw.add_constant(wname + "_bias_dw", std::move(bias)), rw.input(3, "")};
   r.outputs = {detail::blocked_type(n.outputs[0], bn)};
-  r.impl = ImplChoice{"qnn_depthwise_conv2d_nchwc.cpu", nullptr};
+  const topi::Conv2DWorkload wl = qnn_depthwise_workload(call);
+  const DataType dt = call.input_type(0).dtype;
+  const Target target = call.target;
+  r.impl = ImplChoice{"qnn_depthwise_conv2d_nchwc.cpu",
+                      [wl, dt, target] { return qnn_depthwise_task(wl, dt, target); }};
   rw.emit(std::move(r), detail::blocked_layout(bn));
   return true;
 }
@@ -217,9 +244,14 @@ void register_qnn_strategies() {
                            alter_qnn_conv2d, "qnn_conv2d"});
   register_implementation({"qnn_dense_packed.cpu", vnni_schedule(topi::schedule_qnn_dense_packed),
                            nullptr, alter_qnn_dense, ""});
-  register_implementation({"qnn_depthwise_conv2d_nchwc.cpu",
-                           vnni_schedule(topi::schedule_qnn_depthwise_conv2d_nchwc), nullptr,
-                           alter_qnn_depthwise, ""});
+  register_implementation(
+      {"qnn_depthwise_conv2d_nchwc.cpu", vnni_schedule(topi::schedule_qnn_depthwise_conv2d_nchwc),
+       [](const OpCall& c) {
+         KILN_USER_CHECK(int8_depthwise(c)) << "qnn_depthwise_conv2d_nchwc: node '" << c.node().name
+                                            << "' is not a depthwise convolution the kernel takes";
+         return qnn_depthwise_task(qnn_depthwise_workload(c), c.input_type(0).dtype, c.target);
+       },
+       alter_qnn_depthwise, "qnn_depthwise"});
   register_strategy("qnn_conv2d", "cpu", [](const OpCall& c) {
     std::vector<Choice> r;
     if (vnni_conv(c)) r.push_back({"qnn_conv2d_nchwc.cpu", 10, true});
