@@ -12,7 +12,10 @@ QGemm fusions and MLAS int8 kernels compute) on a fresh random input. Writes int
 
 Also keeps residual_s8's float model (quantize_src_fp32.onnx) and its calibration inputs
 (calibration/batch.npy) for the `kiln quantize` test, and with --ort MODEL X.npy Y.npy runs
-ONNX Runtime on any model (Y.json gets the output's quantization step).
+ONNX Runtime on any model (Y.json gets the output's quantization step), and with
+--entropy-range X.npy OUT.json writes the range ONNX Runtime's entropy calibration (its
+HistogramCollector with the defaults: 128 bins, 128 levels) finds for the samples of the stack
+X, collected one sample at a time.
 
 Needs numpy, onnx and onnxruntime (the benchmark venv). Usage: qdq_fixtures.py OUT_DIR
 """
@@ -203,9 +206,25 @@ def run_ort(model, x_npy, y_npy):
         json.dump({"out_scale": output_scale(onnx.load(model))}, f)
 
 
+def entropy_range(x_npy, out_json):
+    """--entropy-range X.npy OUT.json: {"lo", "hi", "bins"} of ONNX Runtime's entropy method."""
+    from onnxruntime.quantization.calibrate import HistogramCollector
+    hc = HistogramCollector(method="entropy", symmetric=False, num_bins=128,
+                            num_quantized_bins=128, percentile=99.999, scenario="same")
+    for sample in np.load(x_npy):
+        hc.collect({"x": [sample]})
+    bins = len(hc.histogram_dict["x"][0])
+    lo, hi = hc.compute_collection_result()["x"][:2]
+    with open(out_json, "w") as f:
+        json.dump({"lo": float(lo), "hi": float(hi), "bins": bins}, f)
+
+
 def main():
     if sys.argv[1] == "--ort":
         run_ort(*sys.argv[2:5])
+        return
+    if sys.argv[1] == "--entropy-range":
+        entropy_range(*sys.argv[2:4])
         return
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)

@@ -21,6 +21,7 @@
 #include <map>
 #include <string>
 
+#include "../../src/tools/calibration.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/transform.h"
@@ -244,22 +245,25 @@ fs::path scratch() {
   return d;
 }
 
-TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
-  std::string why;
-  const fs::path& dir = fixtures(&why);
-  if (dir.empty()) GTEST_SKIP() << why;
+/// `kiln quantize --method METHOD` of the residual block's float model: ONNX Runtime runs the
+/// written model, Kiln realizes it and agrees with ONNX Runtime within one unit, and it stays
+/// close to the float model.
+void check_kiln_quantize(const fs::path& dir, const std::string& method) {
   const fs::path work = scratch();
-  const fs::path out = work / "kiln_quantized.onnx";
+  const fs::path out = work / ("kiln_quantized_" + method + ".onnx");
   std::string log;
   ASSERT_EQ(
       run_command(std::string(KILN_CLI) + " quantize " + (dir / "quantize_src_fp32.onnx").string() +
-                      " -o " + out.string() + " --calibrate " + (dir / "calibration").string(),
+                      " -o " + out.string() + " --calibrate " + (dir / "calibration").string() +
+                      " --method " + method,
                   &log),
       0)
       << log;
   EXPECT_NE(log.find("2 products"), std::string::npos) << log;
+  EXPECT_NE(log.find("(" + method + " over 8 calibration samples)"), std::string::npos) << log;
   // ONNX Runtime loads and runs it.
-  const fs::path x = dir / "residual_s8_in.npy", y = work / "kiln_quantized_ort.npy";
+  const fs::path x = dir / "residual_s8_in.npy",
+                 y = work / ("kiln_quantized_" + method + "_ort.npy");
   std::string ort_log;
   ASSERT_EQ(run_command(ort_python() + " " + KILN_SOURCE_DIR + "/scripts/qdq_fixtures.py --ort " +
                             out.string() + " " + x.string() + " " + y.string(),
@@ -276,8 +280,9 @@ TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
   ex.set_input("x", runtime::load_npy(x.string()));
   ex.run();
   int64_t exact = 0;
-  const int64_t worst = max_units(ex.get_output(0), runtime::load_npy(y.string()),
-                                  out_scale(work / "kiln_quantized_ort.json"), &exact);
+  const int64_t worst =
+      max_units(ex.get_output(0), runtime::load_npy(y.string()),
+                out_scale(work / ("kiln_quantized_" + method + "_ort.json")), &exact);
   EXPECT_LE(worst, 1) << exact << " exact";
   // And the quantized model stays close to the float one.
   graph::Graph gf = import_onnx((dir / "quantize_src_fp32.onnx").string());
@@ -291,7 +296,61 @@ TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
     num = std::max(num, std::abs(double(a.data_as<float>()[i]) - b.data_as<float>()[i]));
     den = std::max(den, std::abs(double(b.data_as<float>()[i])));
   }
-  EXPECT_LT(num / den, 0.1) << "int8 vs float32: max error " << num << " of " << den;
+  double l2 = 0, n2 = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double d = double(a.data_as<float>()[i]) - b.data_as<float>()[i];
+    l2 += d * d;
+    n2 += double(b.data_as<float>()[i]) * b.data_as<float>()[i];
+  }
+  std::cout << method << ": int8 vs float32: max error " << num << " of " << den << ", relative L2 "
+            << std::sqrt(l2 / n2) << "\n";
+  EXPECT_LT(num / den, 0.1) << method << ": int8 vs float32: max error " << num << " of " << den;
+  EXPECT_LT(std::sqrt(l2 / n2), 0.05) << method;
+}
+
+TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  check_kiln_quantize(dir, "minmax");
+}
+
+TEST(KilnQuantize, EntropyCalibrationToo) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  check_kiln_quantize(dir, "entropy");
+}
+
+TEST(EntropyCalibration, RangeOfTheCalibrationSamplesIsOnnxRuntimes) {
+  // The residual block's 8 calibration inputs, collected one at a time: the histogram grows
+  // past its first 128 bins as later samples widen the range, as ONNX Runtime's does.
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const fs::path batch = dir / "calibration" / "batch.npy", out = scratch() / "entropy.json";
+  std::string log;
+  ASSERT_EQ(run_command(ort_python() + " " + KILN_SOURCE_DIR + "/scripts/qdq_fixtures.py " +
+                            "--entropy-range " + batch.string() + " " + out.string(),
+                        &log),
+            0)
+      << log;
+  std::ifstream f(out);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto field = [&](const std::string& k) {
+    const size_t at = text.find("\"" + k + "\":");
+    EXPECT_NE(at, std::string::npos) << k << " in " << text;
+    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + k.size() + 3);
+  };
+  NDArray x = runtime::load_npy(batch.string());
+  const int64_t n = x.shape()[0], per = x.numel() / n;
+  cli::Histogram h;
+  for (int64_t s = 0; s < n; ++s) h.add(x.data_as<float>() + s * per, per, 128);
+  const auto [lo, hi] = cli::entropy_range(h, 128);
+  EXPECT_EQ(double(h.counts.size()), field("bins"));
+  EXPECT_GT(h.counts.size(), 128u);
+  EXPECT_NEAR(lo, field("lo"), 1e-5 * std::abs(lo));
+  EXPECT_NEAR(hi, field("hi"), 1e-5 * std::abs(hi));
 }
 
 TEST(KilnQuantize, SaysWhatIsWrongWithTheCalibrationFolder) {
