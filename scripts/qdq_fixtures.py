@@ -153,6 +153,26 @@ def inverted_residual_model(rng, c=24, e=96, hw=10, stride=1):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, c, hw, hw]
 
 
+def stem_maxpool_model(rng, hw=20):
+    """ResNet's stem: 7x7 stride-2 conv -> Relu -> 3x3 stride-2 MaxPool -> 1x1 conv."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 3, 7, 7)) * 0.1).astype(np.float32),
+                                     "w0"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b0"),
+             numpy_helper.from_array((rng.standard_normal((16, 16, 1, 1)) * 0.3).astype(np.float32),
+                                     "w1"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b1")]
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], kernel_shape=[7, 7],
+                              strides=[2, 2], pads=[3, 3, 3, 3]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w1", "b1"], ["y"], kernel_shape=[1, 1])]
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, 3, hw, hw]
+
+
 # name: (builder, per_channel, activation type)
 CASES = {
     "conv3x3_pc_s8_bias_relu": (lambda r: conv_model(r, 16, 32, 3, pad=1, act="relu"), True, "s8"),
@@ -173,6 +193,7 @@ CASES = {
     "inverted_residual_s8": (lambda r: inverted_residual_model(r), True, "s8"),
     "inverted_residual_s2_u8": (lambda r: inverted_residual_model(r, c=16, e=48, hw=9,
                                                                    stride=2), True, "u8"),
+    "stem_maxpool_s8": (lambda r: stem_maxpool_model(r), True, "s8"),
     "gemm_pc_s8_bias": (lambda r: gemm_model(r, 64, 48), True, "s8"),
     "gemm_pt_u8_bias": (lambda r: gemm_model(r, 40, 20), False, "u8"),
     "matmul_pt_s8": (lambda r: gemm_model(r, 32, 16, matmul=True), False, "s8"),
@@ -182,7 +203,7 @@ CASES = {
 }
 
 LATER = ["depthwise_s2_u8_relu", "depthwise_c40_clip6_s8", "conv_c24_to_o40_u8",
-         "inverted_residual_s8", "inverted_residual_s2_u8"]
+         "inverted_residual_s8", "inverted_residual_s2_u8", "stem_maxpool_s8"]
 
 
 def output_scale(model):

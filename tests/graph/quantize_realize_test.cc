@@ -130,6 +130,31 @@ TEST(QuantizeRealize, AddOfTwoQuantizedTensorsBecomesAnIntegerAdd) {
   EXPECT_EQ(n.attrs.get_int("out_min"), -128);
 }
 
+TEST(QuantizeRealize, MaxPoolBetweenEqualQuantizationsPoolsTheIntegers) {
+  for (float sy : {0.5f, 0.25f}) {  // the output's scale: x's own, then another
+    Graph g;
+    Entry x = g.add_input("x", {1, 16, 8, 8}, DataType::Int(8));
+    Entry dx = g.add_op("qnn_dequantize", {x, g.add_constant("sx", scalar_f32(0.5f)),
+                                           g.add_constant("zx", scalar_s8(3))});
+    Attrs a;
+    a.set("pool_size", Ints{3, 3}).set("strides", Ints{2, 2}).set("padding", Ints{1, 1, 1, 1});
+    Entry mp = g.add_op("max_pool2d", {dx}, a, "pool");
+    g.add_output(g.add_op("qnn_quantize", {mp, g.add_constant("sy", scalar_f32(sy)),
+                                           g.add_constant("zy", scalar_s8(3))}));
+    Graph r = quantize_realize(infer_types(g));
+    if (sy == 0.5f) {
+      ASSERT_EQ(count(r, "max_pool2d"), 1) << r.str();
+      EXPECT_EQ(count(r, "qnn_dequantize") + count(r, "qnn_quantize"), 0) << r.str();
+      const Node& p = only(r, "max_pool2d");
+      EXPECT_EQ(p.name, "pool");
+      EXPECT_EQ(r.type_of(p.inputs[0]).dtype, DataType::Int(8));
+      EXPECT_EQ(p.attrs.get_ints("strides"), (Ints{2, 2}));
+    } else {
+      EXPECT_EQ(count(r, "qnn_dequantize"), 1) << r.str();  // another scale: stays in float
+    }
+  }
+}
+
 TEST(QuantizeRealize, PerChannelActivationScalesStayInFloat) {
   Graph g;
   Entry a = g.add_input("a", {1, 2}, DataType::Int(8));

@@ -147,6 +147,15 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   if (name.rfind("pool", 0) == 0) {
     EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
   }
+  // MaxPool between a dequantize and a quantize of the same parameters pools the integers.
+  for (const graph::Node& n : opt.nodes()) {
+    if (n.is_op() && n.op == "max_pool2d") {
+      EXPECT_EQ(opt.type_of(n.inputs[0]).dtype, DataType::Int(8)) << opt.str();
+    }
+  }
+  if (name.find("maxpool") != std::string::npos) {
+    EXPECT_EQ(ops["max_pool2d"], 1) << opt.str();
+  }
   // On a VNNI CPU every product takes an NCHWc kernel (convolutions with 8k outputs the VNNI
   // one, depthwise convolutions the int32 one), and an int8 chain of 16- and 8-channel blocks
   // (MobileNet-v2's inverted residual block: 24 → 96 → depthwise → 24, + x) runs without a
@@ -204,15 +213,17 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Ort, QdqModel,
-    ::testing::Values("conv3x3_pc_s8_bias_relu", "conv3x3_pc_u8_bias", "conv1x1_pt_u8_nobias",
-                      "conv1x1_pt_s8_relu", "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
-                      "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8", "gemm_pc_s8_bias",
-                      "gemm_pt_u8_bias", "matmul_pt_s8", "residual_s8", "residual_u8",
-                      "pool_head_s8", "depthwise_s2_u8_relu", "depthwise_c40_clip6_s8",
-                      "conv_c24_to_o40_u8", "inverted_residual_s8", "inverted_residual_s2_u8"),
-    [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
+                         ::testing::Values("conv3x3_pc_s8_bias_relu", "conv3x3_pc_u8_bias",
+                                           "conv1x1_pt_u8_nobias", "conv1x1_pt_s8_relu",
+                                           "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
+                                           "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8",
+                                           "gemm_pc_s8_bias", "gemm_pt_u8_bias", "matmul_pt_s8",
+                                           "residual_s8", "residual_u8", "pool_head_s8",
+                                           "depthwise_s2_u8_relu", "depthwise_c40_clip6_s8",
+                                           "conv_c24_to_o40_u8", "inverted_residual_s8",
+                                           "inverted_residual_s2_u8", "stem_maxpool_s8"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 /// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
 /// of equal elements.

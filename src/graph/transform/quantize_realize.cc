@@ -12,8 +12,10 @@
 // weight may come through a transpose). The product becomes qnn_conv2d / qnn_dense reading x
 // itself, with bias[o] = the int32 bias when its scale is s_x·s_w[o] (as quantize_static writes
 // it), else round_half_even(bias / (s_x·s_w[o])), and multiplier (s_x·s_w[o]) / s_y in float32,
-// as ONNX Runtime computes it. Everything else (pooling, Add of two quantized tensors, Concat,
-// reshapes, the graph's float edges) stays as it is: dequantize → float op → quantize.
+// as ONNX Runtime computes it. Also: add(x̂, ŷ) of the output's type → qnn_add (QLinearAdd),
+// global_avg_pool2d(x̂) → qnn_global_avg_pool2d, and max_pool2d(x̂) quantized with x's own
+// scale and zero point → max_pool2d of x itself (exact). Everything else (Concat, reshapes,
+// other pooling, the graph's float edges) stays as it is: dequantize → float op → quantize.
 #include <cmath>
 #include <optional>
 
@@ -131,7 +133,7 @@ NDArray transpose2(const NDArray& w) {
 
 /// What replaces one quantize node.
 struct Realized {
-  enum class Kind { kConv, kDense, kAdd, kPool } kind = Kind::kDense;
+  enum class Kind { kConv, kDense, kAdd, kPool, kMaxPool } kind = Kind::kDense;
   Entry x;           ///< the quantized data (old graph)
   Entry x2;          ///< kAdd: the second operand
   NDArray weight;    ///< int8, OIHW or [N, K]
@@ -154,6 +156,25 @@ class Realizer {
     const DataType yt = q.outputs[0].dtype;
     int64_t lo = yt == DataType::UInt(8) ? 0 : -128, hi = yt == DataType::UInt(8) ? 255 : 127;
     Entry v = q.inputs[0];
+    // Max pooling between a dequantize and a quantize with the same parameters (what
+    // quantize_static writes around MaxPool): max commutes with the monotone dequantize and
+    // Q(DQ(x)) = x, so it pools the quantized values themselves, exactly (ONNX Runtime drops
+    // the pair too).
+    if (single_use(v) && is(g_, v, "max_pool2d") &&
+        is(g_, g_.node(v.node).inputs[0], "qnn_dequantize")) {
+      const Node& pool = g_.node(v.node);
+      std::optional<ActQuant> xq = act_quant(g_, g_.node(pool.inputs[0].node));
+      if (!xq || g_.type_of(xq->x).dtype != yt || xq->scale != yq->scale ||
+          xq->zero_point != yq->zero_point || pool.num_outputs() != 1 ||
+          (pool.attrs.has("layout") && pool.attrs.get_string("layout") != "NCHW"))
+        return std::nullopt;
+      Realized r;
+      r.kind = Realized::Kind::kMaxPool;
+      r.x = xq->x;
+      r.name = pool.name;
+      r.attrs = pool.attrs;
+      return r;
+    }
     // Relu / Clip: the saturation bounds.
     if (single_use(v) && is(g_, v, "relu")) {
       lo = std::max(lo, yq->zero_point);
@@ -373,6 +394,9 @@ Graph quantize_realize(const Graph& g) {
       p.inputs = {map[r->x], map[r->x2]};
     } else if (r->kind == Realized::Kind::kPool) {
       p.op = "qnn_global_avg_pool2d";
+      p.inputs = {map[r->x]};
+    } else if (r->kind == Realized::Kind::kMaxPool) {
+      p.op = "max_pool2d";
       p.inputs = {map[r->x]};
     } else {
       const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
