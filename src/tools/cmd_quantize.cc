@@ -10,7 +10,7 @@
 // of samples along a new first axis, of the model's single input); min-max ranges (with 0
 // included), with --method percentile the --percentile quantiles of a sample of each tensor's
 // values, or with --method entropy the range whose 128-level quantization of a histogram of all
-// its values has the least KL divergence from it (calibration.h: ONNX Runtime's
+// its values has the least KL divergence from it (graph/quantize_calibration.h: ONNX Runtime's
 // CalibrationMethod.Entropy with its defaults — 128 bins to start with, more as later samples
 // widen the range, 128 levels — each calibration sample one collection step, as a data reader
 // yielding one sample at a time gives them). Needs opset >= 13 (per-axis quantization).
@@ -23,11 +23,11 @@
 #include <random>
 #include <set>
 
-#include "calibration.h"
 #include "cli_common.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/frontend/onnx_model.h"
 #include "kiln/frontend/onnx_writer.h"
+#include "kiln/graph/quantize_calibration.h"
 #include "kiln/runtime/npy.h"
 #include "kiln/support/error.h"
 #include "kiln/target/target.h"
@@ -53,8 +53,8 @@ constexpr int64_t kEntropyBins = 128, kEntropyLevels = 128;
 /// Running statistics of one tensor over the calibration samples.
 struct Range {
   double lo = INFINITY, hi = -INFINITY;
-  std::vector<float> sample;  ///< up to 4096 values per calibration sample (percentile)
-  Histogram histogram;        ///< of every value (entropy)
+  std::vector<float> sample;   ///< up to 4096 values per calibration sample (percentile)
+  graph::Histogram histogram;  ///< of every value (entropy)
   void add(const NDArray& a, const std::string& method, std::mt19937& rng) {
     const float* p = a.data_as<float>();
     for (int64_t k = 0; k < a.numel(); ++k) {
@@ -263,7 +263,7 @@ class Quantizer {
   QParams params_of(const std::string& t) {
     Range& r = ranges_[t];
     if (o_.method == "entropy" && !r.histogram.counts.empty()) {
-      const auto [lo, hi] = entropy_range(r.histogram, kEntropyLevels);
+      const auto [lo, hi] = graph::entropy_range(r.histogram, kEntropyLevels);
       return act_params(lo, hi);
     }
     if (o_.method != "percentile" || r.sample.empty()) return act_params(r.lo, r.hi);

@@ -1,13 +1,13 @@
-// kiln quantize's entropy calibration (src/tools/calibration.h) against ONNX Runtime on
+// kiln quantize's entropy calibration (graph/quantize_calibration.h) against ONNX Runtime on
 // hand-written histograms and values: every expected histogram and range below is what ONNX
 // Runtime's HistogramCollector(method="entropy", num_bins=…, num_quantized_bins=…) returns for
 // the same input (collect + histogram_dict, get_entropy_threshold), computed once with the
 // benchmark venv's onnxruntime and written down here.
-#include "../../src/tools/calibration.h"
-
 #include <gtest/gtest.h>
 
-namespace kiln::cli {
+#include "kiln/graph/quantize_calibration.h"
+
+namespace kiln::graph {
 namespace {
 
 TEST(EntropyCalibration, RangeOfAHandWrittenHistogramIsOnnxRuntimes) {
@@ -77,4 +77,4 @@ TEST(EntropyCalibration, ConstantZeroTensorsGiveAnEmptyRange) {
 }
 
 }  // namespace
-}  // namespace kiln::cli
+}  // namespace kiln::graph

@@ -21,9 +21,9 @@
 #include <map>
 #include <string>
 
-#include "../../src/tools/calibration.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
+#include "kiln/graph/quantize_calibration.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/runtime/npy.h"
@@ -355,9 +355,9 @@ TEST(EntropyCalibration, RangeOfTheCalibrationSamplesIsOnnxRuntimes) {
   };
   NDArray x = runtime::load_npy(batch.string());
   const int64_t n = x.shape()[0], per = x.numel() / n;
-  cli::Histogram h;
+  graph::Histogram h;
   for (int64_t s = 0; s < n; ++s) h.add(x.data_as<float>() + s * per, per, 128);
-  const auto [lo, hi] = cli::entropy_range(h, 128);
+  const auto [lo, hi] = graph::entropy_range(h, 128);
   EXPECT_EQ(double(h.counts.size()), field("bins"));
   EXPECT_GT(h.counts.size(), 128u);
   EXPECT_NEAR(lo, field("lo"), 1e-5 * std::abs(lo));

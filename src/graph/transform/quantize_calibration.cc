@@ -1,15 +1,15 @@
-// Entropy calibration (calibration.h): ONNX Runtime's histogram collection and KL-divergence
-// threshold search, written out from onnxruntime/quantization/calibrate.py (HistogramCollector)
-// and quant_utils.py (smooth_distribution), with scipy.stats.entropy's normalisation; the
-// numpy semantics they rely on are kept where they matter (np.histogram's closed last bin, the
-// int64 truncation of the expanded q).
-#include "calibration.h"
+// Entropy calibration (graph/quantize_calibration.h): ONNX Runtime's histogram collection and
+// KL-divergence threshold search, written out from onnxruntime/quantization/calibrate.py
+// (HistogramCollector) and quant_utils.py (smooth_distribution), with scipy.stats.entropy's
+// normalisation; the numpy semantics they rely on are kept where they matter (np.histogram's closed
+// last bin, the int64 truncation of the expanded q).
+#include "kiln/graph/quantize_calibration.h"
 
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
-namespace kiln::cli {
+namespace kiln::graph {
 
 namespace {
 
@@ -156,4 +156,4 @@ std::pair<double, double> entropy_range(const Histogram& h, int64_t num_quantize
   return range;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::graph

@@ -1,9 +1,11 @@
-// Entropy (KL-divergence) calibration of `kiln quantize --method entropy`: the histogram of a
-// tensor's values over the calibration samples and the range whose int8 quantization loses the
-// least information, as ONNX Runtime's HistogramCalibrater computes them for
-// CalibrationMethod.Entropy (onnxruntime/quantization/calibrate.py: HistogramCollector's
-// collect_value / merge_histogram / get_entropy_threshold, after TensorRT's "8-bit inference"
-// method), so that the same calibration data gives the same ranges.
+/// \file quantize_calibration.h
+/// \brief Entropy (KL-divergence) calibration of quantized models (`kiln quantize --method
+/// entropy`): the histogram of a
+/// tensor's values over the calibration samples and the range whose int8 quantization loses
+/// the least information, as ONNX Runtime's HistogramCalibrater computes them for
+/// CalibrationMethod.Entropy (onnxruntime/quantization/calibrate.py: HistogramCollector's
+/// collect_value / merge_histogram / get_entropy_threshold, after TensorRT's "8-bit inference"
+/// method), so that the same calibration data gives the same ranges.
 #pragma once
 
 #include <cmath>
@@ -11,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace kiln::cli {
+namespace kiln::graph {
 
 /// A histogram of values over [-threshold, threshold] in equal bins, with the values' min and
 /// max.
@@ -34,4 +36,4 @@ struct Histogram {
 /// get_entropy_threshold, step for step.
 std::pair<double, double> entropy_range(const Histogram& h, int64_t num_quantized_bins);
 
-}  // namespace kiln::cli
+}  // namespace kiln::graph
