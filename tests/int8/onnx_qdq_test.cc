@@ -225,6 +225,46 @@ INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
                                            "inverted_residual_s2_u8", "stem_maxpool_s8"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+/// The fixtures with 8-channel blocks and depthwise convolutions on CPUs with fewer features:
+/// AVX-512 without VNNI (the int8 depthwise kernel, plain int32 convolutions around it, layout
+/// transforms between them) and AVX2 (every product plain): equal to ONNX Runtime there too.
+TEST(QdqModelOtherTargets, FallbacksMatchOnnxRuntime) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const Target host = Target::host();
+  std::vector<std::string> targets;
+  if (host.has_feature("avx2")) targets.push_back("llvm -mcpu=haswell");
+  if (host.has_feature("avx512f") && host.has_feature("avx512bw"))
+    targets.push_back("llvm -mcpu=skylake-avx512");
+  if (targets.empty()) GTEST_SKIP() << "the host runs neither AVX2 nor AVX-512 code";
+  for (const std::string& t : targets) {
+    const Target target(t);
+    for (const char* name : {"inverted_residual_s8", "depthwise_c40_clip6_s8"}) {
+      graph::Graph g = import_onnx((dir / (std::string(name) + ".onnx")).string());
+      std::map<std::string, int> ops = op_counts(graph::optimize(g, 2, target));
+      EXPECT_EQ(ops["qnn_conv2d_nchwc"], 0) << t << " " << name;  // no VNNI
+      EXPECT_EQ(ops["qnn_depthwise_conv2d_nchwc"], target.has_feature("avx512f") ? 1 : 0)
+          << t << " " << name;
+      graph::CompiledModule cm = graph::build_module(g, target, {});
+      runtime::GraphExecutor ex =
+          runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+      ex.set_input("x", runtime::load_npy((dir / (std::string(name) + "_in.npy")).string()));
+      ex.run();
+      NDArray want = runtime::load_npy((dir / (std::string(name) + "_ort.npy")).string());
+      const double s = out_scale(dir / (std::string(name) + ".json"));
+      NDArray got = ex.get_output(0);
+      ASSERT_EQ(got.shape(), want.shape());
+      int64_t worst = 0;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        worst = std::max<int64_t>(
+            worst,
+            std::llround(std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / s));
+      EXPECT_LE(worst, 1) << t << " " << name;
+    }
+  }
+}
+
 /// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
 /// of equal elements.
 int64_t max_units(const NDArray& got, const NDArray& want, double step, int64_t* exact) {
