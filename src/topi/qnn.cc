@@ -93,8 +93,8 @@ te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const t
 te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
                    const std::string& name) {
   auto as = detail::const_shape(a, "qnn_add"), bs = detail::const_shape(b, "qnn_add");
-  KILN_USER_CHECK(is_q8(a->dtype) && a->dtype == b->dtype && as == bs)
-      << "qnn_add: needs two uint8/int8 tensors of one shape and type, got " << a->dtype << " "
+  KILN_USER_CHECK(is_q8(a->dtype) && is_q8(b->dtype) && as == bs)
+      << "qnn_add: needs two uint8/int8 tensors of one shape, got " << a->dtype << " "
       << detail::shape_text(as) << " and " << b->dtype << " " << detail::shape_text(bs);
   RequantParams r;
   r.out_min = p.out_min;
@@ -109,9 +109,15 @@ te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams&
       a->shape,
       [&](const std::vector<Var>& v) {
         std::vector<Expr> i(v.begin(), v.end());
-        Expr c = fma(cast(kF32, b(i)), make_const(kF32, p.ratio_b), make_const(kF32, p.fixed));
-        c = fma(cast(kF32, a(i)), make_const(kF32, p.ratio_a), c);
+        auto operand = [&](const te::Tensor& t, int64_t offset) {
+          Expr x = cast(kI32, t(i));
+          return cast(kF32, offset ? x - ci(offset) : x);
+        };
+        Expr c =
+            fma(operand(b, p.b_offset), make_const(kF32, p.ratio_b), make_const(kF32, p.fixed));
+        c = fma(operand(a, p.a_offset), make_const(kF32, p.ratio_a), c);
         Expr q = Call::make(kF32, "nearbyint", {c}, CallKind::kPureIntrinsic);
+        if (p.y_offset) q = q + make_const(kF32, double(p.y_offset));  // exact: integers
         q = min(max(q, make_const(kF32, double(p.out_min))), make_const(kF32, double(p.out_max)));
         return cast(p.out_dtype, cast(kI32, q));
       },

@@ -155,6 +155,32 @@ TEST(QuantizeRealize, MaxPoolBetweenEqualQuantizationsPoolsTheIntegers) {
   }
 }
 
+TEST(QuantizeRealize, Int8ActivationsBetweenIntegerOpsAreCarriedAsUint8) {
+  // conv_graph's conv, its output dequantized: the int8 tensor between the conv and the
+  // dequantize becomes uint8 (+128); the graph's int8 input and float output keep their types.
+  ConvGraph c = conv_graph();
+  Graph& g = c.g;
+  const Entry q = g.outputs()[0];
+  g.set_outputs({g.add_op("qnn_dequantize", {q, g.add_constant("sq", scalar_f32(2.0f)),
+                                             g.add_constant("zq", scalar_s8(5))})});
+  Graph r = quantize_realize(infer_types(g));
+  const Node& conv = only(r, "qnn_conv2d");
+  EXPECT_EQ(r.type_of(conv.inputs[0]).dtype, DataType::Int(8));  // the graph's input
+  EXPECT_EQ(conv.attrs.get_int("x_zero_point"), -3);
+  EXPECT_EQ(conv.attrs.get_string("out_dtype"), "uint8");
+  EXPECT_EQ(conv.attrs.get_int("y_zero_point"), 5 + 128);
+  EXPECT_EQ(conv.attrs.get_int("out_min"), 5 + 128);  // the Relu, shifted
+  EXPECT_EQ(conv.attrs.get_int("out_max"), 255);
+  const Node& dq = only(r, "qnn_dequantize");
+  EXPECT_EQ(r.type_of(dq.inputs[0]).dtype, DataType::UInt(8));
+  const NDArray& zp = r.node(dq.inputs[2].node).value;
+  ASSERT_EQ(zp.dtype(), DataType::UInt(8));
+  EXPECT_EQ(zp.data_as<uint8_t>()[0], 133);
+  EXPECT_EQ(r.type_of(r.outputs()[0]).dtype, DataType::Float(32));
+  // Types as infer_types derives them from the new attributes.
+  EXPECT_TRUE(structural_equal(r, infer_types(r))) << r.str();
+}
+
 TEST(QuantizeRealize, PerChannelActivationScalesStayInFloat) {
   Graph g;
   Entry a = g.add_input("a", {1, 2}, DataType::Int(8));

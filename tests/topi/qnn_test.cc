@@ -462,6 +462,34 @@ TEST(QnnDepthwise, ErrorsNameTheProblem) {
             "pack_qnn_depthwise_weight: block 16 does not divide the 24 channels");
 }
 
+TEST(QnnAdd, ShiftedOperandsAndResultMatchTheUnshiftedArithmetic) {
+  // a carried as uint8 (+128), b as int8, the result as uint8 (+128): the same float
+  // arithmetic as on the int8 values (MLAS's QLinearAdd), the result shifted.
+  const int64_t n = 257;
+  NDArray a = random_array({n}, kS8, 61, -128, 127), b = random_array({n}, kS8, 62, -128, 127);
+  NDArray au = NDArray::empty({n}, kU8);
+  for (int64_t k = 0; k < n; ++k) au.data_as<uint8_t>()[k] = uint8_t(element(a, k) + 128);
+  QnnAddParams p;
+  p.ratio_a = 0.37f;
+  p.ratio_b = 0.81f;
+  p.fixed = -3.25f;
+  p.out_dtype = kU8;
+  p.out_min = -100 + 128;  // a Clip, shifted
+  p.out_max = 127 + 128;
+  p.a_offset = 128;
+  p.y_offset = 128;
+  te::Tensor ta = te::placeholder({int32_t(n)}, kU8, "a"),
+             tb = te::placeholder({int32_t(n)}, kS8, "b");
+  te::Tensor y = qnn_add(ta, tb, p);
+  NDArray got = e2e::build_and_run(te::create_schedule({y}), {ta, tb, y}, {au, b})[0];
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = std::fma(float(element(a, k)), p.ratio_a,
+                             std::fma(float(element(b, k)), p.ratio_b, p.fixed));
+    const double r = std::min(127.0, std::max(-100.0, std::nearbyint(double(v))));
+    EXPECT_EQ(element(got, k), int64_t(r) + 128) << k;
+  }
+}
+
 TEST(QnnGlobalAvgPool, NchwAndBlockedMatchTheNaiveReference) {
   const int64_t C = 32, H = 5, W = 7, b = 16;
   RequantParams p;

@@ -74,14 +74,18 @@ te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const t
 
 /// How qnn_add combines two quantized tensors (ONNX Runtime's QLinearAdd, MLAS's AVX2 kernel):
 /// y = saturate(nearbyint(fma(a, ratio_a, fma(b, ratio_b, fixed)))) in float32, with ratio_a =
-/// s_a / s_y, ratio_b = s_b / s_y and fixed = z_y - (ratio_a · z_a + ratio_b · z_b).
+/// s_a / s_y, ratio_b = s_b / s_y and fixed = z_y - (ratio_a · z_a + ratio_b · z_b). Operands
+/// and result may be carried shifted (an int8 tensor as uint8 + 128): a_offset / b_offset are
+/// subtracted from the operands first, y_offset added to the rounded value (out_min / out_max
+/// bound the shifted value), so the float arithmetic is the unshifted one, bit for bit.
 struct QnnAddParams {
   float ratio_a = 1, ratio_b = 1, fixed = 0;
   int64_t out_min = 0, out_max = 255;
   DataType out_dtype = DataType::UInt(8);
+  int64_t a_offset = 0, b_offset = 0, y_offset = 0;
 };
 
-/// The sum of two quantized tensors of one shape and type, requantized (QnnAddParams).
+/// The sum of two quantized tensors (uint8 / int8) of one shape, requantized (QnnAddParams).
 /// pattern: elemwise
 te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
                    const std::string& name = "qnn_add");

@@ -70,7 +70,10 @@ void register_qnn_ops(OpRegistry& r) {
                {"fixed", AttrKind::kFloat, 0.0},
                {"out_min", AttrKind::kInt, int64_t{0}},
                {"out_max", AttrKind::kInt, int64_t{255}},
-               {"out_dtype", AttrKind::kString, std::string("uint8")}};
+               {"out_dtype", AttrKind::kString, std::string("uint8")},
+               {"a_offset", AttrKind::kInt, int64_t{0}},
+               {"b_offset", AttrKind::kInt, int64_t{0}},
+               {"y_offset", AttrKind::kInt, int64_t{0}}};
   add.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     topi::QnnAddParams p;
     p.ratio_a = static_cast<float>(a.get_float("ratio_a"));
@@ -79,6 +82,9 @@ void register_qnn_ops(OpRegistry& r) {
     p.out_min = a.get_int("out_min");
     p.out_max = a.get_int("out_max");
     p.out_dtype = DataType::parse(a.get_string("out_dtype"));
+    p.a_offset = a.get_int("a_offset");
+    p.b_offset = a.get_int("b_offset");
+    p.y_offset = a.get_int("y_offset");
     return one(topi::qnn_add(in[0], in[1], p, n));
   };
   r.add(add);

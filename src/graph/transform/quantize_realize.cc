@@ -18,6 +18,7 @@
 // other pooling, the graph's float edges) stays as it is: dequantize → float op → quantize.
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
@@ -369,6 +370,104 @@ class Realizer {
   std::vector<int> uses_;
 };
 
+/// Integer ops whose int8 activations may be carried as uint8 + 128 (see shift_to_uint8).
+bool shifts_output(const Graph& g, int i) {
+  const Node& n = g.node(i);
+  if (!n.is_op() || n.num_outputs() != 1 || n.outputs[0].dtype != DataType::Int(8)) return false;
+  const Entry e{i, 0};
+  if (is(g, e, "qnn_quantize"))
+    return const_of(g, n.inputs[2]) != nullptr && const_of(g, n.inputs[2])->numel() == 1;
+  return is(g, e, "qnn_conv2d") || is(g, e, "qnn_dense") || is(g, e, "qnn_add") ||
+         is(g, e, "qnn_global_avg_pool2d");
+}
+
+bool shifts_input(const Graph& g, int i, size_t k) {
+  const Node& n = g.node(i);
+  const Entry e{i, 0};
+  if (is(g, e, "qnn_add")) return true;
+  if (is(g, e, "qnn_dequantize"))
+    return k == 0 && const_of(g, n.inputs[2]) && const_of(g, n.inputs[2])->numel() == 1;
+  return k == 0 &&
+         (is(g, e, "qnn_conv2d") || is(g, e, "qnn_dense") || is(g, e, "qnn_global_avg_pool2d"));
+}
+
+/// A scalar uint8 constant: the int8 zero point `z` + 128.
+NDArray shifted_zero_point(const NDArray& z) {
+  NDArray r = NDArray::empty({}, DataType::UInt(8));
+  r.data_as<uint8_t>()[0] = static_cast<uint8_t>(int_at(z, 0) + 128);
+  return r;
+}
+
+/// int8 activations carried as uint8: an int8 tensor written by an integer op (or a quantize)
+/// and read only by integer ops (or dequantizes), not a graph result, becomes uint8 with every
+/// value and its zero point + 128 — the same real values. VNNI multiplies unsigned data, so its
+/// convolutions then read such tensors as they are, with no +128 pass. Exact: the
+/// requantisation adds the zero point after rounding (a shifted zero point shifts the result),
+/// the products subtract the (shifted) zero point from the (shifted) data, qnn_add undoes the
+/// shift of its operands before its float arithmetic and redoes it after rounding.
+Graph shift_to_uint8(const Graph& g) {
+  const int N = g.num_nodes();
+  std::vector<std::vector<std::pair<int, size_t>>> readers(static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i)
+    for (size_t k = 0; k < g.node(i).inputs.size(); ++k)
+      readers[static_cast<size_t>(g.node(i).inputs[k].node)].push_back({i, k});
+  std::vector<bool> shifted(static_cast<size_t>(N), false);
+  std::set<int> results;
+  for (const Entry& e : g.outputs()) results.insert(e.node);
+  bool any = false;
+  for (int i = 0; i < N; ++i) {
+    if (results.count(i) || !shifts_output(g, i) || readers[static_cast<size_t>(i)].empty())
+      continue;
+    bool ok = true;
+    for (auto [r, k] : readers[static_cast<size_t>(i)]) ok = ok && shifts_input(g, r, k);
+    shifted[static_cast<size_t>(i)] = ok;
+    any = any || ok;
+  }
+  if (!any) return g;
+  Graph out;
+  detail::EntryMap map(g);
+  detail::NameGen names(g);
+  auto in_shifted = [&](const Node& n, size_t k) {
+    return shifted[static_cast<size_t>(n.inputs[k].node)];
+  };
+  for (int i = 0; i < N; ++i) {
+    const Node& n = g.node(i);
+    Node r = map.remap(n);
+    if (n.is_op()) {
+      const Entry e{i, 0};
+      const bool out_shift = shifted[static_cast<size_t>(i)];
+      if (out_shift) r.outputs[0].dtype = DataType::UInt(8);
+      if (is(g, e, "qnn_quantize") || is(g, e, "qnn_dequantize")) {
+        const bool shift = is(g, e, "qnn_quantize") ? out_shift : in_shifted(n, 0);
+        if (shift)
+          r.inputs[2] =
+              out.add_constant(names(n.name.empty() ? "zero_point_u8" : n.name + "_zp_u8"),
+                               shifted_zero_point(*const_of(g, n.inputs[2])));
+      } else if (is(g, e, "qnn_add")) {
+        if (in_shifted(n, 0)) r.attrs.set("a_offset", int64_t{128});
+        if (in_shifted(n, 1)) r.attrs.set("b_offset", int64_t{128});
+        if (out_shift) {
+          r.attrs.set("y_offset", int64_t{128});
+          r.attrs.set("out_min", n.attrs.get_int("out_min") + 128);
+          r.attrs.set("out_max", n.attrs.get_int("out_max") + 128);
+          r.attrs.set("out_dtype", std::string("uint8"));
+        }
+      } else if (r.attrs.has("x_zero_point")) {  // qnn_conv2d / qnn_dense / the pool
+        if (in_shifted(n, 0)) r.attrs.set("x_zero_point", n.attrs.get_int("x_zero_point") + 128);
+        if (out_shift) {
+          r.attrs.set("y_zero_point", n.attrs.get_int("y_zero_point") + 128);
+          r.attrs.set("out_min", n.attrs.get_int("out_min") + 128);
+          r.attrs.set("out_max", n.attrs.get_int("out_max") + 128);
+          r.attrs.set("out_dtype", std::string("uint8"));
+        }
+      }
+    }
+    map.set_node(i, out.add_node(std::move(r)), n.num_outputs());
+  }
+  out.set_outputs(map.outputs(g));
+  return dead_code_elimination(out);  // the int8 zero points nothing reads any more
+}
+
 }  // namespace
 
 Graph quantize_realize(const Graph& g) {
@@ -408,7 +507,7 @@ Graph quantize_realize(const Graph& g) {
     map.set_node(i, out.add_node(std::move(p)), 1);
   }
   out.set_outputs(map.outputs(g));
-  return changed ? dead_code_elimination(out) : out;
+  return changed ? shift_to_uint8(dead_code_elimination(out)) : out;
 }
 
 }  // namespace kiln::graph
