@@ -411,17 +411,29 @@ Graph shift_to_uint8(const Graph& g) {
   for (int i = 0; i < N; ++i)
     for (size_t k = 0; k < g.node(i).inputs.size(); ++k)
       readers[static_cast<size_t>(g.node(i).inputs[k].node)].push_back({i, k});
-  std::vector<bool> shifted(static_cast<size_t>(N), false);
   std::set<int> results;
   for (const Entry& e : g.outputs()) results.insert(e.node);
-  bool any = false;
-  for (int i = 0; i < N; ++i) {
-    if (results.count(i) || !shifts_output(g, i) || readers[static_cast<size_t>(i)].empty())
+  // can[i]: node i's output may be carried shifted, as far as its readers go (a max pooling
+  // passes its input's type through: it may read a shifted tensor when its own output may be
+  // shifted). Readers come later, so a backward sweep decides.
+  auto pool = [&](int i) {
+    return is(g, Entry{i, 0}, "max_pool2d") && g.node(i).outputs[0].dtype == DataType::Int(8);
+  };
+  std::vector<bool> can(static_cast<size_t>(N), false), shifted(static_cast<size_t>(N), false);
+  for (int i = N - 1; i >= 0; --i) {
+    if (results.count(i) || (!shifts_output(g, i) && !pool(i)) ||
+        readers[static_cast<size_t>(i)].empty())
       continue;
     bool ok = true;
-    for (auto [r, k] : readers[static_cast<size_t>(i)]) ok = ok && shifts_input(g, r, k);
-    shifted[static_cast<size_t>(i)] = ok;
-    any = any || ok;
+    for (auto [r, k] : readers[static_cast<size_t>(i)])
+      ok = ok && (pool(r) ? can[static_cast<size_t>(r)] : shifts_input(g, r, k));
+    can[static_cast<size_t>(i)] = ok;
+  }
+  bool any = false;
+  for (int i = 0; i < N; ++i) {
+    const bool in = !pool(i) || shifted[static_cast<size_t>(g.node(i).inputs[0].node)];
+    shifted[static_cast<size_t>(i)] = can[static_cast<size_t>(i)] && in;
+    any = any || shifted[static_cast<size_t>(i)];
   }
   if (!any) return g;
   Graph out;
