@@ -12,7 +12,10 @@ QGemm fusions and MLAS int8 kernels compute) on a fresh random input. Writes int
 
 Also keeps residual_s8's float model (quantize_src_fp32.onnx) and its calibration inputs
 (calibration/batch.npy) for the `kiln quantize` test, and with --ort MODEL X.npy Y.npy runs
-ONNX Runtime on any model (Y.json gets the output's quantization step).
+ONNX Runtime on any model (Y.json gets the output's quantization step), and with
+--entropy-range X.npy OUT.json writes the range ONNX Runtime's entropy calibration (its
+HistogramCollector with the defaults: 128 bins, 128 levels) finds for the samples of the stack
+X, collected one sample at a time.
 
 Needs numpy, onnx and onnxruntime (the benchmark venv). Usage: qdq_fixtures.py OUT_DIR
 """
@@ -123,6 +126,53 @@ def pool_model(rng, c=32, hw=7):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, c, hw, hw]
 
 
+def inverted_residual_model(rng, c=24, e=96, hw=10, stride=1):
+    """MobileNet-v2's block: 1x1 expand -> Clip(0, 6) -> 3x3 depthwise -> Clip(0, 6) -> 1x1
+    project (-> + x when the stride is 1): int8 tensors of 24 and 96 channels in a chain."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    shapes = {"we": (e, c, 1, 1), "wd": (e, 1, 3, 3), "wp": (c, e, 1, 1)}
+    inits = [numpy_helper.from_array(np.array(0, np.float32), "lo"),
+             numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    for name, shape in shapes.items():
+        fan_in = shape[1] * shape[2] * shape[3]
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name))
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape[0]) * 0.3).astype(np.float32), "b" + name[1]))
+    out = "y" if stride != 1 else "p"
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["ce"], kernel_shape=[1, 1]),
+             helper.make_node("Clip", ["ce", "lo", "hi"], ["re"]),
+             helper.make_node("Conv", ["re", "wd", "bd"], ["cd"], kernel_shape=[3, 3],
+                              strides=[stride, stride], pads=[1, 1, 1, 1], group=e),
+             helper.make_node("Clip", ["cd", "lo", "hi"], ["rd"]),
+             helper.make_node("Conv", ["rd", "wp", "bp"], [out], kernel_shape=[1, 1])]
+    if stride == 1:
+        nodes.append(helper.make_node("Add", ["p", "x"], ["y"]))
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, c, hw, hw]
+
+
+def stem_maxpool_model(rng, hw=20):
+    """ResNet's stem: 7x7 stride-2 conv -> Relu -> 3x3 stride-2 MaxPool -> 1x1 conv."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 3, 7, 7)) * 0.1).astype(np.float32),
+                                     "w0"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b0"),
+             numpy_helper.from_array((rng.standard_normal((16, 16, 1, 1)) * 0.3).astype(np.float32),
+                                     "w1"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b1")]
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], kernel_shape=[7, 7],
+                              strides=[2, 2], pads=[3, 3, 3, 3]),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w1", "b1"], ["y"], kernel_shape=[1, 1])]
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [1, 3, hw, hw]
+
+
 # name: (builder, per_channel, activation type)
 CASES = {
     "conv3x3_pc_s8_bias_relu": (lambda r: conv_model(r, 16, 32, 3, pad=1, act="relu"), True, "s8"),
@@ -135,6 +185,15 @@ CASES = {
     "conv3x3_clip6_s8": (lambda r: conv_model(r, 16, 16, 3, pad=1, act="clip"), True, "s8"),
     "conv_o24_s8": (lambda r: conv_model(r, 8, 24, 3, pad=1), True, "s8"),
     "depthwise_s8": (lambda r: conv_model(r, 32, 32, 3, pad=1, group=32), True, "s8"),
+    "depthwise_s2_u8_relu": (lambda r: conv_model(r, 16, 16, 3, stride=2, pad=[0, 0, 1, 1],
+                                                  group=16, act="relu", hw=11), True, "u8"),
+    "depthwise_c40_clip6_s8": (lambda r: conv_model(r, 40, 40, 3, stride=2, pad=1, group=40,
+                                                    act="clip", hw=9), True, "s8"),
+    "conv_c24_to_o40_u8": (lambda r: conv_model(r, 24, 40, 3, pad=1, hw=8), True, "u8"),
+    "inverted_residual_s8": (lambda r: inverted_residual_model(r), True, "s8"),
+    "inverted_residual_s2_u8": (lambda r: inverted_residual_model(r, c=16, e=48, hw=9,
+                                                                   stride=2), True, "u8"),
+    "stem_maxpool_s8": (lambda r: stem_maxpool_model(r), True, "s8"),
     "gemm_pc_s8_bias": (lambda r: gemm_model(r, 64, 48), True, "s8"),
     "gemm_pt_u8_bias": (lambda r: gemm_model(r, 40, 20), False, "u8"),
     "matmul_pt_s8": (lambda r: gemm_model(r, 32, 16, matmul=True), False, "s8"),
@@ -142,6 +201,9 @@ CASES = {
     "residual_u8": (lambda r: residual_model(r), False, "u8"),
     "pool_head_s8": (lambda r: pool_model(r), True, "s8"),
 }
+
+LATER = ["depthwise_s2_u8_relu", "depthwise_c40_clip6_s8", "conv_c24_to_o40_u8",
+         "inverted_residual_s8", "inverted_residual_s2_u8", "stem_maxpool_s8"]
 
 
 def output_scale(model):
@@ -165,13 +227,32 @@ def run_ort(model, x_npy, y_npy):
         json.dump({"out_scale": output_scale(onnx.load(model))}, f)
 
 
+def entropy_range(x_npy, out_json):
+    """--entropy-range X.npy OUT.json: {"lo", "hi", "bins"} of ONNX Runtime's entropy method."""
+    from onnxruntime.quantization.calibrate import HistogramCollector
+    hc = HistogramCollector(method="entropy", symmetric=False, num_bins=128,
+                            num_quantized_bins=128, percentile=99.999, scenario="same")
+    for sample in np.load(x_npy):
+        hc.collect({"x": [sample]})
+    bins = len(hc.histogram_dict["x"][0])
+    lo, hi = hc.compute_collection_result()["x"][:2]
+    with open(out_json, "w") as f:
+        json.dump({"lo": float(lo), "hi": float(hi), "bins": bins}, f)
+
+
 def main():
     if sys.argv[1] == "--ort":
         run_ort(*sys.argv[2:5])
         return
+    if sys.argv[1] == "--entropy-range":
+        entropy_range(*sys.argv[2:4])
+        return
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
-    for seed, (name, (build, per_channel, act)) in enumerate(sorted(CASES.items())):
+    # The cases added later take the seeds after the first 15 (whose data stays as it was).
+    order = sorted(k for k in CASES if k not in LATER) + LATER
+    for seed, name in enumerate(order):
+        build, per_channel, act = CASES[name]
         rng = np.random.default_rng(1000 + seed)
         model, shape = build(rng)
         fp = os.path.join(out_dir, name + "_fp32.onnx")

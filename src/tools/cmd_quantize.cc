@@ -8,8 +8,12 @@
 // pairs with int8 asymmetric parameters from a calibration: the float model, compiled by Kiln
 // with those tensors as extra outputs, runs on every .npy file of DIR (one sample, or a stack
 // of samples along a new first axis, of the model's single input); min-max ranges (with 0
-// included) or, with --method percentile, the --percentile quantiles of a sample of each
-// tensor's values. Needs opset >= 13 (per-axis quantization).
+// included), with --method percentile the --percentile quantiles of a sample of each tensor's
+// values, or with --method entropy the range whose 128-level quantization of a histogram of all
+// its values has the least KL divergence from it (graph/quantize_calibration.h: ONNX Runtime's
+// CalibrationMethod.Entropy with its defaults — 128 bins to start with, more as later samples
+// widen the range, 128 levels — each calibration sample one collection step, as a data reader
+// yielding one sample at a time gives them). Needs opset >= 13 (per-axis quantization).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,6 +27,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/frontend/onnx_model.h"
 #include "kiln/frontend/onnx_writer.h"
+#include "kiln/graph/quantize_calibration.h"
 #include "kiln/runtime/npy.h"
 #include "kiln/support/error.h"
 #include "kiln/target/target.h"
@@ -42,17 +47,22 @@ struct QuantizeOptions {
   bool per_tensor = false;
 };
 
+/// The entropy method's initial histogram bins and quantization levels (ONNX Runtime's).
+constexpr int64_t kEntropyBins = 128, kEntropyLevels = 128;
+
 /// Running statistics of one tensor over the calibration samples.
 struct Range {
   double lo = INFINITY, hi = -INFINITY;
-  std::vector<float> sample;  ///< up to kSample values (percentile)
-  void add(const NDArray& a, bool keep, std::mt19937& rng) {
+  std::vector<float> sample;   ///< up to 4096 values per calibration sample (percentile)
+  graph::Histogram histogram;  ///< of every value (entropy)
+  void add(const NDArray& a, const std::string& method, std::mt19937& rng) {
     const float* p = a.data_as<float>();
     for (int64_t k = 0; k < a.numel(); ++k) {
       lo = std::min(lo, double(p[k]));
       hi = std::max(hi, double(p[k]));
     }
-    if (!keep) return;
+    if (method == "entropy") histogram.add(p, a.numel(), kEntropyBins);
+    if (method != "percentile") return;
     std::uniform_int_distribution<int64_t> d(0, std::max<int64_t>(a.numel() - 1, 0));
     for (int k = 0; k < 4096 && a.numel() > 0; ++k) sample.push_back(p[d(rng)]);
   }
@@ -229,7 +239,6 @@ class Quantizer {
     for (const graph::Node& n : g.nodes())
       if (n.is_input() && n.name == input) in_shape = n.outputs.at(0).shape;
     std::mt19937 rng(1);
-    const bool keep = o_.method == "percentile";
     for (const fs::path& f : files) {
       NDArray x = runtime::load_npy(f.string());
       const bool stack = x.ndim() == static_cast<int64_t>(in_shape.size()) + 1;
@@ -241,11 +250,11 @@ class Quantizer {
       for (int64_t s = 0; s < n; ++s) {
         NDArray one = NDArray::empty(in_shape, DataType::Float(32));
         std::memcpy(one.data(), static_cast<const char*>(x.data()) + s * bytes, size_t(bytes));
-        if (acts_.count(input)) ranges_[input].add(one, keep, rng);
+        if (acts_.count(input)) ranges_[input].add(one, o_.method, rng);
         ex.set_input(0, one);
         ex.run();
         for (size_t k = 0; k < outs.size(); ++k)
-          ranges_[outs[k]].add(ex.get_output(first + static_cast<int>(k)), keep, rng);
+          ranges_[outs[k]].add(ex.get_output(first + static_cast<int>(k)), o_.method, rng);
         ++samples_;
       }
     }
@@ -253,6 +262,10 @@ class Quantizer {
 
   QParams params_of(const std::string& t) {
     Range& r = ranges_[t];
+    if (o_.method == "entropy" && !r.histogram.counts.empty()) {
+      const auto [lo, hi] = graph::entropy_range(r.histogram, kEntropyLevels);
+      return act_params(lo, hi);
+    }
     if (o_.method != "percentile" || r.sample.empty()) return act_params(r.lo, r.hi);
     std::sort(r.sample.begin(), r.sample.end());
     auto q = [&](double p) {
@@ -386,8 +399,9 @@ Command add_quantize_command(CLI::App& app) {
   cmd->add_option("--calibrate", o->calibrate,
                   "Folder of .npy calibration inputs (a sample or a stack of samples each)")
       ->required();
-  cmd->add_option("--method", o->method, "minmax (default) or percentile")
-      ->check(CLI::IsMember({"minmax", "percentile"}));
+  cmd->add_option("--method", o->method,
+                  "minmax (default), percentile, or entropy (KL divergence, as ONNX Runtime's)")
+      ->check(CLI::IsMember({"minmax", "percentile", "entropy"}));
   cmd->add_option("--percentile", o->percentile,
                   "With --method percentile: the quantile kept at each end (default 99.999)")
       ->check(real_range(50, 100));

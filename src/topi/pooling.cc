@@ -95,7 +95,10 @@ Layout parse_layout(const te::Tensor& x, const std::string& layout, const std::s
   KILN_USER_CHECK(L.shape.size() == rank && (!L.cblock || L.shape[4] == L.cblock))
       << op << ": input shape " << detail::shape_text(L.shape) << " does not match layout "
       << layout;
-  KILN_USER_CHECK(x->dtype.is_float()) << op << ": needs floating-point input, got " << x->dtype;
+  // Max pooling also takes integers (ONNX MaxPool's int8 / uint8; quantized models).
+  const bool max = op.rfind("max", 0) == 0 || op.rfind("global_max", 0) == 0;
+  KILN_USER_CHECK(x->dtype.is_float() || (max && x->dtype.is_integer()))
+      << op << ": needs floating-point input, got " << x->dtype;
   L.N = L.shape[0];
   L.C = L.shape[1];
   L.H = L.shape[2];

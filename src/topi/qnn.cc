@@ -15,42 +15,21 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/quantized.h"
+#include "kiln/topi/x86_intrin.h"
+#include "qnn_util.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
 
 using namespace kiln::ir;  // NOLINT
+using detail::check_channel_vectors;
+using detail::check_requant;
 using detail::ci;
+using detail::is_q8;
 
 namespace {
 
 const DataType kF32 = DataType::Float(32), kI32 = DataType::Int(32), kU8 = DataType::UInt(8);
-
-bool is_q8(DataType t) { return t == DataType::UInt(8) || t == DataType::Int(8); }
-
-void check_requant(const RequantParams& p, const std::string& op) {
-  KILN_USER_CHECK(is_q8(p.out_dtype))
-      << op << ": output must be uint8 or int8, got " << p.out_dtype;
-  const int64_t lo = p.out_dtype == kU8 ? 0 : -128, hi = p.out_dtype == kU8 ? 255 : 127;
-  KILN_USER_CHECK(lo <= p.out_min && p.out_min <= p.out_max && p.out_max <= hi)
-      << op << ": saturation bounds [" << p.out_min << ", " << p.out_max << "] are not within "
-      << p.out_dtype << "'s range [" << lo << ", " << hi << "]";
-  KILN_USER_CHECK(lo <= p.y_zero_point && p.y_zero_point <= hi)
-      << op << ": output zero point " << p.y_zero_point << " is outside " << p.out_dtype
-      << "'s range";
-}
-
-/// The channel vectors of a product with `O` outputs: bias int32 [O], scale float32 [O].
-void check_channel_vectors(const te::Tensor& bias, const te::Tensor& scale, int64_t O,
-                           const std::string& op) {
-  auto bs = detail::const_shape(bias, op), ss = detail::const_shape(scale, op);
-  KILN_USER_CHECK(bias->dtype == kI32 && bs == std::vector<int64_t>{O})
-      << op << ": bias must be int32 [" << O << "], got " << bias->dtype << " "
-      << detail::shape_text(bs);
-  KILN_USER_CHECK(scale->dtype == kF32 && ss == std::vector<int64_t>{O})
-      << op << ": scale must be float32 [" << O << "], got " << scale->dtype << " "
-      << detail::shape_text(ss);
-}
 
 /// x's value as uint8 for VNNI: itself, or x + 128 for int8.
 Expr as_u8(Expr v) {
@@ -114,8 +93,8 @@ te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const t
 te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
                    const std::string& name) {
   auto as = detail::const_shape(a, "qnn_add"), bs = detail::const_shape(b, "qnn_add");
-  KILN_USER_CHECK(is_q8(a->dtype) && a->dtype == b->dtype && as == bs)
-      << "qnn_add: needs two uint8/int8 tensors of one shape and type, got " << a->dtype << " "
+  KILN_USER_CHECK(is_q8(a->dtype) && is_q8(b->dtype) && as == bs)
+      << "qnn_add: needs two uint8/int8 tensors of one shape, got " << a->dtype << " "
       << detail::shape_text(as) << " and " << b->dtype << " " << detail::shape_text(bs);
   RequantParams r;
   r.out_min = p.out_min;
@@ -130,9 +109,15 @@ te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams&
       a->shape,
       [&](const std::vector<Var>& v) {
         std::vector<Expr> i(v.begin(), v.end());
-        Expr c = fma(cast(kF32, b(i)), make_const(kF32, p.ratio_b), make_const(kF32, p.fixed));
-        c = fma(cast(kF32, a(i)), make_const(kF32, p.ratio_a), c);
+        auto operand = [&](const te::Tensor& t, int64_t offset) {
+          Expr x = cast(kI32, t(i));
+          return cast(kF32, offset ? x - ci(offset) : x);
+        };
+        Expr c =
+            fma(operand(b, p.b_offset), make_const(kF32, p.ratio_b), make_const(kF32, p.fixed));
+        c = fma(operand(a, p.a_offset), make_const(kF32, p.ratio_a), c);
         Expr q = Call::make(kF32, "nearbyint", {c}, CallKind::kPureIntrinsic);
+        if (p.y_offset) q = q + make_const(kF32, double(p.y_offset));  // exact: integers
         q = min(max(q, make_const(kF32, double(p.out_min))), make_const(kF32, double(p.out_max)));
         return cast(p.out_dtype, cast(kI32, q));
       },
@@ -143,22 +128,29 @@ te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const Requant
                                  const std::string& name) {
   check_requant(p, "qnn_global_avg_pool2d");
   auto xs = detail::const_shape(x, "qnn_global_avg_pool2d");
-  KILN_USER_CHECK(is_q8(x->dtype) && xs.size() == 4)
-      << "qnn_global_avg_pool2d: data must be uint8/int8 NCHW, got " << x->dtype << " "
+  KILN_USER_CHECK(is_q8(x->dtype) && (xs.size() == 4 || xs.size() == 5))
+      << "qnn_global_avg_pool2d: data must be uint8/int8 NCHW or NCHW<b>c, got " << x->dtype << " "
       << detail::shape_text(xs);
   auto rh = te::reduce_axis({0, ci(xs[2])}, "rh");
   auto rw = te::reduce_axis({0, ci(xs[3])}, "rw");
+  std::vector<Expr> shape = x->shape;
+  shape[2] = shape[3] = ci(1);
+  // The channel axes (c, or cb and the lane c of a block) are kept; h and w reduced.
   te::Tensor sum = te::compute(
-      {ci(xs[0]), ci(xs[1]), ci(1), ci(1)},
-      [&](Var n, Var c, Var, Var) {
-        return te::sum(cast(kI32, x(n, c, rh, rw)), {rh, rw});
+      shape,
+      [&](const std::vector<Var>& v) {
+        std::vector<Expr> i(v.begin(), v.end());
+        i[2] = rh->var;
+        i[3] = rw->var;
+        return te::sum(cast(kI32, x(i)), {rh, rw});
       },
       name + "_sum", tag::kCommReduce);
   const int64_t bias = -p.x_zero_point * xs[2] * xs[3];
   return te::compute(
       sum->shape,
-      [&](Var n, Var c, Var h, Var w) {
-        return requantize_value(sum(n, c, h, w) + ci(bias), make_const(kF32, scale), p);
+      [&](const std::vector<Var>& v) {
+        return requantize_value(sum(std::vector<Expr>(v.begin(), v.end())) + ci(bias),
+                                make_const(kF32, scale), p);
       },
       name, tag::kQnnRequantize);
 }
@@ -206,48 +198,91 @@ te::Tensor qnn_dense(const te::Tensor& x, const te::Tensor& W, const te::Tensor&
 te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
                             const te::Tensor& scale, const QnnConvNCHWcAttrs& a,
                             const RequantParams& p, const std::string& name) {
-  check_requant(p, "qnn_conv2d_nchwc");
-  auto xs = detail::const_shape(x, "qnn_conv2d_nchwc");
+  const char* op = "qnn_conv2d_nchwc";
+  check_requant(p, op);
+  auto xs = detail::const_shape(x, op), ps = detail::const_shape(Wp, op);
   const bool blocked = xs.size() == 5;
   KILN_USER_CHECK(is_q8(x->dtype) && (xs.size() == 4 || (blocked && xs[4] % 4 == 0)))
-      << "qnn_conv2d_nchwc: data must be uint8/int8 NCHW or NCHW[4k]c, got " << x->dtype << " "
+      << op << ": data must be uint8/int8 NCHW or NCHW[4k]c, got " << x->dtype << " "
       << detail::shape_text(xs);
   KILN_USER_CHECK(a.padding.size() == 4 &&
-                  *std::min_element(a.padding.begin(), a.padding.end()) >= 0)
-      << "qnn_conv2d_nchwc: padding must be 4 non-negative values";
-  check_channel_vectors(bias, scale, a.O, "qnn_conv2d_nchwc");
-  const int64_t bn = blocked ? xs[4] : 1;
-  const int64_t N = xs[0], C = xs[1] * bn, H = xs[2], W = xs[3];
+                  *std::min_element(a.padding.begin(), a.padding.end()) >= 0 && a.stride > 0)
+      << op << ": padding must be 4 non-negative values and the stride positive";
+  check_channel_vectors(bias, scale, a.O, op);
+  // The input block: the data's own (4 channels of a block are one int32 word), or 4 for NCHW
+  // data, which a packing stage blocks.
+  const int64_t ib = blocked ? xs[4] : 4;
+  const int64_t N = xs[0], C = blocked ? xs[1] * xs[4] : xs[1], H = xs[2], W = xs[3];
+  const int64_t CB = (C + ib - 1) / ib, C4 = (C + 3) / 4;
+  const int64_t ob = ps.size() == 5 && ps[4] == 8 ? 8 : 16, O = a.O;
+  KILN_USER_CHECK(Wp->dtype == DataType::Int(32) &&
+                  ps == std::vector<int64_t>({(O + ob - 1) / ob, C4, a.KH, a.KW, ob}))
+      << op << ": packed weight " << detail::shape_text(ps) << " (" << Wp->dtype
+      << ") does not match data " << detail::shape_text(xs) << ", " << O << " outputs and a "
+      << a.KH << "x" << a.KW << " kernel (expected int32 [ceil(O/b), ceil(C/4), KH, KW, b], b = 16 "
+      << "or 8: pack_qnn_conv2d_weight)";
   const int64_t pt = a.padding[0], pl = a.padding[1], pb = a.padding[2], pr = a.padding[3];
+  const int64_t Hp = H + pt + pb, Wq = W + pl + pr;
+  KILN_USER_CHECK(Hp >= a.KH && Wq >= a.KW)
+      << op << ": kernel " << a.KH << "x" << a.KW << " is larger than the padded input "
+      << detail::shape_text(xs);
+  const int64_t OH = (Hp - a.KH) / a.stride + 1, OW = (Wq - a.KW) / a.stride + 1;
+  const bool padded = pt || pl || pb || pr;
   const int64_t shift = x->dtype == kU8 ? 0 : 128;
-  const int64_t zu = p.x_zero_point + shift;
-  // x[n, c, h, w] of the logical NCHW tensor.
-  auto at = [&](Expr n, Expr c, Expr h, Expr w) -> Expr {
-    if (!blocked) return x(n, c, h, w);
-    return x(n, floordiv(c, ci(bn)), h, w, floormod(c, ci(bn)));
-  };
-  te::Tensor xu = x;
-  if (blocked || shift || pt || pl || pb || pr) {
-    // uint8 NCHW data padded with the shifted zero point (inlined into the kernel's packing
-    // stage, which then reads 4 consecutive channels of a block: one int32).
-    xu = te::compute(
-        {ci(N), ci(C), ci(H + pt + pb), ci(W + pl + pr)},
-        [&](Var n, Var c, Var h, Var w) {
-          Expr hh = h - ci(pt), ww = w - ci(pl);
-          if (!(pt || pl || pb || pr)) return as_u8(at(n, c, hh, ww));
+  const Expr zu = make_const(kU8, p.x_zero_point + shift);
+  // Dp [N, CB, Hp, Wq, ib] uint8: the data shifted to uint8 and padded with the (shifted) zero
+  // point, in blocks of ib channels; blocked uint8 data without padding is read in place.
+  te::Tensor Dp = x;
+  if (!blocked) {
+    // NCHW → NCHW4c (zero past C: the weights are zero there too).
+    Dp = te::compute(
+        {ci(N), ci(CB), ci(Hp), ci(Wq), ci(4)},
+        [&](const std::vector<Var>& v) {
+          Expr c = v[1] * ci(4) + v[4], hh = v[2] - ci(pt), ww = v[3] - ci(pl);
           Expr in = hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
-          Expr v = as_u8(at(n, c, min(max(hh, ci(0)), ci(H - 1)), min(max(ww, ci(0)), ci(W - 1))));
-          return if_then_else(in, v, make_const(kU8, zu));
+          Expr val = as_u8(x(v[0], min(c, ci(C - 1)), min(max(hh, ci(0)), ci(H - 1)),
+                             min(max(ww, ci(0)), ci(W - 1))));
+          if (padded) val = if_then_else(in, val, zu);
+          if (C % 4 != 0) val = if_then_else(c < ci(C), val, make_zero(kU8));
+          return val;
         },
-        name + "_xu", tag::kInjective);
+        name + "_xp", tag::kQuantizedPack);
+  } else if (shift || padded) {
+    // The blocked layout kept: a vectorizable pass over the channel block.
+    Dp = te::compute(
+        {ci(N), ci(CB), ci(Hp), ci(Wq), ci(ib)},
+        [&](const std::vector<Var>& v) {
+          Expr hh = v[2] - ci(pt), ww = v[3] - ci(pl);
+          if (!padded) return as_u8(x(v[0], v[1], hh, ww, v[4]));
+          Expr in = hh >= ci(0) && hh < ci(H) && ww >= ci(0) && ww < ci(W);
+          return if_then_else(in,
+                              as_u8(x(v[0], v[1], min(max(hh, ci(0)), ci(H - 1)),
+                                      min(max(ww, ci(0)), ci(W - 1)), v[4])),
+                              zu);
+        },
+        name + "_xp", tag::kQuantizedPack);
   }
-  te::Tensor acc =
-      quantized_conv2d_nchwc(xu, Wp, a.O, a.KH, a.KW, QConv2DAttrs{a.stride, 0}, name + "_acc");
-  const int64_t O = a.O;
+  // acc[n, o/b, oh, ow, o%b] = Σ Dp[.., 4q + kk] · W[o, 4(cb·ib/4 + q) + kk, kh, kw]: the
+  // reduction over (cb, kh, kw, q, kk), the 4 bytes kk of one int32 word innermost (one
+  // vpdpbusd per b lanes; quantized.h's compute in the data's own block).
+  auto rc = te::reduce_axis({0, ci(CB)}, "cb");
+  auto rh = te::reduce_axis({0, ci(a.KH)}, "kh");
+  auto rw = te::reduce_axis({0, ci(a.KW)}, "kw");
+  auto rq = te::reduce_axis({0, ci(ib / 4)}, "q");
+  auto rk = te::reduce_axis({0, ci(4)}, "kk");
+  const int64_t st = a.stride, q4 = ib / 4;
+  te::Tensor acc = te::compute(
+      {ci(N), ci((O + ob - 1) / ob), ci(OH), ci(OW), ci(ob)},
+      [&](const std::vector<Var>& v) {
+        Expr d = Dp(v[0], rc, v[2] * ci(st) + rh, v[3] * ci(st) + rw, rq * ci(4) + rk);
+        Expr w = Wp(v[1], rc * ci(q4) + rq, rh, rw, v[4]);
+        return te::sum(cast(kI32, d) * packed_s8(w, rk), {rc, rh, rw, rq, rk});
+      },
+      name + "_acc", tag::kQuantizedConv2d);
   return te::compute(
       acc->shape,
       [&](const std::vector<Var>& v) {
-        Expr o = min(v[1] * ci(16) + v[4], ci(O - 1));
+        Expr o = min(v[1] * ci(ob) + v[4], ci(O - 1));
         return requantize_value(acc(std::vector<Expr>(v.begin(), v.end())) + bias(o), scale(o), p);
       },
       name, tag::kQnnConv2d);
@@ -262,8 +297,7 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
     if (t->op->tag == tag::kQuantizedConv2d) acc = t;
   KILN_ICHECK(acc.defined()) << "qnn_conv2d_nchwc: no quantized_conv2d_nchwc stage";
   te::Tensor Dp = acc->op->input_tensors()[0];
-  // Inline the injective stages between the requantisation and `out`, and the data's shift and
-  // padding into the packing stage.
+  // Inline the injective stages between the requantisation and `out`.
   for (const te::Operation& op : te::post_dfs_order({out.op()})) {
     if (op.same_as(out.op()) || op->kind != te::OpKind::kCompute) continue;
     if (op.same_as(main.op()) || (is_injective_tag(op->tag) && !op.same_as(Dp.op())))
@@ -282,19 +316,42 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
     cfg.fallback_knob("unroll_kw", 1);
   }
   const int64_t tow = cfg.knob("tile_ow");
-  // Two blocks of 16 output channels per register tile: each data broadcast feeds two
-  // vpdpbusd (2 x tile_ow accumulators).
-  const int64_t OB = *as_const_int(acc->shape[1]);
-  cfg.define_knob("tile_ob", OB % 2 == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1});
-  if (cfg.is_fallback()) cfg.fallback_knob("tile_ob", OB % 2 == 0 && tow <= 7 ? 2 : 1);
+  // Several blocks of output channels per register tile: each data broadcast feeds tile_ob
+  // vpdpbusd (tile_ob x tile_ow accumulators). Blocks of 16 channels: up to 2; blocks of 8
+  // (ymm, 24 / 40 / … channels): up to 4, the fallback the most that divides the blocks with
+  // at most 24 accumulators.
+  const int64_t OB = *as_const_int(acc->shape[1]), lanes = *as_const_int(acc->shape[4]);
+  std::vector<int64_t> obs{1};
+  for (int64_t t = 2; t <= (lanes == 8 ? 4 : 2); ++t)
+    if (OB % t == 0) obs.push_back(t);
+  cfg.define_knob("tile_ob", obs);
+  if (cfg.is_fallback()) {
+    int64_t t = 1;
+    if (lanes == 16) {
+      t = OB % 2 == 0 && tow <= 7 ? 2 : 1;
+    } else {
+      for (int64_t c : obs)
+        if (c * tow <= 24) t = c;
+    }
+    cfg.fallback_knob("tile_ob", t);
+  }
   const int64_t tob = cfg.knob("tile_ob");
-  // Packing: the channel-quad loop parallel and outermost, as a plain loop variable, so that
-  // the byte addresses of a quad simplify to consecutive offsets (one 32-bit load for LLVM).
-  te::Stage sd = s[Dp];
-  auto dax = sd.op_axis();
-  sd.reorder({dax[1], dax[0], dax[2], dax[3]});
-  sd.parallel(dax[1]);
-  if (dax.size() == 5) sd.unroll(dax[4]);  // a packing stage that keeps the 4 bytes as an axis
+  if (Dp->op->kind == te::OpKind::kCompute) {
+    te::Stage sd = s[Dp];
+    auto dax = sd.op_axis();
+    const te::Tensor x = Dp->op->input_tensors()[0];
+    if (x->shape.size() == 4) {
+      // Packing NCHW: the channel-quad loop parallel and outermost, as a plain loop variable,
+      // so that the byte addresses of a quad simplify to consecutive offsets.
+      sd.reorder({dax[1], dax[0], dax[2], dax[3]});
+      sd.parallel(dax[1]);
+      sd.unroll(dax[4]);
+    } else {
+      // Shifting / padding blocked data: rows in parallel, the channel block vectorized.
+      sd.parallel(sd.fuse({dax[0], dax[1], dax[2]}));
+      sd.vectorize(dax[4]);
+    }
+  }
   te::Stage so = s[out];
   auto oax = so.op_axis();
   auto [obo, obi] = so.split(oax[1], ci(tob));
@@ -308,17 +365,54 @@ void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te:
   sa.compute_at(so, owo);
   auto aax = sa.op_axis();
   auto rax = sa.op_reduce_axis();
-  // (c4, kh, kw) outside the register tile; a byte reduction axis of the kernel's compute, when
-  // it has one, innermost (the lanes x bytes that one vpdpbusd computes).
-  std::vector<te::IterVar> order{rax[0], rax[1], rax[2], aax[1], aax[3], aax[4]};
-  for (size_t k = 3; k < rax.size(); ++k) order.push_back(rax[k]);
-  sa.reorder(order);
+  // (cb, kh, kw, q) outside the register tile, q (the words of a channel block) unrolled; the
+  // byte axis kk innermost (the lanes x bytes that one vpdpbusd computes).
+  sa.reorder({rax[0], rax[1], rax[2], rax[3], aax[1], aax[3], aax[4], rax[4]});
+  sa.unroll(rax[3]);
   sa.unroll(aax[1]);
   sa.unroll(aax[3]);
   sa.vectorize(aax[4]);
   if (cfg.knob("unroll_kw")) sa.unroll(rax[2]);
   // The lanes x bytes become one vpdpbusd (tensorize with dot_u8s8) where the target has VNNI.
   schedule_quantized_lanes(s, acc, target);
+}
+
+int64_t qnn_channel_block(int64_t C) { return C % 16 == 0 ? 16 : C % 8 == 0 ? 8 : 0; }
+
+std::string QnnConv2DWorkload::str() const {
+  std::string pad;
+  for (int64_t v : padding) pad += (pad.empty() ? "" : ",") + std::to_string(v);
+  return "N" + std::to_string(N) + " C" + std::to_string(C) + " H" + std::to_string(H) + " W" +
+         std::to_string(W) + " in" + std::to_string(in_block) + " " + x_dtype.str() + " O" +
+         std::to_string(O) + " K" + std::to_string(KH) + "x" + std::to_string(KW) + " s" +
+         std::to_string(stride) + " p" + pad;
+}
+
+autotune::Template qnn_conv2d_nchwc_template(const QnnConv2DWorkload& w, const Target& target) {
+  KILN_USER_CHECK(is_q8(w.x_dtype) && qnn_channel_block(w.O) > 0 &&
+                  (w.in_block == 0 || w.C % w.in_block == 0))
+      << "qnn_conv2d_nchwc_template: unsupported workload " << w.str()
+      << " (uint8/int8 data, 8k outputs, an input block dividing C)";
+  return autotune::Template{
+      "qnn_conv2d_nchwc_cpu", "1", [w, target](autotune::Config& cfg) {
+        const int64_t ib = w.in_block, ob = qnn_channel_block(w.O);
+        std::vector<Expr> xs{ci(w.N), ci(w.C), ci(w.H), ci(w.W)};
+        if (ib) xs = {ci(w.N), ci(w.C / ib), ci(w.H), ci(w.W), ci(ib)};
+        te::Tensor x = te::placeholder(xs, w.x_dtype, "x");
+        te::Tensor Wp = te::placeholder(
+            {ci((w.O + ob - 1) / ob), ci((w.C + 3) / 4), ci(w.KH), ci(w.KW), ci(ob)}, kI32, "Wp");
+        te::Tensor bias = te::placeholder({ci(w.O)}, kI32, "bias");
+        te::Tensor scale = te::placeholder({ci(w.O)}, kF32, "scale");
+        RequantParams p;
+        p.out_dtype = w.x_dtype;
+        p.out_min = w.x_dtype == kU8 ? 0 : -128;
+        p.out_max = p.out_min + 255;
+        te::Tensor y = qnn_conv2d_nchwc(x, Wp, bias, scale,
+                                        QnnConvNCHWcAttrs{w.O, w.KH, w.KW, w.stride, w.padding}, p);
+        te::Schedule s = te::create_schedule({y});
+        schedule_qnn_conv2d_nchwc(cfg, s, y, y, target);
+        return autotune::Instance{s, {x, Wp, bias, scale, y}, cfg};
+      }};
 }
 
 te::Tensor qnn_dense_packed(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
@@ -355,27 +449,29 @@ void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te:
 // ---------------------------------------------------------------------------------------------
 // Host helpers
 
-runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W) {
+runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W, int64_t block) {
   KILN_USER_CHECK(W.dtype() == DataType::Int(8) && W.ndim() == 4)
       << "pack_qnn_conv2d_weight: weight must be int8 OIHW, got " << W.dtype();
+  KILN_USER_CHECK(block == 16 || block == 8)
+      << "pack_qnn_conv2d_weight: the output block must be 16 or 8, got " << block;
   const int64_t O = W.shape()[0], C = W.shape()[1], KH = W.shape()[2], KW = W.shape()[3];
-  const int64_t OB = (O + 15) / 16, C4 = (C + 3) / 4;
-  runtime::NDArray r = runtime::NDArray::empty({OB, C4, KH, KW, 16}, kI32);
+  const int64_t OB = (O + block - 1) / block, C4 = (C + 3) / 4;
+  runtime::NDArray r = runtime::NDArray::empty({OB, C4, KH, KW, block}, kI32);
   const int8_t* w = W.data_as<int8_t>();
   uint32_t* d = reinterpret_cast<uint32_t*>(r.data());
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int64_t c4 = 0; c4 < C4; ++c4)
       for (int64_t kh = 0; kh < KH; ++kh)
         for (int64_t kw = 0; kw < KW; ++kw)
-          for (int64_t oi = 0; oi < 16; ++oi) {
+          for (int64_t oi = 0; oi < block; ++oi) {
             uint32_t v = 0;
-            const int64_t o = ob * 16 + oi;
+            const int64_t o = ob * block + oi;
             for (int64_t i = 0; i < 4; ++i) {
               const int64_t c = c4 * 4 + i;
               if (o < O && c < C)
                 v |= uint32_t(uint8_t(w[((o * C + c) * KH + kh) * KW + kw])) << (8 * i);
             }
-            d[(((ob * C4 + c4) * KH + kh) * KW + kw) * 16 + oi] = v;
+            d[(((ob * C4 + c4) * KH + kh) * KW + kw) * block + oi] = v;
           }
   return r;
 }

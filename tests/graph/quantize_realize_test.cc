@@ -130,6 +130,57 @@ TEST(QuantizeRealize, AddOfTwoQuantizedTensorsBecomesAnIntegerAdd) {
   EXPECT_EQ(n.attrs.get_int("out_min"), -128);
 }
 
+TEST(QuantizeRealize, MaxPoolBetweenEqualQuantizationsPoolsTheIntegers) {
+  for (float sy : {0.5f, 0.25f}) {  // the output's scale: x's own, then another
+    Graph g;
+    Entry x = g.add_input("x", {1, 16, 8, 8}, DataType::Int(8));
+    Entry dx = g.add_op("qnn_dequantize", {x, g.add_constant("sx", scalar_f32(0.5f)),
+                                           g.add_constant("zx", scalar_s8(3))});
+    Attrs a;
+    a.set("pool_size", Ints{3, 3}).set("strides", Ints{2, 2}).set("padding", Ints{1, 1, 1, 1});
+    Entry mp = g.add_op("max_pool2d", {dx}, a, "pool");
+    g.add_output(g.add_op("qnn_quantize", {mp, g.add_constant("sy", scalar_f32(sy)),
+                                           g.add_constant("zy", scalar_s8(3))}));
+    Graph r = quantize_realize(infer_types(g));
+    if (sy == 0.5f) {
+      ASSERT_EQ(count(r, "max_pool2d"), 1) << r.str();
+      EXPECT_EQ(count(r, "qnn_dequantize") + count(r, "qnn_quantize"), 0) << r.str();
+      const Node& p = only(r, "max_pool2d");
+      EXPECT_EQ(p.name, "pool");
+      EXPECT_EQ(r.type_of(p.inputs[0]).dtype, DataType::Int(8));
+      EXPECT_EQ(p.attrs.get_ints("strides"), (Ints{2, 2}));
+    } else {
+      EXPECT_EQ(count(r, "qnn_dequantize"), 1) << r.str();  // another scale: stays in float
+    }
+  }
+}
+
+TEST(QuantizeRealize, Int8ActivationsBetweenIntegerOpsAreCarriedAsUint8) {
+  // conv_graph's conv, its output dequantized: the int8 tensor between the conv and the
+  // dequantize becomes uint8 (+128); the graph's int8 input and float output keep their types.
+  ConvGraph c = conv_graph();
+  Graph& g = c.g;
+  const Entry q = g.outputs()[0];
+  g.set_outputs({g.add_op("qnn_dequantize", {q, g.add_constant("sq", scalar_f32(2.0f)),
+                                             g.add_constant("zq", scalar_s8(5))})});
+  Graph r = quantize_realize(infer_types(g));
+  const Node& conv = only(r, "qnn_conv2d");
+  EXPECT_EQ(r.type_of(conv.inputs[0]).dtype, DataType::Int(8));  // the graph's input
+  EXPECT_EQ(conv.attrs.get_int("x_zero_point"), -3);
+  EXPECT_EQ(conv.attrs.get_string("out_dtype"), "uint8");
+  EXPECT_EQ(conv.attrs.get_int("y_zero_point"), 5 + 128);
+  EXPECT_EQ(conv.attrs.get_int("out_min"), 5 + 128);  // the Relu, shifted
+  EXPECT_EQ(conv.attrs.get_int("out_max"), 255);
+  const Node& dq = only(r, "qnn_dequantize");
+  EXPECT_EQ(r.type_of(dq.inputs[0]).dtype, DataType::UInt(8));
+  const NDArray& zp = r.node(dq.inputs[2].node).value;
+  ASSERT_EQ(zp.dtype(), DataType::UInt(8));
+  EXPECT_EQ(zp.data_as<uint8_t>()[0], 133);
+  EXPECT_EQ(r.type_of(r.outputs()[0]).dtype, DataType::Float(32));
+  // Types as infer_types derives them from the new attributes.
+  EXPECT_TRUE(structural_equal(r, infer_types(r))) << r.str();
+}
+
 TEST(QuantizeRealize, PerChannelActivationScalesStayInFloat) {
   Graph g;
   Entry a = g.add_input("a", {1, 2}, DataType::Int(8));

@@ -1,14 +1,16 @@
 // int8 quantized models against ONNX Runtime: small QDQ models written by ONNX Runtime's
 // quantize_static (scripts/qdq_fixtures.py: conv 1x1 / 3x3 / 7x7 stride 2 / asymmetric padding /
-// depthwise / 24 outputs, Gemm, MatMul, a residual block; per-tensor and per-channel weights,
+// depthwise (stride 1 and 2, 16 / 32 / 40 channels) / 24 and 40 outputs, Gemm, MatMul, a
+// residual block, MobileNet-v2's inverted residual block; per-tensor and per-channel weights,
 // uint8 and int8 activations, with and without bias, Relu and Clip) are imported, realized into
 // integer products (quantize_realize), compiled for the host and run on the fixture's random
-// input; the output must equal ONNX Runtime's int8 output within one quantization unit (the
-// number of exact elements is printed). The fixtures are generated once per build folder into
-// qdq-fixtures/ of the build folder with the Python of KILN_ORT_PYTHON (the benchmark venv, which
-// has onnxruntime); without it the tests are skipped, saying why. KilnQuantize: `kiln quantize` on
-// the residual block's float model writes a QDQ model that ONNX Runtime runs and Kiln realizes
-// and matches within one unit, and names an empty calibration folder.
+// input; the output must equal ONNX Runtime's int8 output within one quantization unit, and
+// exactly on a VNNI CPU (the number of exact elements is printed). The fixtures are generated once
+// per build folder into qdq-fixtures/ of the build folder with the Python of KILN_ORT_PYTHON (the
+// benchmark venv, which has onnxruntime); without it the tests are skipped, saying why.
+// KilnQuantize: `kiln quantize` on the residual block's float model writes a QDQ model that ONNX
+// Runtime runs and Kiln realizes and matches within one unit, and names an empty calibration
+// folder.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -21,6 +23,7 @@
 
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
+#include "kiln/graph/quantize_calibration.h"
 #include "kiln/graph/transform.h"
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/runtime/npy.h"
@@ -133,16 +136,55 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
                 ops["matmul"] + ops["depthwise_conv2d_nchwc"],
             0)
       << opt.str();
-  EXPECT_GT(
-      ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_dense"] + ops["qnn_dense_packed"], 0)
+  EXPECT_GT(ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_depthwise_conv2d_nchwc"] +
+                ops["qnn_dense"] + ops["qnn_dense_packed"],
+            0)
       << opt.str();
   // The residual Add and the pooling run in integers too (QLinearAdd / QLinearGlobalAveragePool).
-  if (name.rfind("residual", 0) == 0) EXPECT_EQ(ops["qnn_add"], 1) << opt.str();
-  if (name.rfind("pool", 0) == 0) EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
-  // On a VNNI CPU the convolutions with 16k outputs and dense layers take the VNNI kernels.
-  if (Target::host().has_feature("avx512vnni") && name.rfind("depthwise", 0) != 0 &&
-      name != "conv_o24_s8") {
+  if (name.rfind("residual", 0) == 0) {
+    EXPECT_EQ(ops["qnn_add"], 1) << opt.str();
+  }
+  if (name.rfind("pool", 0) == 0) {
+    EXPECT_EQ(ops["qnn_global_avg_pool2d"], 1) << opt.str();
+  }
+  // MaxPool between a dequantize and a quantize of the same parameters pools the integers.
+  for (const graph::Node& n : opt.nodes()) {
+    if (n.is_op() && n.op == "max_pool2d") {
+      // int8, carried as uint8 between integer ops
+      EXPECT_EQ(opt.type_of(n.inputs[0]).dtype, DataType::UInt(8)) << opt.str();
+    }
+  }
+  if (name.find("maxpool") != std::string::npos) {
+    EXPECT_EQ(ops["max_pool2d"], 1) << opt.str();
+  }
+  // On a VNNI CPU every product takes an NCHWc kernel (convolutions with 8k outputs the VNNI
+  // one, depthwise convolutions the int32 one), and an int8 chain of 16- and 8-channel blocks
+  // (MobileNet-v2's inverted residual block: 24 → 96 → depthwise → 24, + x) runs without a
+  // layout transform inside it: only the model's float input and output are converted.
+  if (Target::host().has_feature("avx512vnni")) {
     EXPECT_EQ(ops["qnn_conv2d"] + ops["qnn_dense"], 0) << opt.str();
+    const bool depthwise =
+        name.find("depthwise") != std::string::npos || name.rfind("inverted_residual", 0) == 0;
+    EXPECT_EQ(ops["qnn_depthwise_conv2d_nchwc"], depthwise ? 1 : 0) << opt.str();
+    if (name.rfind("inverted_residual", 0) == 0) {
+      EXPECT_EQ(ops["qnn_conv2d_nchwc"], 2) << opt.str();
+      EXPECT_LE(ops["layout_transform"], 2) << opt.str();
+      EXPECT_EQ(ops["qnn_add"], name.find("_s2_") == std::string::npos ? 1 : 0) << opt.str();
+    }
+    // Each int8 NCHWc convolution carries its tuning task (kiln tune tunes it, a log's best
+    // config is built), keyed by its logical workload.
+    for (const graph::Node& n : opt.nodes()) {
+      if (!n.is_op() || (n.op != "qnn_conv2d_nchwc" && n.op != "qnn_depthwise_conv2d_nchwc"))
+        continue;
+      ASSERT_TRUE(static_cast<bool>(n.impl.task)) << n.name;
+      const std::string key = n.impl.task().key();
+      EXPECT_EQ(key.rfind(n.op == "qnn_conv2d_nchwc"
+                              ? "qnn_conv2d_nchwc_cpu(qnn_conv2d N1 C"
+                              : "qnn_depthwise_conv2d_nchwc_cpu(qnn_depthwise conv2d N1 C",
+                          0),
+                0u)
+          << key;
+    }
   }
 
   graph::CompiledModule cm = graph::build_module(g, Target::host(), {});
@@ -165,6 +207,11 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   std::cout << name << ": " << exact << " of " << want.numel()
             << " elements equal to ONNX Runtime's, the others within " << worst << " unit(s)\n";
   EXPECT_LE(worst, 1) << name;
+  // On a VNNI CPU ONNX Runtime's int8 kernels accumulate exactly too (without VNNI, MLAS's
+  // u8 × s8 path may saturate int16 pairs): there every element must be equal.
+  if (Target::host().has_feature("avx512vnni")) {
+    EXPECT_EQ(worst, 0) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
@@ -173,8 +220,51 @@ INSTANTIATE_TEST_SUITE_P(Ort, QdqModel,
                                            "conv7x7_s2_stem_s8", "conv3x3_s2_asym_s8",
                                            "conv3x3_clip6_s8", "conv_o24_s8", "depthwise_s8",
                                            "gemm_pc_s8_bias", "gemm_pt_u8_bias", "matmul_pt_s8",
-                                           "residual_s8", "residual_u8", "pool_head_s8"),
+                                           "residual_s8", "residual_u8", "pool_head_s8",
+                                           "depthwise_s2_u8_relu", "depthwise_c40_clip6_s8",
+                                           "conv_c24_to_o40_u8", "inverted_residual_s8",
+                                           "inverted_residual_s2_u8", "stem_maxpool_s8"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+/// The fixtures with 8-channel blocks and depthwise convolutions on CPUs with fewer features:
+/// AVX-512 without VNNI (the int8 depthwise kernel, plain int32 convolutions around it, layout
+/// transforms between them) and AVX2 (every product plain): equal to ONNX Runtime there too.
+TEST(QdqModelOtherTargets, FallbacksMatchOnnxRuntime) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const Target host = Target::host();
+  std::vector<std::string> targets;
+  if (host.has_feature("avx2")) targets.push_back("llvm -mcpu=haswell");
+  if (host.has_feature("avx512f") && host.has_feature("avx512bw"))
+    targets.push_back("llvm -mcpu=skylake-avx512");
+  if (targets.empty()) GTEST_SKIP() << "the host runs neither AVX2 nor AVX-512 code";
+  for (const std::string& t : targets) {
+    const Target target(t);
+    for (const char* name : {"inverted_residual_s8", "depthwise_c40_clip6_s8"}) {
+      graph::Graph g = import_onnx((dir / (std::string(name) + ".onnx")).string());
+      std::map<std::string, int> ops = op_counts(graph::optimize(g, 2, target));
+      EXPECT_EQ(ops["qnn_conv2d_nchwc"], 0) << t << " " << name;  // no VNNI
+      EXPECT_EQ(ops["qnn_depthwise_conv2d_nchwc"], target.has_feature("avx512f") ? 1 : 0)
+          << t << " " << name;
+      graph::CompiledModule cm = graph::build_module(g, target, {});
+      runtime::GraphExecutor ex =
+          runtime::GraphExecutor::create(cm.graph_json, cm.lib, cm.params, "m");
+      ex.set_input("x", runtime::load_npy((dir / (std::string(name) + "_in.npy")).string()));
+      ex.run();
+      NDArray want = runtime::load_npy((dir / (std::string(name) + "_ort.npy")).string());
+      const double s = out_scale(dir / (std::string(name) + ".json"));
+      NDArray got = ex.get_output(0);
+      ASSERT_EQ(got.shape(), want.shape());
+      int64_t worst = 0;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        worst = std::max<int64_t>(
+            worst,
+            std::llround(std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / s));
+      EXPECT_LE(worst, 1) << t << " " << name;
+    }
+  }
+}
 
 /// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
 /// of equal elements.
@@ -207,22 +297,25 @@ fs::path scratch() {
   return d;
 }
 
-TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
-  std::string why;
-  const fs::path& dir = fixtures(&why);
-  if (dir.empty()) GTEST_SKIP() << why;
+/// `kiln quantize --method METHOD` of the residual block's float model: ONNX Runtime runs the
+/// written model, Kiln realizes it and agrees with ONNX Runtime within one unit, and it stays
+/// close to the float model.
+void check_kiln_quantize(const fs::path& dir, const std::string& method) {
   const fs::path work = scratch();
-  const fs::path out = work / "kiln_quantized.onnx";
+  const fs::path out = work / ("kiln_quantized_" + method + ".onnx");
   std::string log;
   ASSERT_EQ(
       run_command(std::string(KILN_CLI) + " quantize " + (dir / "quantize_src_fp32.onnx").string() +
-                      " -o " + out.string() + " --calibrate " + (dir / "calibration").string(),
+                      " -o " + out.string() + " --calibrate " + (dir / "calibration").string() +
+                      " --method " + method,
                   &log),
       0)
       << log;
   EXPECT_NE(log.find("2 products"), std::string::npos) << log;
+  EXPECT_NE(log.find("(" + method + " over 8 calibration samples)"), std::string::npos) << log;
   // ONNX Runtime loads and runs it.
-  const fs::path x = dir / "residual_s8_in.npy", y = work / "kiln_quantized_ort.npy";
+  const fs::path x = dir / "residual_s8_in.npy",
+                 y = work / ("kiln_quantized_" + method + "_ort.npy");
   std::string ort_log;
   ASSERT_EQ(run_command(ort_python() + " " + KILN_SOURCE_DIR + "/scripts/qdq_fixtures.py --ort " +
                             out.string() + " " + x.string() + " " + y.string(),
@@ -239,8 +332,9 @@ TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
   ex.set_input("x", runtime::load_npy(x.string()));
   ex.run();
   int64_t exact = 0;
-  const int64_t worst = max_units(ex.get_output(0), runtime::load_npy(y.string()),
-                                  out_scale(work / "kiln_quantized_ort.json"), &exact);
+  const int64_t worst =
+      max_units(ex.get_output(0), runtime::load_npy(y.string()),
+                out_scale(work / ("kiln_quantized_" + method + "_ort.json")), &exact);
   EXPECT_LE(worst, 1) << exact << " exact";
   // And the quantized model stays close to the float one.
   graph::Graph gf = import_onnx((dir / "quantize_src_fp32.onnx").string());
@@ -254,7 +348,61 @@ TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
     num = std::max(num, std::abs(double(a.data_as<float>()[i]) - b.data_as<float>()[i]));
     den = std::max(den, std::abs(double(b.data_as<float>()[i])));
   }
-  EXPECT_LT(num / den, 0.1) << "int8 vs float32: max error " << num << " of " << den;
+  double l2 = 0, n2 = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double d = double(a.data_as<float>()[i]) - b.data_as<float>()[i];
+    l2 += d * d;
+    n2 += double(b.data_as<float>()[i]) * b.data_as<float>()[i];
+  }
+  std::cout << method << ": int8 vs float32: max error " << num << " of " << den << ", relative L2 "
+            << std::sqrt(l2 / n2) << "\n";
+  EXPECT_LT(num / den, 0.1) << method << ": int8 vs float32: max error " << num << " of " << den;
+  EXPECT_LT(std::sqrt(l2 / n2), 0.05) << method;
+}
+
+TEST(KilnQuantize, WritesAQdqModelThatOnnxRuntimeAndKilnRunAlike) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  check_kiln_quantize(dir, "minmax");
+}
+
+TEST(KilnQuantize, EntropyCalibrationToo) {
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  check_kiln_quantize(dir, "entropy");
+}
+
+TEST(EntropyCalibration, RangeOfTheCalibrationSamplesIsOnnxRuntimes) {
+  // The residual block's 8 calibration inputs, collected one at a time: the histogram grows
+  // past its first 128 bins as later samples widen the range, as ONNX Runtime's does.
+  std::string why;
+  const fs::path& dir = fixtures(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const fs::path batch = dir / "calibration" / "batch.npy", out = scratch() / "entropy.json";
+  std::string log;
+  ASSERT_EQ(run_command(ort_python() + " " + KILN_SOURCE_DIR + "/scripts/qdq_fixtures.py " +
+                            "--entropy-range " + batch.string() + " " + out.string(),
+                        &log),
+            0)
+      << log;
+  std::ifstream f(out);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto field = [&](const std::string& k) {
+    const size_t at = text.find("\"" + k + "\":");
+    EXPECT_NE(at, std::string::npos) << k << " in " << text;
+    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + k.size() + 3);
+  };
+  NDArray x = runtime::load_npy(batch.string());
+  const int64_t n = x.shape()[0], per = x.numel() / n;
+  graph::Histogram h;
+  for (int64_t s = 0; s < n; ++s) h.add(x.data_as<float>() + s * per, per, 128);
+  const auto [lo, hi] = graph::entropy_range(h, 128);
+  EXPECT_EQ(double(h.counts.size()), field("bins"));
+  EXPECT_GT(h.counts.size(), 128u);
+  EXPECT_NEAR(lo, field("lo"), 1e-5 * std::abs(lo));
+  EXPECT_NEAR(hi, field("hi"), 1e-5 * std::abs(hi));
 }
 
 TEST(KilnQuantize, SaysWhatIsWrongWithTheCalibrationFolder) {

@@ -24,11 +24,13 @@
 #include <vector>
 
 #include "kiln/autotune/space.h"
+#include "kiln/autotune/template.h"
 #include "kiln/ir/expr.h"
 #include "kiln/runtime/ndarray.h"
 #include "kiln/target/target.h"
 #include "kiln/te/schedule.h"
 #include "kiln/te/tensor.h"
+#include "kiln/topi/conv2d.h"
 #include "kiln/topi/nn_util.h"
 
 namespace kiln::topi {
@@ -72,21 +74,26 @@ te::Tensor qnn_requantize(const te::Tensor& acc, const te::Tensor& bias, const t
 
 /// How qnn_add combines two quantized tensors (ONNX Runtime's QLinearAdd, MLAS's AVX2 kernel):
 /// y = saturate(nearbyint(fma(a, ratio_a, fma(b, ratio_b, fixed)))) in float32, with ratio_a =
-/// s_a / s_y, ratio_b = s_b / s_y and fixed = z_y - (ratio_a · z_a + ratio_b · z_b).
+/// s_a / s_y, ratio_b = s_b / s_y and fixed = z_y - (ratio_a · z_a + ratio_b · z_b). Operands
+/// and result may be carried shifted (an int8 tensor as uint8 + 128): a_offset / b_offset are
+/// subtracted from the operands first, y_offset added to the rounded value (out_min / out_max
+/// bound the shifted value), so the float arithmetic is the unshifted one, bit for bit.
 struct QnnAddParams {
   float ratio_a = 1, ratio_b = 1, fixed = 0;
   int64_t out_min = 0, out_max = 255;
   DataType out_dtype = DataType::UInt(8);
+  int64_t a_offset = 0, b_offset = 0, y_offset = 0;
 };
 
-/// The sum of two quantized tensors of one shape and type, requantized (QnnAddParams).
+/// The sum of two quantized tensors (uint8 / int8) of one shape, requantized (QnnAddParams).
 /// pattern: elemwise
 te::Tensor qnn_add(const te::Tensor& a, const te::Tensor& b, const QnnAddParams& p,
                    const std::string& name = "qnn_add");
 
 /// Global average pooling of a quantized NCHW tensor, as ONNX Runtime's
 /// QLinearGlobalAveragePool: acc = Σ_hw x - H·W·x_zero_point in int32, requantized with
-/// `scale` = s_x / (s_y · H·W) (float32). Output [N, C, 1, 1]. pattern: out_ewise_fusable
+/// `scale` = s_x / (s_y · H·W) (float32). Data NCHW (output [N, C, 1, 1]) or NCHW<b>c (output
+/// [N, C/b, 1, 1, b]). pattern: out_ewise_fusable
 te::Tensor qnn_global_avg_pool2d(const te::Tensor& x, float scale, const RequantParams& p,
                                  const std::string& name = "qnn_global_avg_pool2d");
 
@@ -111,19 +118,60 @@ struct QnnConvNCHWcAttrs {
 };
 
 /// The VNNI convolution (quantized_conv2d_nchwc) with the requantisation epilogue: x uint8/int8
-/// NCHW (int8 shifted to uint8; padded with the shifted zero point), Wp from
-/// pack_qnn_conv2d_weight, bias the compensated bias (compensate_bias), scale float32 [O];
-/// the output [N, ceil(O/16), OH, OW, 16] (NCHW16c) of p.out_dtype. pattern: out_ewise_fusable
+/// NCHW or NCHW[4k]c (int8 shifted to uint8; padded with the shifted zero point), Wp from
+/// pack_qnn_conv2d_weight with block b = 16 or 8, bias the compensated bias (compensate_bias),
+/// scale float32 [O]; the output [N, ceil(O/b), OH, OW, b] (NCHW16c or NCHW8c) of p.out_dtype.
+/// pattern: out_ewise_fusable
 te::Tensor qnn_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wp, const te::Tensor& bias,
                             const te::Tensor& scale, const QnnConvNCHWcAttrs& a,
                             const RequantParams& p, const std::string& name = "qnn_conv2d");
 
 /// Schedules a group whose master stage `main` is a qnn_conv2d_nchwc output and whose output
 /// `out` is `main` or an element-wise epilogue of the same shape: the direct convolution keeps
-/// tile_ow pixels x 16 channels in registers at each output tile, requantizes them there, and
-/// the fused (n, O/16, oh) loop runs in parallel. Knobs: tile_ow, unroll_kw.
+/// tile_ow pixels x tile_ob blocks of channels in registers at each output tile, requantizes
+/// them there, and the fused (n, O/(b·tile_ob), oh) loop runs in parallel. Knobs: tile_ow,
+/// tile_ob, unroll_kw.
 void schedule_qnn_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s, const te::Tensor& main,
                                const te::Tensor& out, const Target& target);
+
+/// The channel block of an int8 tensor with C channels in the NCHWc kernels: 16 when 16
+/// divides C, else 8 when 8 does, else 0 (plain NCHW).
+int64_t qnn_channel_block(int64_t C);
+
+/// The workload of a qnn_conv2d_nchwc: data [N, C, H, W] of `x_dtype` (uint8 / int8), read in
+/// NCHW<in_block>c (0: NCHW), O outputs, a KH x KW kernel, a square stride, padding (top,
+/// left, bottom, right).
+struct QnnConv2DWorkload {
+  int64_t N = 1, C = 16, H = 1, W = 1, O = 16, KH = 1, KW = 1, stride = 1, in_block = 0;
+  std::vector<int64_t> padding{0, 0, 0, 0};
+  DataType x_dtype = DataType::UInt(8);
+  /// "N1 C16 H56 W56 in16 int8 O96 K1x1 s1 p0,0,0,0": the tuning task's workload key.
+  std::string str() const;
+};
+
+/// The template "qnn_conv2d_nchwc_cpu" (knobs tile_ow, unroll_kw, tile_ob of
+/// schedule_qnn_conv2d_nchwc): arguments x, Wp (block qnn_channel_block(O)), bias, scale, y.
+autotune::Template qnn_conv2d_nchwc_template(const QnnConv2DWorkload& w, const Target& target);
+
+/// The int8 depthwise convolution (multiplier 1, dilation 1) in NCHW[b]c, the layout of the
+/// VNNI convolutions around it: x uint8/int8 [N, C/b, H, W, b] (padded with its zero point),
+/// Wd int32 [C/b, 1, KH, KW, 1, b] from pack_qnn_depthwise_weight, bias the compensated bias
+/// (compensate_bias with shift 0: the data is not shifted), scale float32 [C]. acc = Σ int32(x)
+/// · w in int32, vectorized over the channel block (no VNNI: one tap per channel); output
+/// [N, C/b, OH, OW, b] of p.out_dtype. Its int32 stage is a depthwise_conv2d_nchwc
+/// (depthwise_conv2d.h) in all but type. pattern: out_ewise_fusable
+te::Tensor qnn_depthwise_conv2d_nchwc(const te::Tensor& x, const te::Tensor& Wd,
+                                      const te::Tensor& bias, const te::Tensor& scale,
+                                      const Conv2DParams& conv, const RequantParams& p,
+                                      const std::string& name = "qnn_depthwise_conv2d");
+
+/// Schedules a group whose master `main` is a qnn_depthwise_conv2d_nchwc output and whose
+/// output `out` is `main` or an element-wise epilogue of its shape, with depthwise_conv2d.h's
+/// blocked template (knobs tile_ow, tile_oh, unroll_kw, pad_at): register tiles of tile_ow
+/// output vectors, requantized where they are computed.
+void schedule_qnn_depthwise_conv2d_nchwc(autotune::Config& cfg, te::Schedule& s,
+                                         const te::Tensor& main, const te::Tensor& out,
+                                         const Target& target);
 
 /// The VNNI dense (quantized_dense_packed over weights packed with panel width nb) with the
 /// requantisation epilogue: x uint8/int8 [M, K], Wp int32 [ceil(N/nb), ceil(K/4), nb], bias the
@@ -139,9 +187,22 @@ void schedule_qnn_dense_packed(autotune::Config& cfg, te::Schedule& s, const te:
 
 // --- compile-time weight preparation (host code)
 
-/// W int8 OIHW → int32 [ceil(O/16), ceil(C/4), KH, KW, 16] (pack_quantized_conv2d_weight's
-/// layout: 4 input channels' bytes per int32, zero past O or C).
-runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W);
+/// W int8 OIHW → int32 [ceil(O/b), ceil(C/4), KH, KW, b] for the output block b = 16 or 8
+/// (pack_quantized_conv2d_weight's layout: 4 input channels' bytes per int32, zero past O or C).
+runtime::NDArray pack_qnn_conv2d_weight(const runtime::NDArray& W, int64_t block = 16);
+/// The template "qnn_depthwise_conv2d_nchwc_cpu" (depthwise_conv2d.h's schedule knobs
+/// tile_ow, tile_oh, unroll_kw, pad_at) for a depthwise workload (groups = C = O) of `x_dtype`
+/// data in blocks of qnn_channel_block(C): arguments x, Wd, bias, scale, y.
+autotune::Template qnn_depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl, DataType x_dtype,
+                                                       const Target& target);
+
+/// True when a KH x KW depthwise convolution of 8-bit values accumulates exactly in float32
+/// (every partial sum an integer below 2^24: KH · KW <= 514).
+bool depthwise_float_exact(int64_t KH, int64_t KW);
+/// W int8 [C, 1, KH, KW] → [C/b, 1, KH, KW, 1, b] (depthwise_conv2d.h's packed layout), as
+/// float32 when depthwise_float_exact(KH, KW) (qnn_depthwise_conv2d_nchwc then multiplies and
+/// accumulates with FMAs, exactly), else int32; a user error when b does not divide C.
+runtime::NDArray pack_qnn_depthwise_weight(const runtime::NDArray& W, int64_t block);
 /// W int8 [N, K] → int32 [ceil(N/nb), ceil(K/4), nb] (pack_quantized_dense_weight's layout).
 runtime::NDArray pack_qnn_dense_weight(const runtime::NDArray& W, int64_t nb);
 /// bias[o] - (x_zero_point + shift) · Σ_k W[o, k], in int32 (wrapping): the bias of a VNNI

@@ -4,7 +4,8 @@
 // products qnn_conv2d and qnn_dense (inputs data, int8 weight, int32 bias, float32 per-channel
 // multiplier; the requantisation parameters as attributes) and their VNNI forms, which the CPU
 // layout hooks emit with packed weights and a zero-point-compensated bias: qnn_conv2d_nchwc
-// (output NCHW16c) and qnn_dense_packed.
+// (output NCHW16c or NCHW8c), qnn_depthwise_conv2d_nchwc (NCHW<b>c in and out) and
+// qnn_dense_packed.
 
 #include "../op_attrs.h"
 #include "kiln/graph/op_registry.h"
@@ -69,7 +70,10 @@ void register_qnn_ops(OpRegistry& r) {
                {"fixed", AttrKind::kFloat, 0.0},
                {"out_min", AttrKind::kInt, int64_t{0}},
                {"out_max", AttrKind::kInt, int64_t{255}},
-               {"out_dtype", AttrKind::kString, std::string("uint8")}};
+               {"out_dtype", AttrKind::kString, std::string("uint8")},
+               {"a_offset", AttrKind::kInt, int64_t{0}},
+               {"b_offset", AttrKind::kInt, int64_t{0}},
+               {"y_offset", AttrKind::kInt, int64_t{0}}};
   add.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     topi::QnnAddParams p;
     p.ratio_a = static_cast<float>(a.get_float("ratio_a"));
@@ -78,6 +82,9 @@ void register_qnn_ops(OpRegistry& r) {
     p.out_min = a.get_int("out_min");
     p.out_max = a.get_int("out_max");
     p.out_dtype = DataType::parse(a.get_string("out_dtype"));
+    p.a_offset = a.get_int("a_offset");
+    p.b_offset = a.get_int("b_offset");
+    p.y_offset = a.get_int("y_offset");
     return one(topi::qnn_add(in[0], in[1], p, n));
   };
   r.add(add);
@@ -88,7 +95,14 @@ void register_qnn_ops(OpRegistry& r) {
   gap.pattern = topi::OpPattern::kOutEWiseFusable;
   gap.attrs = requant_attrs();
   gap.attrs.push_back({"scale", AttrKind::kFloat, std::nullopt});
+  // "NCHW" or "NCHW<b>c": like the float pools, it computes in the layout of its input (the
+  // layout pass sets it), so the blocked output of the last convolution is read as it is.
+  gap.attrs.push_back({"layout", AttrKind::kString, std::string("NCHW")});
   gap.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    const bool blocked = a.get_string("layout") != "NCHW";
+    KILN_USER_CHECK(in[0]->shape.size() == (blocked ? 5u : 4u))
+        << "qnn_global_avg_pool2d: layout " << a.get_string("layout") << " needs a "
+        << (blocked ? 5 : 4) << "-d input, got " << in[0]->shape.size() << " dimensions";
     return one(topi::qnn_global_avg_pool2d(in[0], static_cast<float>(a.get_float("scale")),
                                            requant_params(a), n));
   };
@@ -143,6 +157,24 @@ void register_qnn_ops(OpRegistry& r) {
     return one(topi::qnn_conv2d_nchwc(in[0], in[1], in[2], in[3], c, requant_params(a), n));
   };
   r.add(cc);
+
+  // qnn_depthwise_conv2d_nchwc(x NCHW<b>c, Wd int32 [C/b, 1, KH, KW, 1, b], compensated bias,
+  // scale) → NCHW<b>c.
+  OpDef dw;
+  dw.name = "qnn_depthwise_conv2d_nchwc";
+  dw.min_inputs = dw.max_inputs = 4;
+  dw.pattern = topi::OpPattern::kOutEWiseFusable;
+  dw.attrs = {{"strides", AttrKind::kInts, Ints{1, 1}},
+              {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
+              {"dilation", AttrKind::kInts, Ints{1, 1}},
+              {"groups", AttrKind::kInt, int64_t{1}}};
+  for (AttrSpec& s : requant_attrs()) dw.attrs.push_back(s);
+  dw.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::qnn_depthwise_conv2d_nchwc(
+        in[0], in[1], in[2], in[3], detail::conv_params(a, "qnn_depthwise_conv2d_nchwc"),
+        requant_params(a), n));
+  };
+  r.add(dw);
 
   // qnn_dense_packed(x [M, K], Wp [ceil(N/nb), ceil(K/4), nb], compensated bias, scale).
   OpDef dp;

@@ -12,10 +12,13 @@
 // weight may come through a transpose). The product becomes qnn_conv2d / qnn_dense reading x
 // itself, with bias[o] = the int32 bias when its scale is s_x·s_w[o] (as quantize_static writes
 // it), else round_half_even(bias / (s_x·s_w[o])), and multiplier (s_x·s_w[o]) / s_y in float32,
-// as ONNX Runtime computes it. Everything else (pooling, Add of two quantized tensors, Concat,
-// reshapes, the graph's float edges) stays as it is: dequantize → float op → quantize.
+// as ONNX Runtime computes it. Also: add(x̂, ŷ) of the output's type → qnn_add (QLinearAdd),
+// global_avg_pool2d(x̂) → qnn_global_avg_pool2d, and max_pool2d(x̂) quantized with x's own
+// scale and zero point → max_pool2d of x itself (exact). Everything else (Concat, reshapes,
+// other pooling, the graph's float edges) stays as it is: dequantize → float op → quantize.
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
@@ -131,7 +134,7 @@ NDArray transpose2(const NDArray& w) {
 
 /// What replaces one quantize node.
 struct Realized {
-  enum class Kind { kConv, kDense, kAdd, kPool } kind = Kind::kDense;
+  enum class Kind { kConv, kDense, kAdd, kPool, kMaxPool } kind = Kind::kDense;
   Entry x;           ///< the quantized data (old graph)
   Entry x2;          ///< kAdd: the second operand
   NDArray weight;    ///< int8, OIHW or [N, K]
@@ -154,6 +157,25 @@ class Realizer {
     const DataType yt = q.outputs[0].dtype;
     int64_t lo = yt == DataType::UInt(8) ? 0 : -128, hi = yt == DataType::UInt(8) ? 255 : 127;
     Entry v = q.inputs[0];
+    // Max pooling between a dequantize and a quantize with the same parameters (what
+    // quantize_static writes around MaxPool): max commutes with the monotone dequantize and
+    // Q(DQ(x)) = x, so it pools the quantized values themselves, exactly (ONNX Runtime drops
+    // the pair too).
+    if (single_use(v) && is(g_, v, "max_pool2d") &&
+        is(g_, g_.node(v.node).inputs[0], "qnn_dequantize")) {
+      const Node& pool = g_.node(v.node);
+      std::optional<ActQuant> xq = act_quant(g_, g_.node(pool.inputs[0].node));
+      if (!xq || g_.type_of(xq->x).dtype != yt || xq->scale != yq->scale ||
+          xq->zero_point != yq->zero_point || pool.num_outputs() != 1 ||
+          (pool.attrs.has("layout") && pool.attrs.get_string("layout") != "NCHW"))
+        return std::nullopt;
+      Realized r;
+      r.kind = Realized::Kind::kMaxPool;
+      r.x = xq->x;
+      r.name = pool.name;
+      r.attrs = pool.attrs;
+      return r;
+    }
     // Relu / Clip: the saturation bounds.
     if (single_use(v) && is(g_, v, "relu")) {
       lo = std::max(lo, yq->zero_point);
@@ -348,6 +370,116 @@ class Realizer {
   std::vector<int> uses_;
 };
 
+/// Integer ops whose int8 activations may be carried as uint8 + 128 (see shift_to_uint8).
+bool shifts_output(const Graph& g, int i) {
+  const Node& n = g.node(i);
+  if (!n.is_op() || n.num_outputs() != 1 || n.outputs[0].dtype != DataType::Int(8)) return false;
+  const Entry e{i, 0};
+  if (is(g, e, "qnn_quantize"))
+    return const_of(g, n.inputs[2]) != nullptr && const_of(g, n.inputs[2])->numel() == 1;
+  return is(g, e, "qnn_conv2d") || is(g, e, "qnn_dense") || is(g, e, "qnn_add") ||
+         is(g, e, "qnn_global_avg_pool2d");
+}
+
+bool shifts_input(const Graph& g, int i, size_t k) {
+  const Node& n = g.node(i);
+  const Entry e{i, 0};
+  if (is(g, e, "qnn_add")) return true;
+  if (is(g, e, "qnn_dequantize"))
+    return k == 0 && const_of(g, n.inputs[2]) && const_of(g, n.inputs[2])->numel() == 1;
+  return k == 0 &&
+         (is(g, e, "qnn_conv2d") || is(g, e, "qnn_dense") || is(g, e, "qnn_global_avg_pool2d"));
+}
+
+/// A scalar uint8 constant: the int8 zero point `z` + 128.
+NDArray shifted_zero_point(const NDArray& z) {
+  NDArray r = NDArray::empty({}, DataType::UInt(8));
+  r.data_as<uint8_t>()[0] = static_cast<uint8_t>(int_at(z, 0) + 128);
+  return r;
+}
+
+/// int8 activations carried as uint8: an int8 tensor written by an integer op (or a quantize)
+/// and read only by integer ops (or dequantizes), not a graph result, becomes uint8 with every
+/// value and its zero point + 128 — the same real values. VNNI multiplies unsigned data, so its
+/// convolutions then read such tensors as they are, with no +128 pass. Exact: the
+/// requantisation adds the zero point after rounding (a shifted zero point shifts the result),
+/// the products subtract the (shifted) zero point from the (shifted) data, qnn_add undoes the
+/// shift of its operands before its float arithmetic and redoes it after rounding.
+Graph shift_to_uint8(const Graph& g) {
+  const int N = g.num_nodes();
+  std::vector<std::vector<std::pair<int, size_t>>> readers(static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i)
+    for (size_t k = 0; k < g.node(i).inputs.size(); ++k)
+      readers[static_cast<size_t>(g.node(i).inputs[k].node)].push_back({i, k});
+  std::set<int> results;
+  for (const Entry& e : g.outputs()) results.insert(e.node);
+  // can[i]: node i's output may be carried shifted, as far as its readers go (a max pooling
+  // passes its input's type through: it may read a shifted tensor when its own output may be
+  // shifted). Readers come later, so a backward sweep decides.
+  auto pool = [&](int i) {
+    return is(g, Entry{i, 0}, "max_pool2d") && g.node(i).outputs[0].dtype == DataType::Int(8);
+  };
+  std::vector<bool> can(static_cast<size_t>(N), false), shifted(static_cast<size_t>(N), false);
+  for (int i = N - 1; i >= 0; --i) {
+    if (results.count(i) || (!shifts_output(g, i) && !pool(i)) ||
+        readers[static_cast<size_t>(i)].empty())
+      continue;
+    bool ok = true;
+    for (auto [r, k] : readers[static_cast<size_t>(i)])
+      ok = ok && (pool(r) ? can[static_cast<size_t>(r)] : shifts_input(g, r, k));
+    can[static_cast<size_t>(i)] = ok;
+  }
+  bool any = false;
+  for (int i = 0; i < N; ++i) {
+    const bool in = !pool(i) || shifted[static_cast<size_t>(g.node(i).inputs[0].node)];
+    shifted[static_cast<size_t>(i)] = can[static_cast<size_t>(i)] && in;
+    any = any || shifted[static_cast<size_t>(i)];
+  }
+  if (!any) return g;
+  Graph out;
+  detail::EntryMap map(g);
+  detail::NameGen names(g);
+  auto in_shifted = [&](const Node& n, size_t k) {
+    return shifted[static_cast<size_t>(n.inputs[k].node)];
+  };
+  for (int i = 0; i < N; ++i) {
+    const Node& n = g.node(i);
+    Node r = map.remap(n);
+    if (n.is_op()) {
+      const Entry e{i, 0};
+      const bool out_shift = shifted[static_cast<size_t>(i)];
+      if (out_shift) r.outputs[0].dtype = DataType::UInt(8);
+      if (is(g, e, "qnn_quantize") || is(g, e, "qnn_dequantize")) {
+        const bool shift = is(g, e, "qnn_quantize") ? out_shift : in_shifted(n, 0);
+        if (shift)
+          r.inputs[2] =
+              out.add_constant(names(n.name.empty() ? "zero_point_u8" : n.name + "_zp_u8"),
+                               shifted_zero_point(*const_of(g, n.inputs[2])));
+      } else if (is(g, e, "qnn_add")) {
+        if (in_shifted(n, 0)) r.attrs.set("a_offset", int64_t{128});
+        if (in_shifted(n, 1)) r.attrs.set("b_offset", int64_t{128});
+        if (out_shift) {
+          r.attrs.set("y_offset", int64_t{128});
+          r.attrs.set("out_min", n.attrs.get_int("out_min") + 128);
+          r.attrs.set("out_max", n.attrs.get_int("out_max") + 128);
+          r.attrs.set("out_dtype", std::string("uint8"));
+        }
+      } else if (r.attrs.has("x_zero_point")) {  // qnn_conv2d / qnn_dense / the pool
+        if (in_shifted(n, 0)) r.attrs.set("x_zero_point", n.attrs.get_int("x_zero_point") + 128);
+        if (out_shift) {
+          r.attrs.set("y_zero_point", n.attrs.get_int("y_zero_point") + 128);
+          r.attrs.set("out_min", n.attrs.get_int("out_min") + 128);
+          r.attrs.set("out_max", n.attrs.get_int("out_max") + 128);
+          r.attrs.set("out_dtype", std::string("uint8"));
+        }
+      }
+    }
+    map.set_node(i, out.add_node(std::move(r)), n.num_outputs());
+  }
+  out.set_outputs(map.outputs(g));
+  return dead_code_elimination(out);  // the int8 zero points nothing reads any more
+}
+
 }  // namespace
 
 Graph quantize_realize(const Graph& g) {
@@ -374,6 +506,9 @@ Graph quantize_realize(const Graph& g) {
     } else if (r->kind == Realized::Kind::kPool) {
       p.op = "qnn_global_avg_pool2d";
       p.inputs = {map[r->x]};
+    } else if (r->kind == Realized::Kind::kMaxPool) {
+      p.op = "max_pool2d";
+      p.inputs = {map[r->x]};
     } else {
       const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
       p.op = r->kind == Realized::Kind::kConv ? "qnn_conv2d" : "qnn_dense";
@@ -384,7 +519,7 @@ Graph quantize_realize(const Graph& g) {
     map.set_node(i, out.add_node(std::move(p)), 1);
   }
   out.set_outputs(map.outputs(g));
-  return changed ? dead_code_elimination(out) : out;
+  return changed ? shift_to_uint8(dead_code_elimination(out)) : out;
 }
 
 }  // namespace kiln::graph
