@@ -207,7 +207,9 @@ autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Tar
                                      : batch_matmul(A, B, false);
         te::Schedule s = te::create_schedule({C});
         schedule_batch_matmul(cfg, s, C, target);
-        return autotune::Instance{s, {A, B, C}, cfg};
+        // Attention's products: both operands are activations, hot as their producers leave
+        // them (a constant B is a dense layer's, not this template's).
+        return autotune::Instance{s, {A, B, C}, cfg, {false, false, false}};
       }};
 }
 

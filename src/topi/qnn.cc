@@ -411,7 +411,8 @@ autotune::Template qnn_conv2d_nchwc_template(const QnnConv2DWorkload& w, const T
                                         QnnConvNCHWcAttrs{w.O, w.KH, w.KW, w.stride, w.padding}, p);
         te::Schedule s = te::create_schedule({y});
         schedule_qnn_conv2d_nchwc(cfg, s, y, y, target);
-        return autotune::Instance{s, {x, Wp, bias, scale, y}, cfg};
+        return autotune::Instance{
+            s, {x, Wp, bias, scale, y}, cfg, {false, true, true, true, false}};
       }};
 }
 

@@ -135,7 +135,8 @@ autotune::Template qnn_depthwise_conv2d_nchwc_template(const Conv2DWorkload& wl,
         te::Tensor y = qnn_depthwise_conv2d_nchwc(x, Wd, bias, scale, wl.params, p);
         te::Schedule s = te::create_schedule({y});
         schedule_qnn_depthwise_conv2d_nchwc(cfg, s, y, y, target);
-        return autotune::Instance{s, {x, Wd, bias, scale, y}, cfg};
+        return autotune::Instance{
+            s, {x, Wd, bias, scale, y}, cfg, {false, true, true, true, false}};
       }};
 }
 
