@@ -167,6 +167,9 @@ FidelityReport measure_fidelity(const graph::Graph& g, const Target& target,
         rep.records.push_back(std::move(rec));
       }
     }
+    if (!tf.configs.empty() &&
+        tf.configs[0].config.index() == tasks[t].task.default_config().index())
+      tf.model_ms = tf.configs[0].network_ms * static_cast<double>(tasks[t].nodes.size());
     tf.spearman = spearman(iso, net);
     if (!iso.empty()) {
       double log_sum = 0;
@@ -191,18 +194,22 @@ FidelityReport measure_fidelity(const graph::Graph& g, const Target& target,
 }
 
 std::string FidelityReport::table(const std::vector<TuningTask>& all) const {
-  std::vector<std::vector<std::string>> rows = {
-      {"task", "op", "configs", "spearman", "net/iso geomean", "min", "max", "regret", ""}};
+  std::vector<std::vector<std::string>> rows = {{"task", "op", "configs", "spearman",
+                                                 "net/iso geomean", "min", "max", "regret",
+                                                 "model ms", ""}};
   int agree = 0;
+  double ms_all = 0, ms_agree = 0;
   for (const TaskFidelity& tf : tasks) {
     agree += tf.agrees;
+    ms_all += tf.model_ms;
+    if (tf.agrees) ms_agree += tf.model_ms;
     std::string n = std::to_string(tf.configs.size());
     if (tf.failed) n += " (" + std::to_string(tf.failed) + " failed)";
     rows.push_back({std::to_string(tf.task + 1) + "/" + std::to_string(all.size()), all[tf.task].op,
                     n, std::isnan(tf.spearman) ? "-" : fixed("%.2f", tf.spearman),
                     fixed("%.2f", tf.ratio_geomean), fixed("%.2f", tf.ratio_min),
                     fixed("%.2f", tf.ratio_max), fixed("%.3f", tf.pick_regret),
-                    tf.agrees ? "ok" : "DISAGREE"});
+                    fixed("%.3f", tf.model_ms), tf.agrees ? "ok" : "DISAGREE"});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& r : rows)
@@ -218,7 +225,10 @@ std::string FidelityReport::table(const std::vector<TuningTask>& all) const {
     out += line + "\n";
   }
   out += std::to_string(agree) + " of " + std::to_string(tasks.size()) +
-         " task(s) agree (Spearman >= " + fixed("%.2f", min_spearman) + ")\n";
+         " task(s) agree (Spearman >= " + fixed("%.2f", min_spearman) + ")";
+  if (ms_all > 0)
+    out += ", " + fixed("%.0f", 100 * ms_agree / ms_all) + "% of their time in the model";
+  out += "\n";
   return out;
 }
 

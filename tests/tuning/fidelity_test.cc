@@ -117,11 +117,16 @@ TEST(Fidelity, CatchesAMeasurementPathThatRanksAgainstTheModel) {
   // Regret: task 1's fastest alone is the model's fastest; task 2's is 4x the model's fastest.
   EXPECT_DOUBLE_EQ(a.pick_regret, 1.0);
   EXPECT_DOUBLE_EQ(b.pick_regret, 4.0);
+  // In the model: the default's fastest round × one node each.
+  EXPECT_DOUBLE_EQ(a.model_ms, 1.3);
+  EXPECT_DOUBLE_EQ(b.model_ms, 4.0);
   EXPECT_EQ(r.table(tasks),
-            "task  op           configs  spearman  net/iso geomean   min   max  regret\n"
-            "1/2   conv2d             5      0.90             1.25  1.04  1.32   1.000        ok\n"
-            "2/2   conv2d  4 (1 failed)     -1.00             1.00  0.25  4.00   4.000  DISAGREE\n"
-            "1 of 2 task(s) agree (Spearman >= 0.90)\n");
+            "task  op           configs  spearman  net/iso geomean   min   max  regret  model ms\n"
+            "1/2   conv2d             5      0.90             1.25  1.04  1.32   1.000     1.300"
+            "        ok\n"
+            "2/2   conv2d  4 (1 failed)     -1.00             1.00  0.25  4.00   4.000     4.000"
+            "  DISAGREE\n"
+            "1 of 2 task(s) agree (Spearman >= 0.90), 25% of their time in the model\n");
 }
 
 TEST(Fidelity, TooFewSamplesIsAUserError) {

@@ -68,6 +68,10 @@ struct TaskFidelity {
   /// config fastest alone over the fastest in-network time (1: it picks the model's best).
   /// Spearman counts swaps of configs within the noise as much as gross ones; this does not.
   double pick_regret = 0;
+  /// The task's weight in the model: its default config's in-network time × the nodes it
+  /// computes (ms per model run; 0 when the default did not run), so that a disagreement on a
+  /// kernel of microseconds can be told from one that matters.
+  double model_ms = 0;
   bool agrees = false;  ///< spearman >= min_spearman
 };
 
@@ -79,7 +83,7 @@ struct FidelityReport {
   double seconds = 0;
   double min_spearman = 0.9;  ///< the bar the tasks were judged by
   /// One line per task: "task  op  configs  spearman  network/isolated (geomean, min-max)
-  /// pick-regret  ok",
+  /// pick-regret  ms-in-model  ok",
   /// then "N of M tasks agree (Spearman >= 0.9)".
   std::string table(const std::vector<TuningTask>& tasks) const;
 };
