@@ -63,7 +63,7 @@ endif()
 if(TARGET kiln-test-arm)
   set(script ${CMAKE_CURRENT_BINARY_DIR}/kiln_test_arm_models.cmake)
   file(WRITE ${script}
-       "foreach(t IN LISTS kiln_test_arm_Emulated_)\n"
+       "foreach(t IN LISTS kiln_test_arm__Emulated_)\n"
        "  if(t MATCHES \"EmulatedModels\")\n"
        "    set_tests_properties(\"\${t}\" PROPERTIES FIXTURES_REQUIRED models\n"
        "      ENVIRONMENT KILN_MODELS_DIR=${CMAKE_BINARY_DIR}/models)\n"

@@ -13,7 +13,7 @@
 // and at most 64 KiB, otherwise kiln_workspace_alloc blocks freed on every exit path (each
 // error return frees the live blocks of its function). Failing checks set the last error and
 // return -1; callers of outlined functions propagate non-zero codes. finish() adds the
-// `__kiln_func_names` list and the target record (section .kiln_target), and runs the O3 pipeline
+// `__kiln_func_names` list and runs the O3 pipeline
 // of the new pass manager for the target.
 #include "codegen_llvm.h"
 
@@ -36,7 +36,6 @@
 #include "../target_info.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/c_runtime_api.h"
-#include "kiln/runtime/library_target.h"
 #include "kiln/tir/packed_api.h"
 #include "llvm_common.h"
 
@@ -343,16 +342,6 @@ std::unique_ptr<llvm::Module> CodeGenLLVM::finish(const std::vector<std::string>
         new llvm::GlobalVariable(*module_, init->getType(), true,
                                  llvm::GlobalValue::ExternalLinkage, init, "__kiln_func_names");
     gv->setVisibility(llvm::GlobalValue::DefaultVisibility);
-    // What the library was built for (runtime/library_target.h): the runtime reads it from the
-    // file before loading it, to name the target of a foreign library and to refuse one whose
-    // CPU features this machine lacks.
-    std::string record =
-        runtime::library_target_text({target_.triple(), target_.str(), target_.runtime_features()});
-    llvm::Constant* rinit = llvm::ConstantDataArray::getString(*ctx_, record, true);
-    auto* rv = new llvm::GlobalVariable(*module_, rinit->getType(), true,
-                                        llvm::GlobalValue::ExternalLinkage, rinit, "__kiln_target");
-    rv->setSection(runtime::kLibraryTargetSection);
-    rv->setAlignment(llvm::Align(1));
   }
 
   auto [cpu, fs] = cpu_and_features(target_);

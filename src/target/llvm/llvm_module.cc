@@ -5,6 +5,7 @@
 // to a temporary file and links it with the system C compiler (`cc -shared`, run with
 // posix_spawnp, no shell) into the shared library Module::load opens; for another
 // architecture with the GNU cross compiler named after the triple (aarch64-linux-gnu-gcc).
+// The object of part 0 carries the target record (section .kiln_target) the runtime checks.
 // get_source prints the optimized IR kept as text, or assembly from a clone of the module.
 #include <fcntl.h>
 #include <spawn.h>
@@ -36,6 +37,7 @@
 #include <unordered_map>
 
 #include "codegen_llvm.h"
+#include "kiln/runtime/library_target.h"
 #include "kiln/target/codegen.h"
 
 extern char** environ;
@@ -94,6 +96,20 @@ int run_command(const std::vector<std::string>& argv, std::string* output) {
     return -1;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Adds what the library is built for (runtime/library_target.h) to `m`: the global
+/// `__kiln_target` in section .kiln_target, which the runtime reads from the file before it
+/// loads it. Only the object file gets it (get_source shows the kernels alone; a test that
+/// looks for an instruction's name in the assembly must not find it in the record's text).
+void add_target_record(llvm::Module& m, const Target& target) {
+  std::string record =
+      runtime::library_target_text({target.triple(), target.str(), target.runtime_features()});
+  llvm::Constant* init = llvm::ConstantDataArray::getString(m.getContext(), record, true);
+  auto* gv = new llvm::GlobalVariable(m, init->getType(), true, llvm::GlobalValue::ExternalLinkage,
+                                      init, "__kiln_target");
+  gv->setSection(runtime::kLibraryTargetSection);
+  gv->setAlignment(llvm::Align(1));
 }
 
 /// True when `name` (no '/') is an executable file in a directory of PATH.
@@ -312,6 +328,7 @@ runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target
         for (size_t k = i; k < funcs.size(); k += nparts) cg.add_function(funcs[k]);
         p.module = cg.finish(i == 0 ? &names : nullptr);
         auto clone = llvm::CloneModule(*p.module);
+        if (i == 0) add_target_record(*clone, target);
         p.object = emit(*clone, p.tm.get(), llvm::CGFT_ObjectFile);
       } catch (...) {
         errors[i] = std::current_exception();
