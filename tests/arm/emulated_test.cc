@@ -171,6 +171,9 @@ struct OpCase {
   std::function<Graph()> make;
 };
 
+/// How gtest (and so ctest's test names) print a case: its name.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
 class EmulatedOps : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(EmulatedOps, MatchX86) {
