@@ -150,7 +150,9 @@ Command add_compile_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compile", "Compile an ONNX model to a module directory");
   cmd->add_option("model", o->model, kModelHelp)->required();
   cmd->add_option("-o,--output", o->out, "Output module directory")->required();
-  cmd->add_option("--target", o->target, "Target, e.g. 'llvm -mcpu=native' (default)");
+  cmd->add_option("--target", o->target,
+                  "Target, e.g. 'llvm -mcpu=native' (default), 'llvm -mtriple=aarch64-linux-gnu "
+                  "-mattr=+sve' (docs/aarch64.md)");
   cmd->add_option("--opt-level", o->opt_level, "0: no graph optimization; 1-3: optimize")
       ->check(int_range(0, 3));
   cmd->add_option("--input-shape", o->shapes,
@@ -168,12 +170,14 @@ Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Run a compiled module directory on .npy inputs");
   runner::add_run_options(cmd, o->run);
-  cmd->add_flag("--emulate", o->emulate,
-                "Run an aarch64 module here: the cross-built kiln-run under qemu-aarch64, with "
-                "the same inputs, lines and files (docs/aarch64.md)");
+  CLI::Option* emulate_flag =
+      cmd->add_flag("--emulate", o->emulate,
+                    "Run an aarch64 module here: the cross-built kiln-run under qemu-aarch64, "
+                    "with the same inputs, lines and files (docs/aarch64.md)");
   cmd->add_option("--emulate-cpu", o->cpu,
                   "With --emulate: qemu's CPU model (default: QEMU_CPU, else max), e.g. "
-                  "cortex-a72, 'max,sve-max-vq=2'");
+                  "cortex-a72, 'max,sve-max-vq=2'")
+      ->needs(emulate_flag);
   return {cmd, [o] { return o->emulate ? emulate(*o) : runner::run_module(o->run); }};
 }
 

@@ -13,8 +13,7 @@
 // and at most 64 KiB, otherwise kiln_workspace_alloc blocks freed on every exit path (each
 // error return frees the live blocks of its function). Failing checks set the last error and
 // return -1; callers of outlined functions propagate non-zero codes. finish() adds the
-// `__kiln_func_names` list and runs the O3 pipeline
-// of the new pass manager for the target.
+// `__kiln_func_names` list and runs the O3 pipeline of the new pass manager for the target.
 #include "codegen_llvm.h"
 
 #include <llvm/ADT/StringExtras.h>
