@@ -19,6 +19,7 @@ PKGS=(
   clang-format
   clang-16 libclang-rt-16-dev                                        # libFuzzer + ASan/UBSan: make fuzz (fuzz/)
   stress-ng                                                          # scripts/flaky-check.sh's CPU load
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user                # aarch64: cross linker, runtime, tests under qemu
 )
 
 missing=()

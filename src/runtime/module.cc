@@ -10,7 +10,9 @@
 // to a device), an ELF shared library of this host's class, byte order and machine, whose
 // program and section header tables and every segment and section lie inside the file. A
 // truncated lib.so would otherwise be mapped by the loader and raise SIGBUS when it touches a
-// page beyond the end of the file.
+// page beyond the end of the file. It also reads the library's target record (section
+// .kiln_target, library_target.h): a library for another machine is refused naming its target,
+// and one whose CPU features this CPU lacks is refused before any of its code can run.
 #include "kiln/runtime/module.h"
 
 #include <dlfcn.h>
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "kiln/runtime/library_target.h"
 #include "kiln/support/error.h"
 #include "kiln/support/file.h"
 
@@ -114,9 +117,10 @@ std::string byte_range(uint64_t off, uint64_t len) {
          (off > UINT64_MAX - len ? std::string("(overflow)") : std::to_string(off + len));
 }
 
-}  // namespace
-
-void check_elf_library(const std::string& path, const std::string& what) {
+/// The checks of check_elf_library, the machine's only when `check_machine`, and the library's
+/// target record (empty when it has none). The structure is checked before the record is
+/// read, so a corrupt file is reported as such, whatever its machine.
+LibraryTarget inspect_elf(const std::string& path, const std::string& what, bool check_machine) {
   static_assert(sizeof(void*) == 8, "the ELF check reads 64-bit headers");
   support::InputFile f(path, what, support::kMaxDataFileBytes);
   const uint64_t size = f.size();
@@ -137,10 +141,22 @@ void check_elf_library(const std::string& path, const std::string& what) {
     f.fail("a big-endian ELF file; this host is little-endian (built for " +
            machine_name(eh.e_machine) + ")");
   }
-  if (kHostMachine != EM_NONE && eh.e_machine != kHostMachine) {
-    f.fail("built for " + machine_name(eh.e_machine) + ", but this host is " +
+  if (check_machine && kHostMachine != EM_NONE && eh.e_machine != kHostMachine) {
+    // A foreign library: name its target when its record can be read (an intact library).
+    LibraryTarget record;
+    try {
+      record = inspect_elf(path, what, false);
+    } catch (const Error&) {
+    }
+    std::string target, hint;
+    if (record.known()) {
+      target = " (target '" + record.target + "')";
+      if (eh.e_machine == EM_AARCH64 && kHostMachine == EM_X86_64)
+        hint = "; `kiln run DIR --emulate` runs an aarch64 module here under qemu-aarch64";
+    }
+    f.fail("built for " + machine_name(eh.e_machine) + target + ", but this host is " +
            machine_name(kHostMachine) +
-           " (a module compiled for another target runs on a machine of that target)");
+           " (a module compiled for another target runs on a machine of that target" + hint + ")");
   }
   if (eh.e_type != ET_DYN) {
     f.fail("not a shared library (ELF type " + std::to_string(eh.e_type) +
@@ -199,6 +215,45 @@ void check_elf_library(const std::string& path, const std::string& what) {
              byte_range(sh[i].sh_offset, sh[i].sh_size) + ") lies beyond the end of the file");
     }
   }
+  // The target record: the section named .kiln_target (names are in section e_shstrndx).
+  LibraryTarget record;
+  if (eh.e_shstrndx != SHN_UNDEF && eh.e_shstrndx < sh.size() &&
+      sh[eh.e_shstrndx].sh_type == SHT_STRTAB) {
+    const Elf64_Shdr& names = sh[eh.e_shstrndx];
+    constexpr uint64_t kMaxBytes = uint64_t{1} << 20;  // both tables are small
+    if (names.sh_size > kMaxBytes) {
+      f.fail(corrupt + "section name table has " + std::to_string(names.sh_size) + " bytes");
+    }
+    std::string strtab(names.sh_size, '\0');
+    read_at(names.sh_offset, strtab.data(), strtab.size());
+    const std::string want = kLibraryTargetSection;
+    for (const Elf64_Shdr& s : sh) {
+      if (s.sh_name >= strtab.size() ||
+          strtab.compare(s.sh_name, want.size() + 1, want.c_str(), want.size() + 1) != 0) {
+        continue;
+      }
+      if (s.sh_type == SHT_NOBITS || s.sh_size > kMaxBytes) {
+        f.fail(corrupt + "section " + want + " is malformed (" + std::to_string(s.sh_size) +
+               " bytes)");
+      }
+      std::string text(s.sh_size, '\0');
+      read_at(s.sh_offset, text.data(), text.size());
+      text.resize(std::min(text.size(), text.find('\0')));
+      record = parse_library_target(text, what);
+      break;
+    }
+  }
+  return record;
+}
+
+}  // namespace
+
+void check_elf_library(const std::string& path, const std::string& what) {
+  inspect_elf(path, what, true);
+}
+
+LibraryTarget read_library_target(const std::string& path) {
+  return inspect_elf(path, "library '" + path + "'", false);
 }
 
 void ModuleNode::export_library(const std::string& path) const {
@@ -231,7 +286,8 @@ void PackedFunc::undefined_array_arg(size_t index) const {
 Module Module::load(const std::string& path) {
   // dlopen searches the library path for a name without '/'; a file name means this directory.
   std::string file = path.find('/') == std::string::npos ? "./" + path : path;
-  check_elf_library(file, "Module::load: cannot load '" + path + "'");
+  const std::string what = "Module::load: cannot load '" + path + "'";
+  check_cpu_features(inspect_elf(file, what, true), what);
   dlerror();
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

@@ -260,6 +260,18 @@ int Target::vector_registers() const {
   return 16;
 }
 
+std::vector<std::string> Target::runtime_features() const {
+  // The AArch64 features LLVM may use that Linux reports in HWCAP/HWCAP2 (runtime/module.cc
+  // maps each to its bit). Keep the two lists in step.
+  static const char* const kArm[] = {"neon", "fullfp16", "dotprod", "i8mm", "bf16", "sve", "sve2"};
+  std::vector<std::string> r;
+  const std::string arch = arch_of(triple());
+  if (arch != "aarch64" && arch != "arm64") return r;
+  for (const char* f : kArm)
+    if (has_feature(f)) r.push_back(f);
+  return r;
+}
+
 std::string Target::str() const {
   std::string s = kind;
   if (!mcpu.empty()) s += " -mcpu=" + mcpu;

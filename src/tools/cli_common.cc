@@ -20,6 +20,7 @@
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/support/error.h"
 #include "kiln/support/file.h"
+#include "runner/run_module.h"
 
 namespace kiln::cli {
 
@@ -221,49 +222,7 @@ std::string type_str(const runtime::NDArray& a) {
 }
 
 runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng) {
-  runtime::NDArray a = runtime::NDArray::empty(info.shape, info.dtype);
-  DataType t = info.dtype;
-  std::uniform_real_distribution<double> real(-1.0, 1.0);
-  std::uniform_int_distribution<int> small(0, t.is_bool() ? 1 : 9);
-  int64_t n = a.numel();
-  auto fill = [&](auto* p, bool is_real) {
-    using T = std::remove_pointer_t<decltype(p)>;
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = is_real ? static_cast<T>(real(rng)) : static_cast<T>(small(rng));
-  };
-  if (t == DataType::Float(32)) {
-    fill(a.data_as<float>(), true);
-  } else if (t == DataType::Float(64)) {
-    fill(a.data_as<double>(), true);
-  } else if (t == DataType::BFloat16()) {
-    // Values in [-1, 1) rounded to bfloat16 (the upper half of a float32, to nearest even).
-    uint16_t* p = a.data_as<uint16_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      float f = static_cast<float>(real(rng));
-      uint32_t bits = 0;
-      std::memcpy(&bits, &f, sizeof bits);
-      p[i] = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-    }
-  } else if (t.is_scalar() && (t.is_integer() || t.is_bool()) && t.bits() <= 64) {
-    switch (t.bytes()) {
-      case 1:
-        fill(a.data_as<uint8_t>(), false);
-        break;
-      case 2:
-        fill(a.data_as<uint16_t>(), false);
-        break;
-      case 4:
-        fill(a.data_as<uint32_t>(), false);
-        break;
-      default:
-        fill(a.data_as<uint64_t>(), false);
-        break;
-    }
-  } else {
-    KILN_ERROR << "input '" << info.name << "': cannot generate random values of dtype " << t.str()
-               << "; give it with --input " << info.name << "=FILE.npy";
-  }
-  return a;
+  return runner::random_input(info, rng);  // the same values as kiln run and kiln-run give
 }
 
 std::map<std::string, runtime::NDArray> set_random_inputs(runtime::GraphExecutor& ex,

@@ -1,9 +1,11 @@
 // `kiln compile MODEL -o DIR`: import (or build) the model, optimize, compile, write the module
-// directory. `kiln run DIR`: load a module directory with the runtime's GraphExecutor, feed
-// inputs from .npy files (or seeded random values), run, print the outputs' names and shapes
-// and optionally save them as DIR/<output name>.npy. .npy has no bfloat16: a bfloat16 input is
-// read from a uint16 file of its bit patterns, and a bfloat16 output is written as float32 (an
-// exact conversion) with a note on stderr. --output-dir is checked (and made) before the run.
+// directory. `kiln run DIR`: runner/run_module.cc (load the module with the runtime's
+// GraphExecutor, set .npy or seeded random inputs, run, print and save the outputs).
+// `kiln run DIR --emulate`: the same, for an aarch64 module on an x86-64 workstation: the
+// cross-built runner (kiln-run, cmake/runtime_only.cmake) under qemu-aarch64 -L <sysroot>
+// -cpu <model>, given the same flags, so it prints the same lines and writes the same files.
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,143 +17,21 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "cli_common.h"
 #include "kiln/autotune/record.h"
+#include "kiln/runtime/library_target.h"
 #include "kiln/runtime/npy.h"
 #include "kiln/support/error.h"
 #include "kiln/target/target.h"
+#include "runner/run_module.h"
+
+extern char** environ;
 
 namespace kiln::cli {
 
 namespace {
-
-/// An output name as a file name: characters other than [A-Za-z0-9._-] become '_'.
-std::string safe_file_name(const std::string& name) {
-  std::string r = name;
-  for (char& c : r)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
-  if (r.empty() || r == "." || r == "..") r = "_" + r;
-  return r;
-}
-
-/// Makes --output-dir `dir` (with its parents) before the run, so that a path that cannot hold
-/// the outputs is refused before the model runs: a regular file, a path under a file, or a
-/// directory this process cannot write to.
-void prepare_output_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  // The nearest ancestor that exists must be a directory.
-  for (fs::path p = fs::path(dir); !p.empty(); p = p.parent_path()) {
-    fs::file_status st = fs::status(p, ec);
-    if (fs::exists(st)) {
-      KILN_USER_CHECK(fs::is_directory(st))
-          << "--output-dir '" << dir
-          << "': " << (p == fs::path(dir) ? std::string("it") : "'" + p.string() + "'")
-          << " exists and is not a directory";
-      break;
-    }
-    if (p == p.parent_path()) break;
-  }
-  fs::create_directories(dir, ec);
-  KILN_USER_CHECK(!ec) << "--output-dir '" << dir
-                       << "': cannot create the directory: " << ec.message();
-  KILN_USER_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0)
-      << "--output-dir '" << dir << "': cannot write there: " << std::strerror(errno);
-}
-
-/// A bfloat16 tensor's values as float32 (exact: bfloat16 is float32's upper half).
-runtime::NDArray bf16_to_f32(const runtime::NDArray& a) {
-  runtime::NDArray out = runtime::NDArray::empty(a.shape(), DataType::Float(32));
-  const uint16_t* src = a.data_as<uint16_t>();
-  float* dst = out.data_as<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
-    std::memcpy(&dst[i], &bits, sizeof bits);
-  }
-  return out;
-}
-
-struct RunOptions {
-  std::string dir, output_dir;
-  std::vector<std::string> inputs;
-  unsigned seed = 0;
-  int threads = 0;
-};
-
-int run_module(const RunOptions& o) {
-  apply_threads(o.threads);
-  runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.dir);
-  std::set<std::string> given;
-  for (const std::string& spec : o.inputs) {
-    size_t eq = spec.find('=');
-    KILN_USER_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size())
-        << "--input expects NAME=FILE.npy, got '" << spec << "'";
-    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    KILN_USER_CHECK(!given.count(name)) << "--input '" << name << "' given twice";
-    std::vector<std::string> valid = ex.input_names();
-    if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
-      std::string list;
-      for (const std::string& v : valid) list += (list.empty() ? "'" : ", '") + v + "'";
-      KILN_ERROR << "--input '" << name << "': the module has no such input; its inputs: " << list;
-    }
-    runtime::NDArray a = runtime::load_npy(file);
-    const int index = static_cast<int>(std::find(valid.begin(), valid.end(), name) - valid.begin());
-    const DataType want = ex.input_info(index).dtype;
-    std::string how;
-    if (want == DataType::BFloat16() && a.dtype() == DataType::UInt(16)) {
-      // .npy has no bfloat16: a uint16 file holds the bit patterns.
-      runtime::NDArray b = runtime::NDArray::empty(a.shape(), want);
-      b.copy_from(a.data(), a.nbytes());
-      a = b;
-      how = " (uint16 bit patterns)";
-    }
-    KILN_USER_CHECK(want != DataType::BFloat16() || a.dtype() == want)
-        << "--input " << name << "='" << file << "': the input is bfloat16, the file holds "
-        << a.dtype() << "; .npy has no bfloat16: give its bit patterns as a uint16 .npy "
-        << "(numpy: (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16))";
-    ex.set_input(name, a);
-    given.insert(name);
-    std::cout << "input " << name << ": " << type_str(a) << " from " << file << how << "\n";
-  }
-  if (!o.output_dir.empty()) prepare_output_dir(o.output_dir);
-  std::mt19937 rng(o.seed);
-  for (int i = 0; i < ex.num_inputs(); ++i) {
-    runtime::TensorInfo info = ex.input_info(i);
-    if (given.count(info.name)) continue;
-    runtime::NDArray a = random_input(info, rng);
-    ex.set_input(i, a);
-    std::cout << "input " << info.name << ": " << type_str(a) << " random (seed " << o.seed
-              << ")\n";
-  }
-  auto t0 = Clock::now();
-  ex.run();
-  double ms = ms_since(t0);
-  std::set<std::string> files;
-  std::vector<std::string> names = ex.output_names();
-  for (int i = 0; i < ex.num_outputs(); ++i) {
-    runtime::NDArray out = ex.get_output(i);
-    std::cout << "output " << names[static_cast<size_t>(i)] << ": " << type_str(out);
-    if (!o.output_dir.empty()) {
-      std::string base = safe_file_name(names[static_cast<size_t>(i)]), file = base;
-      for (int k = 1; files.count(file); ++k) file = base + "_" + std::to_string(k);
-      files.insert(file);
-      std::string path = (std::filesystem::path(o.output_dir) / (file + ".npy")).string();
-      if (out.dtype() == DataType::BFloat16()) {
-        std::cerr << "note: output " << names[static_cast<size_t>(i)]
-                  << " is bfloat16, which .npy cannot hold: written as float32 (the same "
-                     "values)\n";
-        out = bf16_to_f32(out);
-      }
-      runtime::save_npy(path, out);
-      std::cout << " -> " << path;
-    }
-    std::cout << "\n";
-  }
-  std::printf("run: %.3f ms (%d op nodes, %zu bytes of storage)\n", ms, ex.num_op_nodes(),
-              ex.storage_bytes());
-  return 0;
-}
 
 struct CompileOptions {
   std::string model, out, target = "llvm -mcpu=native";
@@ -178,6 +58,91 @@ int compile_model(const CompileOptions& o) {
   return 0;
 }
 
+struct RunOptions {
+  runner::RunOptions run;
+  bool emulate = false;
+  std::string cpu;
+};
+
+/// True when `file` is an executable regular file.
+bool executable(const std::string& file) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(file, ec) && ::access(file.c_str(), X_OK) == 0;
+}
+
+/// `name` found in PATH, or "".
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "");
+  for (std::string dir; std::getline(ss, dir, ':');) {
+    std::string file = (dir.empty() ? "." : dir) + "/" + name;
+    if (executable(file)) return file;
+  }
+  return "";
+}
+
+/// `kiln run DIR --emulate`: the cross-built kiln-run under qemu-aarch64, given the same flags,
+/// so it prints the same lines and writes the same files (and gives the module the same random
+/// inputs: run_module.cc is the same code). Its exit status is ours.
+int emulate(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  const std::string lib = (fs::path(o.run.dir) / "lib.so").string();
+  KILN_USER_CHECK(fs::is_directory(o.run.dir))
+      << "module '" << o.run.dir << "': not a directory (a module directory holds graph.json, "
+      << "lib.so and params.bin)";
+  runtime::LibraryTarget t = runtime::read_library_target(lib);
+  KILN_USER_CHECK(t.known()) << "--emulate: '" << lib << "' has no target record (it was "
+                             << "compiled by an older kiln); compile the model again";
+  const std::string arch = t.triple.substr(0, t.triple.find('-'));
+  KILN_USER_CHECK(arch == "aarch64" || arch == "arm64")
+      << "--emulate runs aarch64 modules under qemu; '" << o.run.dir << "' is compiled for target '"
+      << t.target << "' (triple " << t.triple
+      << "): run it without --emulate on a machine of that architecture";
+  const char* qenv = std::getenv("KILN_QEMU_AARCH64");
+  std::string qemu = qenv && *qenv ? qenv : find_on_path("qemu-aarch64");
+  KILN_USER_CHECK(!qemu.empty() && executable(qemu))
+      << "--emulate needs qemu-aarch64"
+      << (qenv && *qenv ? " (KILN_QEMU_AARCH64='" + std::string(qenv) + "' is not executable)"
+                        : std::string(" on PATH"))
+      << ": install it (Debian/Ubuntu: apt-get install qemu-user)";
+  const char* renv = std::getenv("KILN_AARCH64_RUNNER");
+  std::string runner = renv && *renv ? renv : KILN_AARCH64_RUNNER_DEFAULT;
+  KILN_USER_CHECK(executable(runner))
+      << "--emulate needs kiln-run built for aarch64, and '" << runner << "' is not there"
+      << (renv && *renv ? " (KILN_AARCH64_RUNNER)" : "")
+      << ": install g++-aarch64-linux-gnu and rebuild (the build makes it in build/aarch64 "
+         "when the cross compiler is found), or run scripts/build-aarch64-runtime.sh and set "
+         "KILN_AARCH64_RUNNER to its bin/kiln-run";
+  const char* lenv = std::getenv("QEMU_LD_PREFIX");
+  std::string sysroot = lenv && *lenv ? lenv : "/usr/aarch64-linux-gnu";
+  KILN_USER_CHECK(fs::is_directory(sysroot + "/lib"))
+      << "--emulate: the aarch64 C library is not in '" << sysroot
+      << "' (QEMU_LD_PREFIX): install it (Debian/Ubuntu: apt-get install libc6-arm64-cross, "
+         "which gcc-aarch64-linux-gnu brings)";
+  const char* cenv = std::getenv("QEMU_CPU");
+  std::string cpu = !o.cpu.empty() ? o.cpu : cenv && *cenv ? cenv : "max";
+  std::vector<std::string> argv{qemu, "-L", sysroot, "-cpu", cpu, runner, o.run.dir};
+  for (const std::string& in : o.run.inputs) argv.insert(argv.end(), {"--input", in});
+  if (!o.run.output_dir.empty()) argv.insert(argv.end(), {"--output-dir", o.run.output_dir});
+  argv.insert(argv.end(), {"--seed", std::to_string(o.run.seed)});
+  if (o.run.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(o.run.threads)});
+  std::cerr << "emulating " << t.target << " on qemu-aarch64 -cpu " << cpu
+            << " (times under qemu are not ARM performance)\n";
+  std::cout.flush();
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawn(&pid, qemu.c_str(), nullptr, nullptr, args.data(), environ);
+  KILN_USER_CHECK(rc == 0) << "--emulate: cannot run '" << qemu << "': " << std::strerror(rc);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  KILN_ERROR << "--emulate: qemu-aarch64 died of signal " << WTERMSIG(status) << " ("
+             << strsignal(WTERMSIG(status)) << ")";
+}
+
 }  // namespace
 
 Command add_compile_command(CLI::App& app) {
@@ -185,7 +150,9 @@ Command add_compile_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compile", "Compile an ONNX model to a module directory");
   cmd->add_option("model", o->model, kModelHelp)->required();
   cmd->add_option("-o,--output", o->out, "Output module directory")->required();
-  cmd->add_option("--target", o->target, "Target, e.g. 'llvm -mcpu=native' (default)");
+  cmd->add_option("--target", o->target,
+                  "Target, e.g. 'llvm -mcpu=native' (default), 'llvm -mtriple=aarch64-linux-gnu "
+                  "-mattr=+sve' (docs/aarch64.md)");
   cmd->add_option("--opt-level", o->opt_level, "0: no graph optimization; 1-3: optimize")
       ->check(int_range(0, 3));
   cmd->add_option("--input-shape", o->shapes,
@@ -202,17 +169,16 @@ Command add_compile_command(CLI::App& app) {
 Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Run a compiled module directory on .npy inputs");
-  cmd->add_option("dir", o->dir, "Module directory (graph.json, lib.so, params.bin)")->required();
-  cmd->add_option("--input", o->inputs,
-                  "NAME=FILE.npy, repeatable; inputs not given get seeded random values. "
-                  ".npy has no bfloat16: a bfloat16 input is read from a uint16 .npy of its bit "
-                  "patterns");
-  cmd->add_option("--output-dir", o->output_dir,
-                  "Write each output to DIR/<output name>.npy (a bfloat16 output as float32, "
-                  "with a note)");
-  cmd->add_option("--seed", o->seed, "Seed of the random inputs (default 0)");
-  add_threads_option(cmd, o->threads);
-  return {cmd, [o] { return run_module(*o); }};
+  runner::add_run_options(cmd, o->run);
+  CLI::Option* emulate_flag =
+      cmd->add_flag("--emulate", o->emulate,
+                    "Run an aarch64 module here: the cross-built kiln-run under qemu-aarch64, "
+                    "with the same inputs, lines and files (docs/aarch64.md)");
+  cmd->add_option("--emulate-cpu", o->cpu,
+                  "With --emulate: qemu's CPU model (default: QEMU_CPU, else max), e.g. "
+                  "cortex-a72, 'max,sve-max-vq=2'")
+      ->needs(emulate_flag);
+  return {cmd, [o] { return o->emulate ? emulate(*o) : runner::run_module(o->run); }};
 }
 
 }  // namespace kiln::cli

@@ -5,9 +5,12 @@
 /// and features from the Target, loop and SLP vectorizers on), compiles it to an object file
 /// and JIT-loads that object with ORC LLJIT (runtime symbols such as kiln_parallel_for are
 /// resolved against the current process). The returned module's export_library(path) links
-/// the same object into a shared library with the system compiler (`cc -shared`), loadable by
-/// runtime::Module::load. The JIT is created on the first get_function, so modules for other
-/// architectures can be built for get_source and (with a cross linker) export.
+/// the same object into a shared library with the system compiler (`cc -shared`, or KILN_CC),
+/// loadable by runtime::Module::load. The JIT is created on the first get_function, so modules
+/// for other architectures can be built for get_source and exported: for a foreign triple the
+/// linker is KILN_CROSS_CC, else `<triple>-gcc` on PATH (aarch64-linux-gnu-gcc from Debian's
+/// gcc-aarch64-linux-gnu for any aarch64 Linux triple); a missing one is a user error naming
+/// the package. Every library carries its target record (runtime/library_target.h).
 #pragma once
 
 #include <string>

@@ -101,6 +101,12 @@ class Target {
   /// Architectural SIMD registers: 32 on x86-64 with avx512f (zmm0-31) and on AArch64 (v0-31),
   /// 16 on x86-64 without it (ymm/xmm0-15). The templates size their register tiles by it.
   int vector_registers() const;
+  /// The CPU features of this target that a runtime can check before it loads code built for
+  /// it, without the leading '+' (AArch64: "neon", "fullfp16", "dotprod", "i8mm", "bf16",
+  /// "sve", "sve2"; none for other architectures yet). The code generator records them in the
+  /// library (section .kiln_target) and Module::load refuses a library whose features the CPU
+  /// lacks, instead of dying of SIGILL at the first such instruction.
+  std::vector<std::string> runtime_features() const;
   /// The canonical string form; parse(str()) == *this (the host target is not part of it).
   std::string str() const;
 

@@ -2,7 +2,8 @@
 // for the choice it takes:
 //   conv2d (groups 1, constant weights)     → conv2d_nchwc on NCHW<ic>c data, weights packed
 //                                              into OIHW<ic>i<oc>o, output NCHW<oc>c (blocks
-//                                              of 8 channels or more, or one output pixel)
+//                                              of 8 channels or more, 4 with the arm key
+//                                              (arm.h), or one output pixel)
 //   conv2d (3x3 stride 1, Winograd)         → conv2d_winograd_nchwc, the kernel transformed once
 //   conv2d (depthwise, multiplier 1)        → depthwise_conv2d_nchwc, NCHW<b>c in and out
 //   conv2d_transpose (groups 1)             → conv2d_nchwc computing the stride² phases as
@@ -19,6 +20,7 @@
 
 #include "../layout_util.h"
 #include "../op_attrs.h"
+#include "arm.h"
 #include "builtin.h"
 #include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
@@ -249,11 +251,13 @@ bool alter_conv2d_nchwc(LayoutRewriter& rw) {
     autotune::Config cfg = rw.config([&] { return conv2d_task(*wl, call.target); });
     topi::Conv2DNCHWcLayout l =
         topi::define_conv2d_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);
-    // Blocks narrower than 8 channels are too narrow for the vector micro-kernel: keep NCHW,
+    // Blocks narrower than 8 channels (4 on NEON, arm.h) are too narrow for the vector
+    // micro-kernel: keep NCHW,
     // except for a one-pixel output (a squeeze-and-excitation block's convolutions of a pooled
     // [N, C, 1, 1] tensor, e.g. 144 → 6 channels), whose work is negligible and whose blocked
     // output spares converting its input and output.
-    if (l.oc_bn < 8 && wl->out_height() * wl->out_width() > 1) return false;
+    if (l.oc_bn < min_channel_block(call.target) && wl->out_height() * wl->out_width() > 1)
+      return false;
     emit_blocked_conv(rw, "conv2d_nchwc", l.ic_bn, l.oc_bn,
                       pack_conv_weight(*call.constant(1), l.ic_bn, l.oc_bn),
                       conv2d_nchwc_choice(*wl, call.target));
@@ -293,7 +297,7 @@ bool alter_depthwise_conv2d(LayoutRewriter& rw) {
     autotune::Config cfg = rw.config([&] { return depthwise_conv2d_task(*wl, call.target); });
     const int64_t bn =
         topi::define_depthwise_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);
-    if (bn < 8) return false;
+    if (bn < min_channel_block(call.target)) return false;
     const topi::Conv2DWorkload w = *wl;
     const Target target = call.target;
     emit_blocked_conv(rw, "depthwise_conv2d_nchwc", bn, bn,

@@ -119,9 +119,26 @@ llvm::Value* CodeGenLLVM::emit_target_intrin(const Call* op) {
     llvm::Intrinsic::ID id = llvm::Function::lookupIntrinsicID(name);
     if (id == llvm::Intrinsic::not_intrinsic) fail("'" + name + "' is not an LLVM intrinsic");
     llvm::Type* ret = ty(op->dtype);
-    llvm::Function* fn = llvm::Intrinsic::isOverloaded(id)
-                             ? llvm::Intrinsic::getDeclaration(module_.get(), id, {ret})
-                             : llvm::Intrinsic::getDeclaration(module_.get(), id);
+    llvm::Function* fn = nullptr;
+    if (llvm::Intrinsic::isOverloaded(id)) {
+      // Overloaded on the result and, for some (AArch64's sdot: <4 x i32> from <16 x i8>
+      // operands), on operand types too: match the call's own types against the intrinsic's
+      // signature; when they do not match, overload on the result alone.
+      std::vector<llvm::Type*> params;
+      for (const Expr& a : op->args) params.push_back(ty(a.dtype()));
+      llvm::SmallVector<llvm::Intrinsic::IITDescriptor, 8> table;
+      llvm::Intrinsic::getIntrinsicInfoTableEntries(id, table);
+      llvm::ArrayRef<llvm::Intrinsic::IITDescriptor> ref = table;
+      llvm::SmallVector<llvm::Type*, 4> overloads;
+      bool match = llvm::Intrinsic::matchIntrinsicSignature(
+                       llvm::FunctionType::get(ret, params, false), ref, overloads) ==
+                   llvm::Intrinsic::MatchIntrinsicTypes_Match;
+      fn = llvm::Intrinsic::getDeclaration(
+          module_.get(), id,
+          match ? llvm::ArrayRef<llvm::Type*>(overloads) : llvm::ArrayRef<llvm::Type*>(ret));
+    } else {
+      fn = llvm::Intrinsic::getDeclaration(module_.get(), id);
+    }
     llvm::FunctionType* ft = fn->getFunctionType();
     if (ft->getNumParams() != op->args.size())
       fail("LLVM intrinsic '" + name + "' takes " + std::to_string(ft->getNumParams()) +

@@ -3,8 +3,10 @@
 // lookup) loads that object and resolves runtime symbols (kiln_parallel_for, libm, extern C
 // functions of the executable) in the current process; export_library writes the same object
 // to a temporary file and links it with the system C compiler (`cc -shared`, run with
-// posix_spawnp, no shell) into the shared library Module::load opens. get_source prints the
-// optimized IR kept as text, or assembly from a clone of the module.
+// posix_spawnp, no shell) into the shared library Module::load opens; for another
+// architecture with the GNU cross compiler named after the triple (aarch64-linux-gnu-gcc).
+// The object of part 0 carries the target record (section .kiln_target) the runtime checks.
+// get_source prints the optimized IR kept as text, or assembly from a clone of the module.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -35,6 +37,7 @@
 #include <unordered_map>
 
 #include "codegen_llvm.h"
+#include "kiln/runtime/library_target.h"
 #include "kiln/target/codegen.h"
 
 extern char** environ;
@@ -95,6 +98,66 @@ int run_command(const std::vector<std::string>& argv, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/// Adds what the library is built for (runtime/library_target.h) to `m`: the global
+/// `__kiln_target` in section .kiln_target, which the runtime reads from the file before it
+/// loads it. Only the object file gets it (get_source shows the kernels alone; a test that
+/// looks for an instruction's name in the assembly must not find it in the record's text).
+void add_target_record(llvm::Module& m, const Target& target) {
+  std::string record =
+      runtime::library_target_text({target.triple(), target.str(), target.runtime_features()});
+  llvm::Constant* init = llvm::ConstantDataArray::getString(m.getContext(), record, true);
+  auto* gv = new llvm::GlobalVariable(m, init->getType(), true, llvm::GlobalValue::ExternalLinkage,
+                                      init, "__kiln_target");
+  gv->setSection(runtime::kLibraryTargetSection);
+  gv->setAlignment(llvm::Align(1));
+}
+
+/// True when `name` (no '/') is an executable file in a directory of PATH.
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "");
+  for (std::string dir; std::getline(ss, dir, ':');) {
+    std::string file = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(file.c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+/// The C compiler that links a library for `target`: KILN_CC (default `cc`) for the host's
+/// architecture; for another one KILN_CROSS_CC, else the GNU cross compiler named after the
+/// triple (`aarch64-linux-gnu-gcc` for aarch64-linux-gnu, aarch64-unknown-linux-gnu and
+/// arm64-linux-gnu), which must be on PATH. A user error naming the Debian package otherwise.
+std::string linker_for(const Target& target) {
+  if (target.is_host_arch()) {
+    const char* cc = std::getenv("KILN_CC");
+    return cc && *cc ? cc : "cc";
+  }
+  if (const char* cc = std::getenv("KILN_CROSS_CC"); cc && *cc) return cc;
+  const std::string triple = target.triple();
+  std::vector<std::string> parts;
+  std::stringstream ss(triple);
+  for (std::string p; std::getline(ss, p, '-');) parts.push_back(p);
+  std::vector<std::string> names{triple + "-gcc"};
+  if (!parts.empty()) {
+    std::string arch = parts[0] == "arm64" ? "aarch64" : parts[0];
+    std::string os_env = parts.size() == 4   ? parts[2] + "-" + parts[3]
+                         : parts.size() == 3 ? parts[1] + "-" + parts[2]
+                                             : "linux-gnu";
+    std::string gnu = arch + "-" + os_env + "-gcc";
+    if (gnu != names[0]) names.push_back(gnu);
+  }
+  for (const std::string& n : names)
+    if (on_path(n)) return n;
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : " or ") + n;
+  const std::string pkg = "gcc-" + names.back().substr(0, names.back().size() - 4);
+  KILN_ERROR << "export_library: no linker for target triple '" << triple << "' (target '"
+             << target.str() << "'): " << list << " is not on PATH. Install the cross "
+             << "compiler (Debian/Ubuntu: apt-get install " << pkg
+             << ") or set KILN_CROSS_CC to a C compiler that links shared libraries for this "
+                "triple";
+}
+
 }  // namespace
 
 namespace {
@@ -153,8 +216,14 @@ class LLVMModuleNode : public runtime::ModuleNode {
         KILN_ERROR << "export_library: cannot write the object file " << obj_path;
       }
     }
-    const char* cc = std::getenv("KILN_CC");
-    std::vector<std::string> argv{cc && *cc ? cc : "cc", "-shared", "-o", path, "-x", "none"};
+    std::string cc;
+    try {
+      cc = linker_for(target_);
+    } catch (...) {
+      cleanup();
+      throw;
+    }
+    std::vector<std::string> argv{cc, "-shared", "-o", path, "-x", "none"};
     argv.insert(argv.end(), objs.begin(), objs.end());
     argv.push_back("-lm");
     std::string out;
@@ -259,6 +328,7 @@ runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target
         for (size_t k = i; k < funcs.size(); k += nparts) cg.add_function(funcs[k]);
         p.module = cg.finish(i == 0 ? &names : nullptr);
         auto clone = llvm::CloneModule(*p.module);
+        if (i == 0) add_target_record(*clone, target);
         p.object = emit(*clone, p.tm.get(), llvm::CGFT_ObjectFile);
       } catch (...) {
         errors[i] = std::current_exception();
