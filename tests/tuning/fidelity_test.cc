@@ -12,6 +12,7 @@
 #include "graph/graph_test_util.h"
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/tuning/tasks.h"
+#include "tuning/tuning_test_models.h"
 
 namespace kiln::tuning {
 namespace {
@@ -19,21 +20,8 @@ namespace {
 using namespace kiln::graph;  // NOLINT: the graph API the test model is built with
 
 using test_util::random_array;
-using Ints = std::vector<int64_t>;
-const DataType f32 = DataType::Float(32);
 
-// x [1, 32, 6, 6] → conv 3x3 (32→32) → relu → conv 1x1 (32→32) → add(x): two direct tasks.
-Graph two_convs(std::mt19937& rng) {
-  Graph g;
-  Entry x = g.add_input("x", {1, 32, 6, 6}, f32);
-  Entry a = g.add_op("conv2d", {x, g.add_constant("w1", random_array({32, 32, 3, 3}, rng))},
-                     {{"padding", Ints{1, 1, 1, 1}}}, "conv1");
-  Entry b = g.add_op(
-      "conv2d", {g.add_op("relu", {a}), g.add_constant("w2", random_array({32, 32, 1, 1}, rng))},
-      {}, "conv2");
-  g.add_output(g.add_op("add", {b, x}));
-  return g;
-}
+using test_models::two_convs;
 
 TEST(Spearman, HandComputedValues) {
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4, 5}, {10, 20, 30, 40, 50}), 1.0);
