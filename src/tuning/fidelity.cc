@@ -158,14 +158,7 @@ FidelityReport measure_fidelity(const graph::Graph& g, const Target& target,
       tf.configs.push_back(ConfigTimes{c.config, isolated_ms[t][i], ms});
       iso.push_back(isolated_ms[t][i]);
       net.push_back(ms);
-      for (double r : c.per_round_ms) {
-        autotune::MeasureResult m;
-        m.mean_s = r * 1e-3;
-        m.runs = {m.mean_s};
-        Record rec = Record::make(tasks[t].task, c.config, m);
-        rec.protocol = Record::kNetworkProtocol;
-        rep.records.push_back(std::move(rec));
-      }
+      append_network_records(tasks[t].task, c, rep.records);
     }
     if (!tf.configs.empty() &&
         tf.configs[0].config.index() == tasks[t].task.default_config().index())

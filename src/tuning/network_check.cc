@@ -110,6 +110,18 @@ std::vector<Workload> group_workloads(const std::vector<TuningTask>& tasks) {
   return workloads;
 }
 
+void append_network_records(const autotune::Task& task, const Choice& choice,
+                            std::vector<Record>& out) {
+  for (double ms : choice.per_round_ms) {
+    autotune::MeasureResult r;
+    r.mean_s = ms * 1e-3;
+    r.runs = {r.mean_s};
+    Record rec = Record::make(task, choice.config, r);
+    rec.protocol = Record::kNetworkProtocol;
+    out.push_back(std::move(rec));
+  }
+}
+
 int time_in_network(const Graph& g, const Target& target, const std::vector<TuningTask>& tasks,
                     const std::vector<Workload>& workloads,
                     std::vector<std::vector<Choice>>& choices, const NetworkCheckOptions& opt) {
@@ -219,14 +231,7 @@ NetworkCheckResult check_in_network(const Graph& g, const Target& target,
     double best_ms = 0;
     for (size_t k = 0; k < choices[w].size(); ++k) {
       const Choice& c = choices[w][k];
-      for (double ms : c.per_round_ms) {
-        autotune::MeasureResult r;
-        r.mean_s = ms * 1e-3;
-        r.runs = {r.mean_s};
-        Record rec = Record::make(tasks[c.task].task, c.config, r);
-        rec.protocol = Record::kNetworkProtocol;
-        res.records.push_back(std::move(rec));
-      }
+      append_network_records(tasks[c.task].task, c, res.records);
       const double m = c.per_round_ms.empty()
                            ? 0
                            : *std::min_element(c.per_round_ms.begin(), c.per_round_ms.end());

@@ -73,6 +73,11 @@ struct Choice {
   std::vector<double> per_round_ms;  ///< filled by time_in_network: ms per call in each round
 };
 
+/// The records of `choice`'s in-network times (one per round, Record::kNetworkProtocol), appended
+/// to `out`.
+void append_network_records(const autotune::Task& task, const Choice& choice,
+                            std::vector<autotune::Record>& out);
+
 /// The mechanism under check_in_network (and tuning/fidelity.h): compiles `g` once per variant,
 /// variant k giving workload w its choice `choices[w][k % choices[w].size()]` (forced through
 /// fake records), profiles the variants in `opt.rounds` interleaved rounds of `opt.runs` runs,
