@@ -17,9 +17,12 @@
 // simply the same storage with fewer elements.
 #include "kiln/runtime/graph_executor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -430,6 +433,24 @@ void GraphExecutor::Impl::parse(const std::string& text) {
   }
 }
 
+namespace {
+
+/// The most storage a memory plan may ask for: KILN_MAX_MEMORY_MB when set (a deployment's cap;
+/// the fuzz targets set one), else the machine's physical memory. A plan beyond it would be
+/// refused by the allocator or die of the OOM killer while running.
+size_t storage_limit_bytes() {
+  if (const char* env = std::getenv("KILN_MAX_MEMORY_MB"); env && *env) {
+    char* end = nullptr;
+    unsigned long long mb = std::strtoull(env, &end, 10);  // NOLINT(runtime/int)
+    if (*end == '\0' && mb > 0 && mb < (1ull << 40)) return static_cast<size_t>(mb) << 20;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);  // NOLINT
+  if (pages > 0 && page > 0) return static_cast<size_t>(pages) * static_cast<size_t>(page);
+  return std::numeric_limits<size_t>::max();
+}
+
+}  // namespace
+
 void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& params) {
   Ctx cx{source};
   // Storage: one buffer per used storage id, sized to its largest entry.
@@ -440,6 +461,19 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
   }
   std::vector<bool> used(sizes.size(), false);
   for (const Entry& e : entries) used[e.storage_id] = true;
+  // The whole plan against the memory there is, before any of it is allocated.
+  size_t total = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    if (used[s] && __builtin_add_overflow(total, sizes[s], &total))
+      total = std::numeric_limits<size_t>::max();
+  }
+  const size_t limit = storage_limit_bytes();
+  if (total > limit) {
+    cx.fail("the memory plan needs " + std::to_string(total) + " bytes of storage, more than " +
+            (std::getenv("KILN_MAX_MEMORY_MB") ? "KILN_MAX_MEMORY_MB allows ("
+                                               : "this machine's memory (") +
+            std::to_string(limit) + " bytes)");
+  }
   storage.resize(sizes.size());
   for (size_t s = 0; s < sizes.size(); ++s) {
     if (!used[s]) continue;

@@ -240,6 +240,22 @@ TEST_F(GraphExecutorTest, InputErrors) {
             "GraphExecutor::run: the executor is undefined");
 }
 
+// KILN_MAX_MEMORY_MB caps the memory plan before anything is allocated (the fuzz targets set it;
+// a 40 TB tensor in a tampered graph.json had reached the allocator).
+TEST_F(GraphExecutorTest, MemoryPlanBeyondTheCapIsRefused) {
+  json g = base_graph();
+  g["attrs"]["storage_offset"] = {0, 0, 0, 1 << 20, 0, 0, 0};
+  ::setenv("KILN_MAX_MEMORY_MB", "1", 1);
+  std::string msg = create_error(g);
+  ::unsetenv("KILN_MAX_MEMORY_MB");
+  EXPECT_EQ(msg.rfind("graph 'g.json': the memory plan needs 10", 0), 0u) << msg;
+  EXPECT_NE(msg.find(" bytes of storage, more than KILN_MAX_MEMORY_MB allows (1048576 bytes)"),
+            std::string::npos)
+      << msg;
+  Module lib = Module::load(dir_ + "/lib.so");
+  EXPECT_NO_THROW(GraphExecutor::create(g.dump(), lib, {{"w", w_}}));  // no cap: it fits
+}
+
 TEST_F(GraphExecutorTest, MissingFunctionAtLoad) {
   json g = base_graph();
   g["nodes"][3]["attrs"]["func_name"] = "conv2d";
@@ -389,6 +405,8 @@ TEST_F(GraphExecutorTest, MalformedGraphs) {
        "aligned operands)"},
       {[](json& g) { g["attrs"]["storage_offset"] = {0, 0, 0, 1 << 20, 0, 0, 0}; },
        ""},  // storage 3 grows to hold it
+      {[](json& g) { g["attrs"]["storage_offset"] = {0, 0, 0, int64_t{1} << 52, 0, 0, 0}; },
+       "the memory plan needs 4503599627"},  // ... bytes, more than this machine's memory
       {[](json& g) { g["nodes"][6].erase("name"); }, "node 6: missing \"name\""},
       {[](json& g) { g["node_row_ptr"] = {0, 1, 2, 3, 4, 5, 6}; },
        "\"node_row_ptr\" has 7 elements, expected 8 (number of nodes + 1)"},
