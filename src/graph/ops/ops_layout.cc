@@ -62,11 +62,7 @@ int64_t nchwc_block(const std::string& layout, const char* op) {
 }
 
 /// The attribute schema of a blocked convolution (groups are implied by the op).
-std::vector<AttrSpec> conv_attrs() {
-  return {{"strides", AttrKind::kInts, Ints{1, 1}},
-          {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
-          {"dilation", AttrKind::kInts, Ints{1, 1}}};
-}
+std::vector<AttrSpec> conv_attrs() { return detail::conv2d_attr_specs(false); }
 
 }  // namespace
 

@@ -29,10 +29,7 @@ void register_nn_ops(OpRegistry& r) {
   conv.name = "conv2d";
   conv.min_inputs = conv.max_inputs = 2;
   conv.pattern = topi::kConv2DPattern;
-  conv.attrs = {{"strides", AttrKind::kInts, Ints{1, 1}},
-                {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
-                {"dilation", AttrKind::kInts, Ints{1, 1}},
-                {"groups", AttrKind::kInt, int64_t{1}}};
+  conv.attrs = detail::conv2d_attr_specs();
   conv.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     return one(topi::conv2d_nchw(in[0], in[1], conv_params(a), n));
   };

@@ -113,10 +113,7 @@ void register_qnn_ops(OpRegistry& r) {
   conv.name = "qnn_conv2d";
   conv.min_inputs = conv.max_inputs = 4;
   conv.pattern = topi::OpPattern::kOutEWiseFusable;
-  conv.attrs = {{"strides", AttrKind::kInts, Ints{1, 1}},
-                {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
-                {"dilation", AttrKind::kInts, Ints{1, 1}},
-                {"groups", AttrKind::kInt, int64_t{1}}};
+  conv.attrs = detail::conv2d_attr_specs();
   for (AttrSpec& s : requant_attrs()) conv.attrs.push_back(s);
   conv.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     return one(topi::qnn_conv2d(in[0], in[1], in[2], in[3], detail::conv_params(a, "qnn_conv2d"),
@@ -164,10 +161,7 @@ void register_qnn_ops(OpRegistry& r) {
   dw.name = "qnn_depthwise_conv2d_nchwc";
   dw.min_inputs = dw.max_inputs = 4;
   dw.pattern = topi::OpPattern::kOutEWiseFusable;
-  dw.attrs = {{"strides", AttrKind::kInts, Ints{1, 1}},
-              {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
-              {"dilation", AttrKind::kInts, Ints{1, 1}},
-              {"groups", AttrKind::kInt, int64_t{1}}};
+  dw.attrs = detail::conv2d_attr_specs();
   for (AttrSpec& s : requant_attrs()) dw.attrs.push_back(s);
   dw.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     return one(topi::qnn_depthwise_conv2d_nchwc(
