@@ -34,11 +34,14 @@ NUMPY_VERSION="$("$PY" -c 'import numpy; print(numpy.__version__)')"
 CONSTRAINTS="$VENV/constraints.txt"
 echo "numpy==$NUMPY_VERSION" > "$CONSTRAINTS"
 
-if "$VENV/bin/python" -c 'import onnxruntime' 2>/dev/null; then
+# onnxruntime.quantization (the int8 tests' fixtures) also needs ml_dtypes and onnx >= 1.13
+# (onnx.reference), which onnxruntime does not pull in: without them every int8 test skipped in
+# a fresh clone. The venv's onnx shadows Debian's 1.12 there only.
+if "$VENV/bin/python" -c 'import onnxruntime.quantization' 2>/dev/null; then
   echo "setup-bench-env: onnxruntime present"
 else
   echo "setup-bench-env: installing onnxruntime"
-  "${PIP[@]}" -c "$CONSTRAINTS" onnxruntime || {
+  "${PIP[@]}" -c "$CONSTRAINTS" onnxruntime ml_dtypes "onnx>=1.13" || {
     echo "setup-bench-env: installing onnxruntime failed" >&2
     exit 1
   }
