@@ -99,8 +99,8 @@ GroupedConv2DBlocks choose_grouped_conv2d_blocks(const Conv2DWorkload& wl, const
       << " output channels is not a grouped convolution (use conv2d_nchwc for groups 1, "
          "depthwise_conv2d_nchwc for depthwise ones)";
   const int64_t lanes = std::max(1, target.vector_bits() / 32);
-  GroupedConv2DBlocks best = GroupedConv2DBlocks::make(C, O, G, largest_divisor_at_most(C, lanes),
-                                                       largest_divisor_at_most(O, lanes), kOp);
+  GroupedConv2DBlocks best =
+      GroupedConv2DBlocks::make(C, O, G, channel_block(C, lanes), channel_block(O, lanes), kOp);
   // Narrower blocks (at least 8 channels, the vector micro-kernel's minimum) that divide both
   // channel counts waste fewer multiply-adds, at the price of a layout transform on each side
   // (about 1 ms each for a 56x56x128 map on Zen 4). What a block saves grows with the group width

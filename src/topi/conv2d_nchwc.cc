@@ -35,8 +35,7 @@ std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O
                                                ChannelBlocks blocks) {
   // Defaults (docs/conv2d-schedule.md): lanes-wide channel blocks, so that chains of layers
   // share one layout.
-  const int64_t ic_bn = largest_divisor_at_most(C, lanes),
-                oc_bn = largest_divisor_at_most(O, lanes);
+  const int64_t ic_bn = channel_block(C, lanes), oc_bn = channel_block(O, lanes);
   if (blocks == ChannelBlocks::kDefault) {
     cfg.define_split_fixed("tile_ic", C, {-1, ic_bn});
     cfg.define_split_fixed("tile_oc", O, {-1, oc_bn});

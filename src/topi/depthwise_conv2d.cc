@@ -42,7 +42,7 @@ void check_window(int64_t oh, int64_t ow, const std::vector<int64_t>& d,
 
 /// The channel-block knob (the layout): tuned, or pinned to the default lanes-wide block.
 int64_t define_block_knob(Config& cfg, int64_t C, int64_t lanes, ChannelBlocks blocks) {
-  const int64_t bn = largest_divisor_at_most(C, lanes);
+  const int64_t bn = channel_block(C, lanes);
   if (blocks == ChannelBlocks::kDefault) {
     cfg.define_split_fixed("tile_c", C, {-1, bn});
   } else {

@@ -136,4 +136,10 @@ int64_t largest_divisor_at_most(int64_t n, int64_t bound) {
   return 1;
 }
 
+int64_t channel_block(int64_t C, int64_t lanes) {
+  int64_t p = 1;
+  while (p * 2 <= lanes && C % (p * 2) == 0) p *= 2;
+  return p * 2 >= lanes && p > 1 ? p : largest_divisor_at_most(C, lanes);
+}
+
 }  // namespace kiln::topi

@@ -285,6 +285,16 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
     return;
   }
   const int64_t last = extent_of(axes.back());
+  if (vec && axes.size() >= 3 && last >= 4 && last < lanes && lanes % last == 0) {
+    // A half- or quarter-vector channel block (NCHW8c with 16 lanes): the block is the vector,
+    // so that a per-channel operand ([N, C/8, 1, 1, 8], a squeeze-and-excitation scale) is one
+    // contiguous load; a flattened 16-lane vector would index it with a division per lane.
+    std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
+    IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
+    st.vectorize(axes.back());
+    if (total > kParallelThreshold && product(outer) > 1) st.parallel(fo);
+    return;
+  }
   if (vec && axes.size() >= 3 && last > 1 && last < lanes && lanes % last != 0 &&
       extent_of(axes[axes.size() - 2]) >= lanes) {
     // A short innermost axis whose extent does not divide the lanes (NCHW -> NCHW3c): the

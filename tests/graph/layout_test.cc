@@ -164,7 +164,7 @@ TEST(AlterLayout, WinogradFor3x3Stride1) {
   l.verify("test");
   if (Target::host().vector_bits() != 512) GTEST_SKIP() << "written for 16-lane blocks";
   const std::string text = l.str();
-  EXPECT_NE(text.find("%2 = constant w1_packed : float32[4, 4, 2, 2, 16, 16]\n"
+  EXPECT_NE(text.find("%2 = constant w1_packed : float32[6, 6, 2, 2, 16, 16]\n"
                       "%3 = conv2d_winograd_nchwc(%1, %2, dilation=[1, 1], padding=[1, 1, 1, 1], "
                       "strides=[1, 1]) : float32[1, 2, 14, 14, 16]  # wino\n"),
             std::string::npos)
@@ -177,18 +177,26 @@ TEST(AlterLayout, WinogradFor3x3Stride1) {
                       "strides=[1, 1]) : float32[1, 2, 7, 7, 16]  # small"),
             std::string::npos)
       << text;
-  // The transformed kernel: U = G w G^T per channel pair (G of F(2x2, 3x3)).
-  const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  // The transformed kernel: U = G w G^T per channel pair, G of F(4x4, 3x3) on the points
+  // 0, 1, -1, 1/2, -2, inf: row j = (1, p, p^2) / prod_{l != j}(p - p_l), the last (0, 0, 1).
+  const double pts[5] = {0, 1, -1, 0.5, -2};
+  double G[6][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 1}};
+  for (int j = 0; j < 5; ++j) {
+    double f = 1;
+    for (int l = 0; l < 5; ++l)
+      if (l != j) f *= pts[j] - pts[l];
+    for (int k = 0; k < 3; ++k) G[j][k] = std::pow(pts[j], k) / f;
+  }
   const float *w = constant_named(t, "w1").data_as<float>(),
               *u = constant_named(l, "w1_packed").data_as<float>();
   for (int64_t o : {0, 17, 31})
     for (int64_t c : {1, 16, 30})
-      for (int e = 0; e < 4; ++e)
-        for (int v = 0; v < 4; ++v) {
+      for (int e = 0; e < 6; ++e)
+        for (int v = 0; v < 6; ++v) {
           double want = 0;
           for (int r = 0; r < 3; ++r)
             for (int q = 0; q < 3; ++q) want += G[e][r] * w[(o * 32 + c) * 9 + r * 3 + q] * G[v][q];
-          EXPECT_NEAR(u[(((((e * 4 + v) * 2 + o / 16) * 2 + c / 16) * 16 + c % 16) * 16) + o % 16],
+          EXPECT_NEAR(u[(((((e * 6 + v) * 2 + o / 16) * 2 + c / 16) * 16 + c % 16) * 16) + o % 16],
                       want, 1e-5);
         }
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 14), 1e-4);

@@ -83,7 +83,7 @@ te::Tensor conv2d_winograd_nchwc(const te::Tensor& data, const te::Tensor& trans
 /// The tile size m and channel blocks a config chooses for a workload (knobs tile_m, fixed, and
 /// the default lanes-wide blocks, so the layer shares its neighbours' layout).
 struct WinogradLayout {
-  int64_t m = 2, ic_bn = 0, oc_bn = 0;
+  int64_t m = 4, ic_bn = 0, oc_bn = 0;
   std::vector<int64_t> data_shape, kernel_shape, out_shape;  ///< blocked shapes
 };
 WinogradLayout define_conv2d_winograd_knobs(autotune::Config& cfg, const Conv2DWorkload& wl,

@@ -87,4 +87,13 @@ void inline_injective_consumers(te::Schedule& s, const std::vector<te::Tensor>& 
 /// Largest divisor of n that is <= bound (at least 1).
 int64_t largest_divisor_at_most(int64_t n, int64_t bound);
 
+/// The default channel block of a blocked (NCHW[x]c) layout of C channels for `lanes` vector
+/// lanes, one rule for every blocked operator so that chains of layers share one layout: the
+/// largest power-of-two divisor of C up to the lanes when it is at least half of them (a whole
+/// or a half vector: 40 channels in blocks of 8, not 10; 24 in blocks of 8, not 12, whose
+/// 10- and 12-lane vectors LLVM splits into 8 + 2 and 8 + 4 and whose element-wise kernels run
+/// scalar), else the largest divisor up to the lanes (6, 10: a squeeze-and-excitation block's
+/// narrow convolutions).
+int64_t channel_block(int64_t C, int64_t lanes);
+
 }  // namespace kiln::topi
