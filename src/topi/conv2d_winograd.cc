@@ -195,7 +195,7 @@ bool winograd_applicable(const Conv2DWorkload& wl) {
 bool prefer_winograd(const Conv2DWorkload& wl, const Target& target) {
   if (target.vector_bits() < 512) return winograd_candidate(wl);
   return winograd_applicable(wl) && wl.in_channel >= 32 && wl.out_channel >= 32 &&
-         wl.out_height() >= 14 && wl.out_width() >= 14;
+         wl.out_height() >= 7 && wl.out_width() >= 7;
 }
 
 bool winograd_candidate(const Conv2DWorkload& wl) {

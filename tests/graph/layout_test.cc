@@ -97,11 +97,12 @@ TEST(FoldBatchNorm, NumericsMatchUnfolded) {
   EXPECT_EQ(m.num_kernels, 1);  // conv + bias + shift + relu in one kernel
 }
 
-// conv(32→32) → relu → conv → add(x) → relu → global_avg_pool → flatten → dense
+// conv(32→32) → relu → conv → add(x) → relu → global_avg_pool → flatten → dense, on 6x6 maps
+// (below Winograd's 7x7, so the convolutions stay direct)
 Graph blocked_residual(std::mt19937& rng) {
   const int64_t C = 32;
   Graph g;
-  Entry x = g.add_input("x", {1, C, 8, 8}, f32);
+  Entry x = g.add_input("x", {1, C, 6, 6}, f32);
   Attrs pad{{"padding", Ints{1, 1, 1, 1}}};
   Entry c1 =
       g.add_op("conv2d", {x, g.add_constant("w1", random_array({C, C, 3, 3}, rng))}, pad, "conv1");
@@ -139,9 +140,9 @@ TEST(AlterLayout, BlockedChainGolden) {
     for (int64_t n = 0; n < 16; ++n) ASSERT_EQ(fp[k * 16 + n], n < 10 ? fc[n * 32 + k] : 0.0f);
 }
 
-// 3x3 stride-1 convolutions with at least 32 channels and 14x14 outputs become Winograd
-// F(2x2, 3x3) convolutions with a kernel transformed at compile time; a strided 3x3 one and a
-// small one stay direct. (Weights of a trained net's scale, about 1/sqrt(fan-in): with weights
+// 3x3 stride-1 convolutions with at least 32 channels and 7x7 outputs become Winograd
+// F(4x4, 3x3) convolutions with a kernel transformed at compile time; a strided 3x3 one stays
+// direct. (Weights of a trained net's scale, about 1/sqrt(fan-in): with weights
 // of order 1 each layer multiplies magnitudes by ~17, and the transform's rounding, relative to
 // the partial sums, shows up in outputs that cancel to near zero.)
 TEST(AlterLayout, WinogradFor3x3Stride1) {
@@ -173,7 +174,7 @@ TEST(AlterLayout, WinogradFor3x3Stride1) {
                       "strides=[2, 2]) : float32[1, 2, 7, 7, 16]  # strided"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("= conv2d_nchwc(%6, %7, dilation=[1, 1], padding=[1, 1, 1, 1], "
+  EXPECT_NE(text.find("= conv2d_winograd_nchwc(%6, %7, dilation=[1, 1], padding=[1, 1, 1, 1], "
                       "strides=[1, 1]) : float32[1, 2, 7, 7, 16]  # small"),
             std::string::npos)
       << text;

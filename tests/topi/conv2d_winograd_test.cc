@@ -120,8 +120,8 @@ TEST(Conv2DWinograd, WeightTransformMatchesDefinition) {
 }
 
 TEST(Conv2DWinograd, PreferredByVectorWidth) {
-  // With AVX-512 the 7x7 layers and those under 32 channels stay direct; with AVX2 every
-  // candidate (16+ channels, 7x7+ outputs) is computed by Winograd; never a stride-2 layer.
+  // Every candidate (7x7+ outputs) is computed by Winograd, with AVX-512 from 32 channels, with
+  // AVX2 from 16; never a stride-2 layer nor a map under 7x7.
   const Target avx512("llvm -mcpu=skylake-avx512"), avx2("llvm -mcpu=znver1");
   const Conv2DWorkload c12 = wl(1, 512, 7, 7, 512, Padding2D::all(1)),
                        c2 = wl(1, 64, 56, 56, 64, Padding2D::all(1)),
@@ -129,8 +129,9 @@ TEST(Conv2DWinograd, PreferredByVectorWidth) {
                        tiny = wl(1, 64, 5, 5, 64, Padding2D::all(1));
   Conv2DWorkload strided = c2;
   strided.params.stride_h = strided.params.stride_w = 2;
-  EXPECT_FALSE(prefer_winograd(c12, avx512));
+  EXPECT_TRUE(prefer_winograd(c12, avx512));
   EXPECT_TRUE(prefer_winograd(c12, avx2));
+  EXPECT_FALSE(prefer_winograd(tiny, avx512));
   EXPECT_TRUE(prefer_winograd(c2, avx512));
   EXPECT_TRUE(prefer_winograd(c2, avx2));
   EXPECT_FALSE(prefer_winograd(narrow, avx512));

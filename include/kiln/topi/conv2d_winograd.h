@@ -40,14 +40,14 @@ namespace kiln::topi {
 /// dilation 1, groups 1.
 bool winograd_applicable(const Conv2DWorkload& wl);
 
-/// Whether the graph compiler computes `wl` by Winograd rather than directly on `target`. With
-/// AVX-512: applicable, at least 32 input and output channels, and at least 14 x 14 outputs.
-/// Measured against oneDNN (docs/conv2d-schedule.md): ResNet's 56-, 28- and 14-wide 3x3 layers
-/// ran 1.3-1.6x faster, the 7-wide one (C12) only 1.1x in isolation, and its 16/9 larger
-/// transformed kernel (17 MB) streams from memory in a network. With narrower vectors (AVX2) the
-/// direct convolution is bound by its FMAs, not by the kernel's bytes, so every
-/// winograd_candidate is computed by Winograd: ResNet-18's 7x7x512 layer took 4.4 ms by
-/// Winograd against 8.2 ms direct inside the model on an AMD EPYC (Zen 1).
+/// Whether the graph compiler computes `wl` by Winograd rather than directly on `target`: every
+/// winograd_candidate (at least 7 x 7 outputs), with AVX-512 at least 32 input and output
+/// channels. With F(4x4, 3x3) (docs/conv2d-schedule.md) the 7- and 13-wide layers gain inside
+/// the model too, although their transformed kernels (4x the kernel) stream from memory: on Zen
+/// 4, ResNet-18's 7x7x512 layers 2.08 -> 1.50-1.55 ms and AlexNet's 13x13 ones 2.61 -> 1.38
+/// and 1.96 -> 1.20 ms (F(2x2) had gained only 1.1x at 7x7 in isolation and nothing in the
+/// network). With AVX2 the direct convolution is bound by its FMAs: ResNet-18's 7x7x512 layer
+/// took 4.4 ms by Winograd F(2x2) against 8.2 ms direct inside the model on Zen 1.
 bool prefer_winograd(const Conv2DWorkload& wl, const Target& target);
 
 /// Whether tuning should also try Winograd for `wl` (and compiling with records of both

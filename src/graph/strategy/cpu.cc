@@ -1,6 +1,6 @@
 // The CPU strategies: which of topi's CPU templates an op gets on a target with the key "cpu"
 // (x86 and ARM alike; the templates size their blocks by the target's vector width and
-// registers). conv2d: blocked NCHWc direct (priority 10), Winograd F(2x2, 3x3) where it applies
+// registers). conv2d: blocked NCHWc direct (priority 10), Winograd F(4x4, 3x3) where it applies
 // (20 where topi::prefer_winograd picks it, else 5), depthwise NCHWc, the NCHW schedule as the
 // fallback; dense / matmul with constant weights: the packed, register-blocked product;
 // lstm_cell: the packed cell; conv2d_transpose: sub-pixel phases or a dilated convolution, else

@@ -272,7 +272,7 @@ bool alter_conv2d_winograd(LayoutRewriter& rw) {
   std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call);
   if (!wl || wl->params.groups != 1 || !topi::winograd_candidate(*wl)) return false;
   try {
-    // 3x3 stride-1 layers with enough channels and pixels: Winograd F(2x2, 3x3), the kernel
+    // 3x3 stride-1 layers with enough channels and pixels: Winograd F(4x4, 3x3), the kernel
     // transformed here once (topi/conv2d_winograd.h).
     autotune::Config cfg = rw.config([&] { return conv2d_winograd_task(*wl, call.target); });
     topi::WinogradLayout l = topi::define_conv2d_winograd_knobs(cfg, *wl, call.target);
