@@ -1,10 +1,11 @@
 // Two-stage reductions along a tensor's innermost (contiguous) axis, so that CPU schedules can
 // vectorize them without reassociating floating-point sums in the code generator: for a
 // reduction R over k in [0, L), a partial stage P[..., v] = R over ko of f(..., ko·V + v) (v in
-// [0, V), guarded by ko·V + v < L) whose lane axis v is spatial and contiguous in the input, then
-// the result R over v of P[..., v]. Used by the reductions (sum, mean, max, min, prod over the last
-// axis), softmax and layer norm; schedule_injective.cc vectorizes P's lane axis where the final
-// stage is computed (`attach_lane_partial`). Shorter rows keep one stage.
+// [0, V), guarded by likely(ko·V + v < L), so that loop_partition splits off the last block and
+// the whole blocks load plain vectors) whose lane axis v is spatial and contiguous in the input,
+// then the result R over v of P[..., v]. Used by the reductions (sum, mean, max, min, prod over the
+// last axis), softmax and layer norm; schedule_injective.cc vectorizes P's lane axis where the
+// final stage is computed (`attach_lane_partial`). Shorter rows keep one stage.
 #pragma once
 
 #include <functional>
@@ -50,7 +51,7 @@ inline te::Tensor innermost_reduce(
         std::vector<ir::Var> i(iv.begin(), iv.end() - 1);
         ir::Expr k = ko->var * ci(V) + iv.back();
         if (L % V == 0) return r(f(i, k), {ko}, ir::Expr());
-        return r(f(i, ir::min(k, ci(L - 1))), {ko}, k < ci(L));
+        return r(f(i, ir::min(k, ci(L - 1))), {ko}, likely(k < ci(L)));
       },
       name + ".partial", kLanePartialTag);
   auto v = te::reduce_axis(ir::Range(ci(0), ci(V)), "v");
