@@ -192,10 +192,24 @@ bool winograd_applicable(const Conv2DWorkload& wl) {
          wl.out_width() > 0;
 }
 
+namespace {
+
+/// A map under 14x14 whose F(4x4) transformed kernel (36 floats per channel pair, 4x the
+/// kernel) exceeds 16 MB: the kernel streams from memory on every call and, stored transformed,
+/// quadruples the layer's share of the model (ResNet-18's 7x7x512 layers: 38 MB each, the
+/// process 199 -> 361 MB).
+bool large_kernel_small_map(const Conv2DWorkload& wl) {
+  constexpr int64_t kMaxTransformedBytes = 16 << 20;
+  return (wl.out_height() < 14 || wl.out_width() < 14) &&
+         wl.in_channel * wl.out_channel * 36 * 4 > kMaxTransformedBytes;
+}
+
+}  // namespace
+
 bool prefer_winograd(const Conv2DWorkload& wl, const Target& target) {
   if (target.vector_bits() < 512) return winograd_candidate(wl);
   return winograd_applicable(wl) && wl.in_channel >= 32 && wl.out_channel >= 32 &&
-         wl.out_height() >= 7 && wl.out_width() >= 7;
+         wl.out_height() >= 7 && wl.out_width() >= 7 && !large_kernel_small_map(wl);
 }
 
 bool winograd_candidate(const Conv2DWorkload& wl) {
@@ -327,8 +341,10 @@ WinogradLayout define_conv2d_winograd_knobs(Config& cfg, const Conv2DWorkload& w
   // and its transformed tiles 2.25x the input (F(2x2): 4x). Measured on Zen 4 (1 thread,
   // kiln-bench-ops --algo winograd): ResNet's 3x3 layers C2/C6/C9/C12 1198/1043/970/1567 us
   // with F(2x2), 737/628/845/1332 us with F(4x4). Errors against PyTorch grow (VGG-16 3e-5,
-  // was 1e-5 with F(2x2)): tuning may choose 2.
+  // was 1e-5 with F(2x2)): tuning may choose 2. F(2x2) where F(4x4)'s kernel would be large
+  // for its map (large_kernel_small_map: with AVX2, where such layers still gain by Winograd).
   cfg.define_knob("tile_m", {4, 2});
+  if (cfg.is_fallback() && large_kernel_small_map(wl)) cfg.fallback_knob("tile_m", 2);
   WinogradLayout l;
   l.m = cfg.knob("tile_m");
   l.ic_bn = ic_bn;

@@ -42,12 +42,13 @@ bool winograd_applicable(const Conv2DWorkload& wl);
 
 /// Whether the graph compiler computes `wl` by Winograd rather than directly on `target`: every
 /// winograd_candidate (at least 7 x 7 outputs), with AVX-512 at least 32 input and output
-/// channels. With F(4x4, 3x3) (docs/conv2d-schedule.md) the 7- and 13-wide layers gain inside
-/// the model too, although their transformed kernels (4x the kernel) stream from memory: on Zen
-/// 4, ResNet-18's 7x7x512 layers 2.08 -> 1.50-1.55 ms and AlexNet's 13x13 ones 2.61 -> 1.38
-/// and 1.96 -> 1.20 ms (F(2x2) had gained only 1.1x at 7x7 in isolation and nothing in the
-/// network). With AVX2 the direct convolution is bound by its FMAs: ResNet-18's 7x7x512 layer
-/// took 4.4 ms by Winograd F(2x2) against 8.2 ms direct inside the model on Zen 1.
+/// channels, and there not a map under 14 x 14 whose F(4x4) transformed kernel (4x the kernel)
+/// exceeds 16 MB. On Zen 4, 1 thread, inside the model: AlexNet's 13x13 layers 2.61 -> 1.38 and
+/// 1.96 -> 1.20 ms (kernels of 2.6-3.5 MB transformed); ResNet-18's 7x7x512 layers gained
+/// 2.08 -> 1.50 ms, but their 38 MB transformed kernels raised the process from 199 to 361
+/// MB, so they stay direct (docs/conv2d-schedule.md). With AVX2 the direct convolution is
+/// bound by its FMAs: ResNet-18's 7x7x512 layer took 4.4 ms by Winograd F(2x2) against 8.2 ms
+/// direct inside the model on Zen 1; such layers take F(2x2) by default there.
 bool prefer_winograd(const Conv2DWorkload& wl, const Target& target);
 
 /// Whether tuning should also try Winograd for `wl` (and compiling with records of both
