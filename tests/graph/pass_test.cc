@@ -112,6 +112,31 @@ TEST(ConstantFolding, ShapeLikeSubgraph) {
     }
 }
 
+TEST(ConstantFolding, EqualNodesShareAKernelNotTheirValues) {
+  // Three transposes of [2, 3] constants: two with the same attributes (one kernel, each on its
+  // own constant), one with other attributes (its own kernel) on the same input type.
+  Graph g;
+  Entry c = g.add_constant("c", iota({2, 3, 1}, 0, 1)),
+        d = g.add_constant("d", iota({2, 3, 1}, 100, 1));
+  Entry t1 = g.add_op("transpose", {c}, {{"axes", Ints{1, 0, 2}}});
+  Entry t2 = g.add_op("transpose", {d}, {{"axes", Ints{1, 0, 2}}});
+  Entry t3 = g.add_op("transpose", {c}, {{"axes", Ints{2, 1, 0}}});
+  g.add_output(t1);
+  g.add_output(t2);
+  g.add_output(t3);
+  Graph f = dead_code_elimination(constant_folding(infer_types(g)));
+  ASSERT_EQ(f.outputs().size(), 3u);
+  auto value = [&](size_t k) { return f.node(f.outputs()[k].node).value; };
+  ASSERT_EQ(value(0).shape(), (std::vector<int64_t>{3, 2, 1}));
+  ASSERT_EQ(value(2).shape(), (std::vector<int64_t>{1, 3, 2}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(value(0).data_as<float>()[j * 2 + i], static_cast<float>(i * 3 + j));
+      EXPECT_EQ(value(1).data_as<float>()[j * 2 + i], static_cast<float>(100 + i * 3 + j));
+      EXPECT_EQ(value(2).data_as<float>()[j * 2 + i], static_cast<float>(i * 3 + j));
+    }
+}
+
 TEST(ConstantFolding, NamesAreUnique) {
   Graph g;
   Entry c = g.add_constant("c", iota({3}, 1, 1));
