@@ -32,7 +32,8 @@ Conv2DWorkload wl(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, Padding
 
 /// Runs the fallback and `samples` sampled configs of the template (with the given epilogue)
 /// on random data against the reference convolution.
-void check_winograd(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples) {
+void check_winograd(const Conv2DWorkload& w, const EpilogueFlags& ep, int samples,
+                    const Target& target = host_target()) {
   SCOPED_TRACE(w.str());
   NDArray data = random_array(w.data_shape(), f32, 31);
   NDArray kernel = random_array(w.kernel_shape(), f32, 32);
@@ -40,16 +41,16 @@ void check_winograd(const Conv2DWorkload& w, const EpilogueFlags& ep, int sample
   NDArray residual = random_array(w.out_shape(), f32, 34);
   NDArray want = ref_conv2d_nchw(data, kernel, w.params);
   apply_ref_epilogue(want, bias, residual, ep);
-  autotune::Template t = conv2d_winograd_nchwc_template(w, ep, host_target());
+  autotune::Template t = conv2d_winograd_nchwc_template(w, ep, target);
   for (const Config& c : sample_configs(t, samples, 7)) {
     Instance inst = autotune::instantiate(t, c);
     SCOPED_TRACE(inst.config.str());
-    WinogradLayout l = define_conv2d_winograd_knobs(inst.config, w, host_target());
+    WinogradLayout l = define_conv2d_winograd_knobs(inst.config, w, target);
     std::vector<NDArray> ins = {to_nchwc(data, l.ic_bn),
                                 transform_winograd_weight(kernel, l.m, l.ic_bn, l.oc_bn)};
     if (ep.bias) ins.push_back(bias);
     if (ep.residual) ins.push_back(to_nchwc(residual, l.oc_bn));
-    runtime::Module m = build(inst.sch, inst.args, host_target(), "f");
+    runtime::Module m = build(inst.sch, inst.args, target, "f");
     NDArray got = poisoned(l.out_shape, f32);
     std::vector<NDArray> all = ins;
     all.push_back(got);
@@ -117,6 +118,14 @@ TEST(Conv2DWinograd, WeightTransformMatchesDefinition) {
           const float got = u.data_as<float>()[((e * 4 + v) * 16 + c) * 16 + o];
           EXPECT_NEAR(got, want, 1e-6) << "o " << o << " c " << c << " e " << e << " v " << v;
         }
+}
+
+TEST(Conv2DWinograd, Avx2BlocksOfEight) {
+  // The AVX2 target's 8-channel blocks and 16-register tiles (run on this AVX-512 host): the
+  // default (F(4x4)) and sampled configs, with a bias and a residual, on 14x14 and 7x7 maps.
+  const Target avx2("llvm -mcpu=znver1");
+  check_winograd(wl(1, 24, 14, 14, 40, Padding2D::all(1)), {true, false, true}, 3, avx2);
+  check_winograd(wl(1, 64, 7, 7, 48, Padding2D::all(1)), {}, 2, avx2);
 }
 
 TEST(Conv2DWinograd, PreferredByVectorWidth) {
