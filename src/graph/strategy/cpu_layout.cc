@@ -28,6 +28,7 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/depthwise_conv2d.h"
 #include "kiln/topi/lstm.h"
+#include "kiln/topi/nn_util.h"
 #include "kiln/topi/subpixel.h"
 
 namespace kiln::graph {
@@ -383,13 +384,12 @@ bool alter_conv2d_transpose_subpixel(LayoutRewriter& rw) {
   if (l->oc_bn >= 8 && O % l->oc_bn == 0) {
     out_block = l->oc_bn;
   } else {
-    // The phases in whole vector blocks (zero channels past sh·sw·O); the output blocked by
-    // a divisor of O when one is wide enough.
+    // The phases in whole vector blocks (zero channels past sh·sw·O); the output in the
+    // channel blocks of the other operators when they are wide enough.
     rows = (rows + lanes - 1) / lanes * lanes;
     if (rows != wl.out_channel) l = blocks(rows);
     if (!l) return false;
-    for (int64_t b = std::min<int64_t>(lanes, O); b >= 8 && out_block == 0; --b)
-      if (O % b == 0) out_block = b;
+    if (const int64_t b = topi::channel_block(O, lanes); b >= 8) out_block = b;
   }
   if (l->oc_bn < 8) return false;
   if (out_block == l->oc_bn && subpixel_phases(rw, sh, sw, l->ic_bn, l->oc_bn)) return true;
