@@ -159,6 +159,50 @@ TEST(LoopPartition, PaddedStencil1DHasCheckFreeInterior) {
   }
 }
 
+/// A tiled 1-D padded stencil with an accumulator and an epilogue, like a depthwise
+/// convolution's output tile: for t in [0, 4) (kind tk):
+///   for j: Acc[j] = 0
+///   for j, k: Acc[j] += if_then_else(likely(0 <= t*4 + j + k - 1 < 16), A[...], 0) * W[k]
+///   for j: C[t*4 + j] = Acc[j] * Acc[j] + 1
+PrimFunc tiled_stencil(ForKind tk) {
+  Buffer A = Buffer::make("A", f32, {16}), W = Buffer::make("W", f32, {3});
+  Buffer C = Buffer::make("C", f32, {16}), Acc = Buffer::make("Acc", f32, {4});
+  Var t("t"), j("j"), j2("j2"), j3("j3"), k("k");
+  Expr x = t * 4 + j2 + k - 1;
+  Expr v = if_then_else(likely(x >= 0 && x < 16), A.load({x}), make_zero(f32));
+  Stmt init = loop(j, 0, 4, Acc.store({j}, make_zero(f32)));
+  Stmt acc = loop(j2, 0, 4, loop(k, 0, 3, Acc.store({j2}, Acc.load({j2}) + v * W.load({k}))));
+  Stmt epilogue = loop(j3, 0, 4, C.store({t * 4 + j3}, Acc.load({j3}) * Acc.load({j3}) + 1.0f));
+  return make_func("tiled", {A, W, C, Acc},
+                   loop(t, 0, 4, SeqStmt::make({init, acc, epilogue}), tk));
+}
+
+TEST(LoopPartition, SharedStatementsAreNotCopiedIntoTheParts) {
+  // The tile loop is unswitched, not split: the checked accumulation has two copies (interior
+  // tiles 1 and 2 without checks, the border tiles with them), the init and the epilogue one.
+  PrimFunc f = tiled_stencil(ForKind::kSerial);
+  PrimFunc g = loop_partition(f);
+  verify(g, "loop_partition");
+  EXPECT_FALSE(has_call(g->body, builtin::kLikely));
+  KILN_EXPECT_GOLDEN("loop_partition_unswitch", to_string(g));
+  const For* t = g->body.as<For>();
+  ASSERT_TRUE(t && is_const_int(t->extent, 4)) << to_string(g);
+  const SeqStmt* seq = t->body.as<SeqStmt>();
+  ASSERT_TRUE(seq && seq->seq.size() == 3) << to_string(g);
+  const IfThenElse* u = seq->seq[1].as<IfThenElse>();
+  ASSERT_TRUE(u && u->else_case.defined()) << to_string(g);
+  EXPECT_EQ(count_calls(u->then_case, builtin::kIfThenElse), 0) << to_string(g);
+  EXPECT_GT(count_calls(u->else_case, builtin::kIfThenElse), 0) << to_string(g);
+  expect_same_random(f, g, {16, 3, 16, 4});
+  // An unrolled tile loop is split as before (its copies are unrolled anyway).
+  PrimFunc fu = tiled_stencil(ForKind::kUnrolled);
+  PrimFunc gu = loop_partition(fu);
+  verify(gu, "loop_partition");
+  const SeqStmt* parts = gu->body.as<SeqStmt>();
+  ASSERT_TRUE(parts && parts->seq.size() == 3) << to_string(gu);
+  expect_same_random(fu, gu, {16, 3, 16, 4});
+}
+
 /// A 2-D padded 3x3 convolution of an H x W image (padding 1, stride s):
 /// for y, x in the output: for kh, kw (kw unrolled):
 ///   C[y, x] += if_then_else(likely(in bounds(y*s + kh - 1, x*s + kw - 1)), A[...], 0) * K[kh, kw]

@@ -11,7 +11,12 @@
 // Guards split the loop at the shortest such prefix (or suffix), as before. Expression conjuncts
 // that hold on a prefix bound the end b of a middle part, those that hold on a suffix bound its
 // start a; when a < b the loop becomes [min, a) [a, b) [b, end). The parts are then visited
-// with their own ranges: guards and conjuncts proven true (false) are folded, an
+// with their own ranges (or, for a serial or parallel loop whose body is a sequence in which
+// some statements carry no such conditions, the loop is unswitched instead: only the checked
+// statements get two copies, `if (v in [a, b)) unchecked else checked`, so that an
+// accumulator's init and a fused epilogue are not copied into three parts; a depthwise
+// convolution with a SiLU epilogue shrank from 42 to ~20 KB of code): guards and conjuncts
+// proven true (false) are folded, an
 // `if_then_else`/`select` whose condition folds to a constant becomes the chosen branch, and
 // the rest is partitioned further in. Code growth is bounded: a loop is split on expression
 // conditions only with at most kMaxConjuncts distinct conjuncts on its var, at most
@@ -25,6 +30,7 @@
 // pragma_no_unroll attribute so that LLVM does not unroll each of them. Finally the `likely`
 // wrappers of the conditions that remain are dropped.
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "kiln/arith/analyzer.h"
@@ -43,6 +49,8 @@ using Binding = std::pair<Var, Range>;
 constexpr size_t kMaxConjuncts = 4;
 /// Most loops, nested in one another, split on expression conditions.
 constexpr size_t kMaxExprDepth = 2;
+/// Most serial or parallel loops between an unswitched loop and the statements it shares.
+constexpr int kMaxUnswitchDepth = 2;
 /// Most parts a loop is cut into on thresholds of its own var (a concat of that many inputs).
 constexpr size_t kMaxThresholdCuts = 255;
 
@@ -271,9 +279,13 @@ class LoopPartitioner : public IRMutator {
         return AttrStmt::make(Ref<Object>(), attr::kPragmaNoUnroll,
                               make_const(DataType::Int(32), 1), split_loop(op, cuts, false));
       }
-      // Expression conditions (padding): up to three parts, border / middle / border.
+      // Expression conditions (padding): up to three parts, border / middle / border; or,
+      // when part of the body has no such conditions, the checked statements in two copies.
       auto [a, b] = expr_split(op, gc.conjuncts, n);
       if (a > 0 || b < n) {
+        if (op->for_kind != ForKind::kUnrolled) {
+          if (std::optional<Stmt> u = unswitch(op, a, b)) return *u;
+        }
         std::vector<int64_t> cuts;
         if (a > 0) cuts.push_back(a);
         if (b < n) cuts.push_back(b);
@@ -281,6 +293,94 @@ class LoopPartitioner : public IRMutator {
       }
     }
     return visit_loop(op, op->loop_var, op->min, op->extent, op->body);
+  }
+
+  /// Unswitching instead of splitting, for a loop whose body is a sequence (under
+  /// allocations, lets, attributes and up to kMaxUnswitchDepth serial or parallel loops) in
+  /// which only some statements carry likely conditions on the loop var: each such statement S
+  /// becomes `if (v in [min+a, min+b)) S' else S`, S' visited with v in that range (its checks
+  /// folded: visit(IfThenElse) narrows v's range in the then-case), S keeping its checks; the
+  /// other statements (an accumulator's init, a fused epilogue with exp) are emitted once.
+  /// Splitting the loop would copy them into each of the three parts. nullopt when every
+  /// statement of the body has such conditions (nothing to share: split instead).
+  std::optional<Stmt> unswitch(const For* op, int64_t a, int64_t b) {
+    const Variable* v = op->loop_var.get();
+    auto checked = [&](const Stmt& s) {
+      GuardCollector gc(v);
+      gc.visit_stmt(s);
+      return !gc.guards.empty() || !gc.conjuncts.empty();
+    };
+    int64_t n = *as_const_int(op->extent);
+    DataType t = op->loop_var.dtype();
+    Expr lo = op->min + make_const(t, a), hi = op->min + make_const(t, b);
+    Expr inside = a == 0   ? Expr(op->loop_var < hi)
+                  : b == n ? Expr(op->loop_var >= lo)
+                           : Expr(op->loop_var >= lo && op->loop_var < hi);
+    bool shared = false;
+    std::function<Stmt(const Stmt&, int)> rewrite = [&](const Stmt& s, int loops) -> Stmt {
+      if (const Allocate* x = s.as<Allocate>())
+        return Allocate::make(x->buffer_var, x->dtype, x->extents, x->condition,
+                              rewrite(x->body, loops), x->scope);
+      if (const LetStmt* x = s.as<LetStmt>())
+        return LetStmt::make(x->var, x->value, rewrite(x->body, loops));
+      if (const AttrStmt* x = s.as<AttrStmt>())
+        return AttrStmt::make(x->node, x->key, x->value, rewrite(x->body, loops));
+      if (const For* x = s.as<For>()) {
+        bool rolled = x->for_kind == ForKind::kSerial || x->for_kind == ForKind::kParallel;
+        if (!rolled || loops >= kMaxUnswitchDepth) return s;
+        return For::make(x->loop_var, x->min, x->extent, x->for_kind, rewrite(x->body, loops + 1),
+                         x->thread_tag);
+      }
+      const SeqStmt* seq = s.as<SeqStmt>();
+      if (!seq) return s;
+      std::vector<Stmt> parts;
+      for (const Stmt& c : seq->seq) {
+        if (!checked(c)) {
+          shared = true;
+          parts.push_back(c);
+        } else {
+          parts.push_back(IfThenElse::make(inside, renew_defs(c), c));
+        }
+      }
+      return SeqStmt::make(parts);
+    };
+    Stmt body = rewrite(op->body, 0);
+    if (!shared) return std::nullopt;
+    spent_.insert(op->loop_var);
+    Stmt r = visit_loop(op, op->loop_var, op->min, op->extent, body);
+    spent_.erase(op->loop_var);
+    return r;
+  }
+
+  /// The range of a loop var in the then-case of `if (v >= lo && v < hi)` (or one side of it,
+  /// the other from the loop), as unswitch writes it; nullopt for any other condition.
+  std::optional<Binding> implied_range(const Expr& cond) const {
+    Expr lo, hi;
+    const Variable* v = nullptr;
+    auto side = [&](const Expr& c) {
+      if (const GE* ge = c.as<GE>(); ge && ge->a.as<Variable>() && !lo.defined()) {
+        v = v ? v : ge->a.as<Variable>();
+        lo = ge->b;
+        return ge->a.as<Variable>() == v;
+      }
+      if (const LT* lt = c.as<LT>(); lt && lt->a.as<Variable>() && !hi.defined()) {
+        v = v ? v : lt->a.as<Variable>();
+        hi = lt->b;
+        return lt->a.as<Variable>() == v;
+      }
+      return false;
+    };
+    const And* both = cond.as<And>();
+    if (both ? !(side(both->a) && side(both->b)) : !side(cond)) return std::nullopt;
+    auto it = std::find_if(ctx_.rbegin(), ctx_.rend(),
+                           [&](const Binding& x) { return x.first.get() == v; });
+    if (it == ctx_.rend()) return std::nullopt;
+    if (!lo.defined()) lo = it->second->min;
+    if (!hi.defined()) hi = it->second->min + it->second->extent;
+    arith::Analyzer ana;
+    auto extent = as_const_int(ana.simplify(hi - lo));
+    if (!extent || *extent <= 0) return std::nullopt;
+    return Binding(it->first, Range(lo, make_const(lo.dtype(), *extent)));
   }
 
   /// Splits `op` at the offsets `cuts` (increasing, inside (0, n)) into consecutive loops; the
@@ -324,6 +424,13 @@ class LoopPartitioner : public IRMutator {
   }
 
   Stmt visit(const IfThenElse* op) override {
+    if (std::optional<Binding> r = implied_range(op->condition); r && op->else_case.defined()) {
+      // An unswitched statement: the then-copy runs with the loop var in the middle range.
+      ctx_.push_back(*r);
+      Stmt then_case = mutate(op->then_case);
+      ctx_.pop_back();
+      return IfThenElse::make(op->condition, then_case, mutate(op->else_case));
+    }
     if (const Call* l = as_likely(op->condition)) {
       const Expr& c = l->args[0];
       if (prove(c, {})) return mutate(op->then_case);
