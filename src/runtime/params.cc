@@ -80,37 +80,57 @@ class Cursor {
 
 }  // namespace
 
-std::string save_params_to_bytes(const std::map<std::string, NDArray>& params) {
-  std::string out(kMagic, kMagicLen);
-  put_le<uint64_t>(out, params.size());
+namespace {
+
+/// Writes the format through `sink(data, size)`: small header pieces, and each array's bytes
+/// straight from the array (a 700 MB module is not copied into one string first).
+template <typename Sink>
+void write_params(const std::map<std::string, NDArray>& params, Sink&& sink) {
   for (const auto& [name, arr] : params) {
     KILN_USER_CHECK(!name.empty()) << "save_params: a parameter has an empty name";
     KILN_USER_CHECK(arr.defined()) << "save_params: parameter '" << name << "' is undefined";
-    put_le<uint32_t>(out, static_cast<uint32_t>(name.size()));
-    out += name;
-    DataType t = arr.dtype();
-    put_le<uint8_t>(out, static_cast<uint8_t>(t.code()));
-    put_le<uint8_t>(out, static_cast<uint8_t>(t.bits()));
-    put_le<uint16_t>(out, static_cast<uint16_t>(t.lanes()));
-    put_le<uint32_t>(out, static_cast<uint32_t>(arr.ndim()));
-    for (int64_t e : arr.shape()) put_le<int64_t>(out, e);
-    put_le<uint64_t>(out, arr.nbytes());
-    out.append(static_cast<const char*>(arr.data()), arr.nbytes());
   }
+  std::string head(kMagic, kMagicLen);
+  put_le<uint64_t>(head, params.size());
+  sink(head.data(), head.size());
+  for (const auto& [name, arr] : params) {
+    std::string meta;
+    put_le<uint32_t>(meta, static_cast<uint32_t>(name.size()));
+    meta += name;
+    DataType t = arr.dtype();
+    put_le<uint8_t>(meta, static_cast<uint8_t>(t.code()));
+    put_le<uint8_t>(meta, static_cast<uint8_t>(t.bits()));
+    put_le<uint16_t>(meta, static_cast<uint16_t>(t.lanes()));
+    put_le<uint32_t>(meta, static_cast<uint32_t>(arr.ndim()));
+    for (int64_t e : arr.shape()) put_le<int64_t>(meta, e);
+    put_le<uint64_t>(meta, arr.nbytes());
+    sink(meta.data(), meta.size());
+    sink(static_cast<const char*>(arr.data()), arr.nbytes());
+  }
+}
+
+}  // namespace
+
+std::string save_params_to_bytes(const std::map<std::string, NDArray>& params) {
+  std::string out;
+  write_params(params, [&](const char* p, size_t n) { out.append(p, n); });
   return out;
 }
 
 void save_params(const std::string& path, const std::map<std::string, NDArray>& params) {
-  std::string bytes;
+  std::ofstream out;
   try {
-    bytes = save_params_to_bytes(params);
+    write_params(params, [&](const char* p, size_t n) {
+      if (!out.is_open()) {
+        out.open(path, std::ios::binary | std::ios::trunc);
+        KILN_USER_CHECK(out.good()) << "cannot open for writing: " << std::strerror(errno);
+      }
+      out.write(p, static_cast<std::streamsize>(n));
+      KILN_USER_CHECK(!out.fail()) << "write failed: " << std::strerror(errno);
+    });
   } catch (const Error& e) {
     KILN_ERROR << "params file '" << path << "': " << e.what();
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  KILN_USER_CHECK(out.good()) << "params file '" << path
-                              << "': cannot open for writing: " << std::strerror(errno);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   KILN_USER_CHECK(!out.fail()) << "params file '" << path << "': write failed";
 }

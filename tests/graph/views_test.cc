@@ -1,5 +1,5 @@
-// Concats computed in place (memory_plan.h: plan_views, plan_memory's slots): which concats
-// become views and where their inputs are placed, how the memory plan keeps a view's storage
+// Concats and reshapes computed in place (memory_plan.h: plan_views, plan_memory's slots):
+// which become views and where their inputs are placed, how the memory plan keeps a view's storage
 // alive, and DenseNet-style chains compiled with views against the unoptimized build
 // (opt_level 0 has no views: every concat there is a copying kernel).
 #include <gtest/gtest.h>
@@ -118,6 +118,39 @@ TEST(PlanViews, ConcatFusedWithAProducerStaysACopy) {
   std::vector<Entry> concats;
   Graph d = infer_types(dense_block(3, &concats));
   EXPECT_EQ(plan_views(d, fuse_ops(d)).nodes.size(), concats.size());
+}
+
+TEST(PlanViews, ReshapesReinterpretTheirInputInPlace) {
+  // reshape, flatten, squeeze, unsqueeze, expand_dims: the producer writes into the output's
+  // storage at offset 0 and the op runs no kernel; the input of a graph input or of a graph
+  // output stays a copy, and so does a reshape that fusion joins with its producer (b's).
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 4, 4}, f32);
+  Entry a = g.add_op("relu", {x}), b = g.add_op("negative", {x}), e = g.add_op("exp", {x});
+  Entry r = g.add_op("reshape", {a}, {{"newshape", Ints{16, 16}}});
+  Entry f = g.add_op("flatten", {b});
+  Entry u = g.add_op("expand_dims", {e}, {{"axis", int64_t{0}}});
+  Entry from_input = g.add_op("reshape", {x}, {{"newshape", Ints{256}}});
+  Entry s = g.add_op("sigmoid", {x});
+  g.add_output(s);
+  Entry of_output = g.add_op("squeeze", {s}, {{"axes", Ints{0}}});
+  for (Entry o : {r, f, u, from_input, of_output}) g.add_output(g.add_op("tanh", {o}));
+  g.add_output(g.add_op("abs", {a}));  // a and e have a second reader: not fused into r, u
+  g.add_output(g.add_op("abs", {e}));
+  Graph t = infer_types(g);
+  ViewPlan all = plan_views(t);
+  EXPECT_EQ(all.nodes, (std::set<int>{r.node, f.node, u.node}));
+  EXPECT_EQ(all.slots.at(a), (Slot{r, 0}));
+  EXPECT_EQ(all.slots.at(b), (Slot{f, 0}));
+  EXPECT_EQ(all.slots.at(e), (Slot{u, 0}));
+  EXPECT_EQ(plan_views(t, fuse_ops(t)).nodes, (std::set<int>{r.node, u.node}));
+  CompiledModule m = build_module(g, Target::host(), BuildOptions{3, true});
+  nlohmann::json j = nlohmann::json::parse(m.graph_json);
+  int views = 0;
+  for (const nlohmann::json& n : j["nodes"]) views += n["op"] == "kiln_view";
+  EXPECT_EQ(views, 2);
+  test_util::LevelComparison cmp = test_util::compare_with_unoptimized(g, 3, 11);
+  EXPECT_LT(cmp.max_err, 1e-5);
 }
 
 TEST(PlanViews, MemoryPlanKeepsTheGroupAliveAndApart) {

@@ -57,6 +57,26 @@ TEST(Params, RoundTrip) {
   std::filesystem::remove(path);
 }
 
+TEST(Params, SavedFileIsTheBytesAndWriteErrorsNameTheFile) {
+  std::mt19937 rng(4);
+  std::map<std::string, NDArray> params = {{"a", random_array({33}, DataType::Float(32), rng)},
+                                           {"b", random_array({2, 5}, DataType::Int(8), rng)}};
+  std::string path = temp_path("same.bin");
+  save_params(path, params);
+  std::ifstream in(path, std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(file, save_params_to_bytes(params));
+  std::filesystem::remove(path);
+  std::string bad = temp_path("no_such_dir") + "/params.bin";
+  EXPECT_EQ(error_of([&] { save_params(bad, params); }),
+            "params file '" + bad + "': cannot open for writing: No such file or directory");
+  EXPECT_EQ(error_of([&] {
+              save_params(path, {{"", params.at("a")}});
+            }),
+            "params file '" + path + "': save_params: a parameter has an empty name");
+  EXPECT_FALSE(std::filesystem::exists(path));  // nothing written for an invalid map
+}
+
 TEST(Params, ByteLayout) {
   NDArray a = NDArray::empty({2}, DataType::Int(16));
   a.data_as<int16_t>()[0] = 0x0102;

@@ -33,15 +33,15 @@ struct Slot {
   bool operator==(const Slot& o) const { return root == o.root && offset == o.offset; }
 };
 
-/// Concats computed by placement instead of a kernel (plan_views).
+/// Concats and reshapes computed by placement instead of a kernel (plan_views).
 struct ViewPlan {
   std::set<int> nodes;          ///< op nodes whose output is a view of their inputs
   std::map<Entry, Slot> slots;  ///< each entry placed inside another's storage
 };
 
 /// Chooses the ops whose output can be a view (OpDef::in_place: a concat along an axis with
-/// unit extents outside it) and places their inputs: the producer of each input writes into
-/// its slot of the output's storage, and the op runs no kernel. Nested and chained concats
+/// unit extents outside it, a reshape) and places their inputs: the producer of each input writes
+/// into its slot of the output's storage, and the op runs no kernel. Nested and chained concats
 /// (DenseNet's concat(x0..xk) feeding concat(x0..xk+1)) share one storage when every shared
 /// input has the same place in each. A concat stays a kernel (a copy) when an input is not an
 /// op's output (a graph input, a constant), is a graph output, has a data-dependent shape, is

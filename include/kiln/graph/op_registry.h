@@ -86,7 +86,8 @@ struct OpDef {
   /// nor pooling.
   FBlocked blocked;
   /// Optional: when the output is only the inputs laid end to end in memory (concat along an
-  /// axis with unit extents outside it), the byte offset of each input in the output for
+  /// axis with unit extents outside it; reshape, flatten, squeeze, unsqueeze and expand_dims,
+  /// whose one input is the output's bytes), the byte offset of each input in the output for
   /// these input types and normalized attributes; nullopt otherwise. build_module may then
   /// make the output a view (memory_plan.h, plan_views): each input's producer writes into
   /// its slot and the op runs no kernel.

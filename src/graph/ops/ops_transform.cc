@@ -110,6 +110,14 @@ std::optional<std::vector<size_t>> concat_in_place(const std::vector<TensorType>
   return offsets;
 }
 
+/// A reshape-like op (reshape, flatten, squeeze, unsqueeze, expand_dims) only reinterprets
+/// its input's row-major bytes: the input lies at offset 0 of the output.
+std::optional<std::vector<size_t>> reinterpret_in_place(const std::vector<TensorType>& in,
+                                                        const Attrs&) {
+  if (in.size() != 1 || !in[0].known()) return std::nullopt;
+  return std::vector<size_t>{0};
+}
+
 std::optional<BlockedForm> blocked_concat(const Graph& g, const Node& n, const Block& block) {
   int64_t axis = n.attrs.has("axis") ? n.attrs.get_int("axis") : 0;
   if (axis < 0) axis += 4;
@@ -201,10 +209,13 @@ void register_transform_ops(OpRegistry& r) {
       "reshape", {{"newshape", AttrKind::kInts, std::nullopt}},
       [](In in, A a, N n) { return one(topi::reshape(in[0], a.get_ints("newshape"), n)); });
   reshape.blocked = blocked_shuffle;
+  reshape.in_place = reinterpret_in_place;
   r.add(reshape);
-  r.add(injective("flatten", {{"axis", AttrKind::kInt, int64_t{1}}}, [](In in, A a, N n) {
+  OpDef flatten = injective("flatten", {{"axis", AttrKind::kInt, int64_t{1}}}, [](In in, A a, N n) {
     return one(topi::flatten(in[0], static_cast<int>(a.get_int("axis")), n));
-  }));
+  });
+  flatten.in_place = reinterpret_in_place;
+  r.add(flatten);
   r.add(injective("transpose", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
     return one(topi::transpose(in[0], to_int(a.get_ints("axes")), n));
   }));
@@ -215,19 +226,25 @@ void register_transform_ops(OpRegistry& r) {
   concat.blocked = blocked_concat;
   concat.in_place = concat_in_place;
   r.add(concat);
-  r.add(injective("squeeze", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
+  OpDef squeeze = injective("squeeze", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
     return one(topi::squeeze(in[0], to_int(a.get_ints("axes")), n));
-  }));
-  r.add(injective("unsqueeze", {{"axes", AttrKind::kInts, std::nullopt}}, [](In in, A a, N n) {
-    return one(topi::unsqueeze(in[0], to_int(a.get_ints("axes")), n));
-  }));
-  r.add(injective(
+  });
+  squeeze.in_place = reinterpret_in_place;
+  r.add(squeeze);
+  OpDef unsqueeze = injective(
+      "unsqueeze", {{"axes", AttrKind::kInts, std::nullopt}},
+      [](In in, A a, N n) { return one(topi::unsqueeze(in[0], to_int(a.get_ints("axes")), n)); });
+  unsqueeze.in_place = reinterpret_in_place;
+  r.add(unsqueeze);
+  OpDef expand_dims = injective(
       "expand_dims",
       {{"axis", AttrKind::kInt, std::nullopt}, {"num_newaxis", AttrKind::kInt, int64_t{1}}},
       [](In in, A a, N n) {
         return one(topi::expand_dims(in[0], static_cast<int>(a.get_int("axis")),
                                      static_cast<int>(a.get_int("num_newaxis")), n));
-      }));
+      });
+  expand_dims.in_place = reinterpret_in_place;
+  r.add(expand_dims);
   r.add(injective("pad",
                   {{"pad_before", AttrKind::kInts, std::nullopt},
                    {"pad_after", AttrKind::kInts, std::nullopt},
