@@ -48,11 +48,14 @@ std::vector<te::Operation> ops_of(const std::vector<te::Tensor>& outs) {
   return ops;
 }
 
-/// True if any tensor of the group is bool (bool vectors are not stored byte-wise).
+/// True if a computed tensor of the group is bool: such groups stay scalar. Bool inputs (a
+/// causal mask read by `where`) do not count; the code generator loads them byte-wise.
 bool group_has_bool(const std::vector<te::Operation>& outs) {
-  for (const te::Operation& op : te::post_dfs_order(outs))
+  for (const te::Operation& op : te::post_dfs_order(outs)) {
+    if (!is_compute(op)) continue;
     for (int i = 0; i < op->num_outputs(); ++i)
       if (op->output_dtype(i).is_bool()) return true;
+  }
   return false;
 }
 
