@@ -164,7 +164,7 @@ void schedule_generic(te::Schedule& s, const std::vector<te::Operation>& outs,
 /// Row-wise group: `out` has the shape lead + row; every reduction in `reds` has shape lead and
 /// reduces its innermost input dimension. Returns false when the group does not fit.
 bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te::Operation>& reds,
-                   const Target& target) {
+                   const Target& target, const std::vector<te::Operation>& row_stages = {}) {
   if (reds.empty()) return false;
   size_t lead = reds[0]->output_shape(0).size();
   for (const te::Operation& r : reds) {
@@ -190,6 +190,16 @@ bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te:
   for (const te::Operation& r : reds) {
     s[r].compute_at(st, fo);
     attach_lane_partials(s, r, &st, fo);
+  }
+  for (const te::Operation& r : row_stages) {
+    // A stage of out's shape stored per row (a softmax's exponentials): computed at the row
+    // loop, its row vectorized like out's.
+    te::Stage sr = s[r];
+    sr.compute_at(st, fo);
+    std::vector<IterVar> ra = sr.op_axis();
+    std::vector<IterVar> rin(ra.begin() + static_cast<ptrdiff_t>(lead), ra.end());
+    IterVar ri = rin.size() > 1 ? sr.fuse(rin) : rin[0];
+    if (lanes > 1 && n_inner >= lanes) sr.vectorize(sr.split(ri, Expr(lanes)).second);
   }
   return true;
 }
@@ -351,7 +361,17 @@ te::Schedule schedule_softmax(const std::vector<te::Tensor>& outs, const Target&
   std::vector<te::Operation> ops = ops_of(outs);
   te::Schedule s = te::create_schedule(ops);
   inline_injective(s, ops);
-  if (!schedule_rows(s, out, input_reductions(out), target)) schedule_generic(s, ops, target);
+  // The reductions the output reads, and those its stored exponentials read (the max).
+  std::vector<te::Operation> reds = input_reductions(out), row_stages;
+  for (const te::Tensor& t : out.op()->input_tensors()) {
+    if (t.op()->tag != tag::kSoftmaxExp) continue;
+    row_stages.push_back(t.op());
+    for (const te::Operation& r : input_reductions(t))
+      if (std::none_of(reds.begin(), reds.end(),
+                       [&](const te::Operation& o) { return o.same_as(r); }))
+        reds.push_back(r);
+  }
+  if (!schedule_rows(s, out, reds, target, row_stages)) schedule_generic(s, ops, target);
   return s;
 }
 

@@ -20,6 +20,9 @@ namespace kiln::topi {
 namespace tag {
 constexpr const char* kSoftmaxOutput = "softmax_output";
 constexpr const char* kLogSoftmaxOutput = "log_softmax_output";
+/// A softmax's exp(x - max) along a short last axis, stored per row (schedule_softmax computes
+/// it at the row loop) so that the sum and the output read it instead of recomputing exp.
+constexpr const char* kSoftmaxExp = "softmax_exp";
 constexpr const char* kLayerNormOutput = "layer_norm_output";
 }  // namespace tag
 
