@@ -120,6 +120,8 @@ std::string save_params_to_bytes(const std::map<std::string, NDArray>& params) {
 void save_params(const std::string& path, const std::map<std::string, NDArray>& params) {
   std::ofstream out;
   try {
+    // Opened at the first write, after write_params has checked the map: an invalid map
+    // leaves no file behind (nor truncates an existing one).
     write_params(params, [&](const char* p, size_t n) {
       if (!out.is_open()) {
         out.open(path, std::ios::binary | std::ios::trunc);
