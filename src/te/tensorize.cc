@@ -13,10 +13,13 @@
 // 3. Body. That expression and the intrinsic's body are walked together: same node kinds,
 //    types, call names, constants; a stage tensor read where the intrinsic reads placeholder
 //    P binds P to it, and the indices must agree up to an offset that does not depend on the
-//    intrinsic's variables (simplified by the analyzer) — the offsets are the region's mins.
+//    intrinsic's variables (simplified by the analyzer) — the offsets are the region's mins —
+//    or be a constant multiple c of the intrinsic's index plus such an offset (a strided
+//    read: the view's stride is then c times the tensor's).
 //    The first difference is reported with both sub-expressions.
 // 4. Binding. Each intrinsic statement is wrapped in one buffer_bind_scope attribute per
-//    operand (the tensor, the region mins, the view's data / elem_offset / stride variables);
+//    operand (the tensor, the region mins, the view's data / elem_offset / stride variables,
+//    the steps);
 //    storage_flatten replaces the variables by the tensor's storage, flat offset and strides,
 //    and checks strides the intrinsic declared as constants.
 #include "tensorize.h"
@@ -37,12 +40,15 @@ class BodyMatcher {
       : intrin_(intrin), ivars_(ivars), ana_(ana) {
     bound.resize(intrin->inputs.size());
     mins.resize(intrin->inputs.size());
+    scales.resize(intrin->inputs.size());
   }
 
   std::string why;
   Expr at_stage, at_intrin;
   std::vector<Producer> bound;          ///< per intrinsic input: the stage's tensor
   std::vector<std::vector<Expr>> mins;  ///< per intrinsic input: that tensor's region mins
+  /// per intrinsic input, per operand dimension: the tensor's index step per intrinsic step
+  std::vector<std::vector<int64_t>> scales;
 
   bool match(const Expr& s, const Expr& i) {
     if (s.dtype() != i.dtype()) {
@@ -118,13 +124,24 @@ class BodyMatcher {
                       " where the intrinsic reads '" + pname + "' of rank " + std::to_string(n));
     }
     std::vector<Expr> lo(m);
+    std::vector<int64_t> scale(n, 1);
     for (size_t d = 0; d < m; ++d) {
       Expr e = d < m - n ? a->indices[d] : a->indices[d] - b->indices[d - (m - n)];
       e = ana_->simplify(e);
+      if (d >= m - n && uses_intrin_var(e)) {
+        // A constant multiple c > 1 of the intrinsic's index (a strided access, e.g. a
+        // convolution's stride): the view's stride along it is c times the tensor's.
+        if (int64_t c = step_of(a->indices[d], b->indices[d - (m - n)]); c > 1) {
+          e = ana_->simplify(a->indices[d] -
+                             make_const(a->indices[d].dtype(), c) * b->indices[d - (m - n)]);
+          scale[d - (m - n)] = c;
+        }
+      }
       if (uses_intrin_var(e)) {
         std::string what = d < m - n ? "varies with the intrinsic's loops, but the intrinsic's "
                                        "operand has no dimension for it"
-                                     : "is not the intrinsic's index plus an offset";
+                                     : "is not the intrinsic's index (times a constant) plus an "
+                                       "offset";
         return fail(
             s, i, "index pattern: dimension " + std::to_string(d) + " of '" + tname + "' " + what);
       }
@@ -135,11 +152,24 @@ class BodyMatcher {
         if (!ana_->can_prove(mins[j][d] == lo[d]))
           return fail(s, i, "reads '" + tname + "' at two different offsets");
       }
+      if (scales[j] != scale) return fail(s, i, "reads '" + tname + "' at two different steps");
       return true;
     }
     bound[j] = a->producer;
     mins[j] = lo;
+    scales[j] = scale;
     return true;
+  }
+
+  /// How much `index` grows when the intrinsic's variable `ivar` grows by one, when that is a
+  /// constant (0 otherwise).
+  int64_t step_of(const Expr& index, const Expr& ivar) {
+    const Variable* v = ivar.as<Variable>();
+    if (!v) return 0;
+    VarMap<Expr> next;
+    next[Var(v)] = ivar + make_const(ivar.dtype(), 1);
+    auto c = as_const_int(ana_->simplify(substitute(index, next) - index));
+    return c ? *c : 0;
   }
 
   const TensorIntrinNode* intrin_;
@@ -147,12 +177,15 @@ class BodyMatcher {
   arith::Analyzer* ana_;
 };
 
-/// Wraps `s` in the bind attribute of view `b` to tensor `t` at region `mins`.
+/// Wraps `s` in the bind attribute of view `b` to tensor `t` at region `mins`, stepping
+/// `scales[d]` elements of the tensor per element of the view along its dimension d (empty: 1).
 Stmt bind_buffer(const IntrinBuffer& b, const Producer& t, const std::vector<Expr>& mins,
-                 const std::string& what, Stmt s) {
+                 const std::vector<int64_t>& scales, const std::string& what, Stmt s) {
   std::vector<Expr> v = {StringImm::make(what + ", operand '" + b.tensor.name() + "'"), b.data,
                          b.elem_offset, Expr(static_cast<int>(b.strides.size()))};
   for (const Expr& e : b.strides) v.push_back(e);
+  for (size_t d = 0; d < b.strides.size(); ++d)
+    v.push_back(Expr(static_cast<int>(scales.empty() ? 1 : scales[d])));
   for (const Expr& e : mins) v.push_back(e);
   return AttrStmt::make(t, kBufferBindScope,
                         Call::make(DataType::Int(32), builtin::kTuple, v, CallKind::kPureIntrinsic),
@@ -301,13 +334,13 @@ TensorizedNest make_tensorize(const Stage& st, size_t loc,
   // 4. Bind the operands.
   Producer out(st->origin_op.output(0).get());
   auto bind_outputs = [&](Stmt s) {
-    return bind_buffer(in->buffers.back(), out, out_mins, where, std::move(s));
+    return bind_buffer(in->buffers.back(), out, out_mins, {}, where, std::move(s));
   };
   auto bind_all = [&](Stmt s) {
     if (!s.defined()) return s;
     s = bind_outputs(s);
     for (size_t j = in->inputs.size(); j-- > 0;)
-      s = bind_buffer(in->buffers[j], m.bound[j], m.mins[j], where, s);
+      s = bind_buffer(in->buffers[j], m.bound[j], m.mins[j], m.scales[j], where, s);
     return s;
   };
   TensorizedNest r;

@@ -135,7 +135,8 @@ class Verifier : public IRVisitor {
   }
   void visit(const AttrStmt* op) override {
     if (op->key == te::kBufferBindScope) {
-      // tuple(what, data, elem_offset, rank, strides..., mins...): binds the view's variables.
+      // tuple(what, data, elem_offset, rank, strides..., steps..., mins...): binds the view's
+      // variables.
       const Call* c = op->value.as<Call>();
       if (opt_.flattened) fail("buffer_bind_scope remains after flattening");
       if (!c || c->args.size() < 4) fail("malformed buffer_bind_scope");

@@ -99,31 +99,61 @@ bool has_dot_bf16(const Target& target) {
   return is_x86(target) && target.has_feature("avx512bf16");
 }
 
-te::TensorIntrin popcount_and(int words) {
+te::TensorIntrin popcount_and(int words, int rows) {
   KILN_USER_CHECK(words >= 1 && words <= 64)
       << "popcount_and: words must be in [1, 64], got " << words;
-  te::Tensor A = te::placeholder({ci(words)}, kU32, "A");
+  KILN_USER_CHECK(rows >= 1 && rows <= 16) << "popcount_and: rows must be in [1, 16], got " << rows;
+  // rows == 1: C[i] over A[k]; rows > 1: C[r, i] over A[r, k] (the rows of A at any stride).
+  const bool one = rows == 1;
+  te::Tensor A = one ? te::placeholder({ci(words)}, kU32, "A")
+                     : te::placeholder({ci(rows), ci(words)}, kU32, "A");
   te::Tensor B = te::placeholder({ci(words), ci(16)}, kU32, "B");
   auto k = te::reduce_axis({0, ci(words)}, "k");
-  te::Tensor C = te::compute(
-      {ci(16)},
-      [&](Var i) { return te::sum(cast(kI32, te::popcount(te::bitwise_and(A(k), B(k, i)))), {k}); },
-      "C");
+  auto term = [&](Expr a, Var i) {
+    return te::sum(cast(kI32, te::popcount(te::bitwise_and(a, B(k, i)))), {k});
+  };
+  te::Tensor C = one ? te::compute(
+                           {ci(16)}, [&](Var i) { return term(A(k), i); }, "C")
+                     : te::compute(
+                           {ci(rows), ci(16)}, [&](Var r, Var i) { return term(A(r, k), i); }, "C");
   const DataType vu = DataType::UInt(32, 16), vi = DataType::Int(32, 16);
+  std::string name = "x86.popcount_and_" + std::to_string(words) + "x16";
+  if (!one) name += "x" + std::to_string(rows);
   return te::decl_tensor_intrin(
-      "x86.popcount_and_" + std::to_string(words) + "x16", C,
+      name, C,
       [&](const std::vector<te::IntrinBuffer>& in, const std::vector<te::IntrinBuffer>& out) {
-        Expr sum;
-        for (int w = 0; w < words; ++w) {
-          Expr a = broadcast(in[0].vload({ci(w)}, kU32), 16);
-          Expr bits = te::popcount(te::bitwise_and(a, in[1].vload({ci(w), ci(0)}, vu)));
-          Expr v = cast(vi, bits);
-          sum = sum.defined() ? sum + v : v;
-        }
+        auto at = [&](int r, std::vector<Expr> tail) {
+          if (!one) tail.insert(tail.begin(), ci(r));
+          return tail;
+        };
+        // Each row of B is loaded once (a Let) and shared by the rows of A; body and update
+        // bind their own variables.
+        auto rows_stmt = [&](bool accumulate) {
+          std::vector<Var> b;
+          for (int w = 0; w < words; ++w) b.emplace_back("b" + std::to_string(w), vu);
+          std::vector<Stmt> st;
+          for (int r = 0; r < rows; ++r) {
+            Expr sum;
+            for (int w = 0; w < words; ++w) {
+              Expr a = broadcast(in[0].vload(at(r, {ci(w)}), kU32), 16);
+              Expr v = cast(vi, te::popcount(te::bitwise_and(a, b[w])));
+              sum = sum.defined() ? sum + v : v;
+            }
+            if (accumulate) sum = out[0].vload(at(r, {ci(0)}), vi) + sum;
+            st.push_back(out[0].vstore(at(r, {ci(0)}), sum));
+          }
+          Stmt s = SeqStmt::make(std::move(st));
+          for (int w = words - 1; w >= 0; --w)
+            s = LetStmt::make(b[w], in[1].vload({ci(w), ci(0)}, vu), s);
+          return s;
+        };
+        std::vector<Stmt> reset;
+        for (int r = 0; r < rows; ++r)
+          reset.push_back(out[0].vstore(at(r, {ci(0)}), broadcast(ci(0), 16)));
         te::IntrinLowering l;
-        l.reset = out[0].vstore({ci(0)}, broadcast(ci(0), 16));
-        l.body = out[0].vstore({ci(0)}, sum);
-        l.update = out[0].vstore({ci(0)}, out[0].vload({ci(0)}, vi) + sum);
+        l.reset = SeqStmt::make(std::move(reset));
+        l.body = rows_stmt(false);
+        l.update = rows_stmt(true);
         return l;
       });
 }

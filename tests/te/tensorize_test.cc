@@ -3,7 +3,8 @@
 // (reset where the reduction's init goes, update inside the outer reduction loop; the body
 // when the whole reduction is inside; body-or-update without a reset); every kind of mismatch
 // (operation, type, extent, index pattern, reduction vs none, combiner, strides, a split that
-// does not divide, a fused inner loop, a missing update) is matched against its message.
+// does not divide, a fused inner loop, a missing update) is matched against its message; a
+// strided read binds a view whose stride is the step times the tensor's.
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -178,9 +179,32 @@ TEST(Tensorize, WrongIndexPattern) {
   EXPECT_EQ(error_of([&] { lowered(g); }),
             "tensorize: stage 'C' at axis 'j.inner' with intrinsic 'gemv4': the loop nest does "
             "not compute what the intrinsic declares: index pattern: dimension 0 of 'B' is not "
-            "the intrinsic's index plus an offset\n"
+            "the intrinsic's index (times a constant) plus an offset\n"
             "  stage:     B[k.outer*4 + k, j.outer*4 + i]\n"
             "  intrinsic: b[i, k]");
+}
+
+TEST(Tensorize, StridedReadScalesTheViewStride) {
+  // B read at every other row (B[2n, k], as a convolution with stride 2 reads its input): the
+  // view b's row stride is twice B's (2 · 16), and a required stride is checked against that.
+  Gemm g;
+  g.B = placeholder({16, 16}, kF32, "B");
+  g.C = compute(
+      {8, 8}, [&](Var m, Var n) { return sum(g.A(m, g.k) * g.B(n * 2, g.k), {g.k}); }, "C");
+  g.s = create_schedule({g.C});
+  g.s[g.C].tensorize(tile_gemm(g), gemv4());
+  const std::string text = lowered(g);
+  EXPECT_NE(text.find("gemv4_update(address_of(C[i*8 + j.outer*4]), address_of(A[i*16 + "
+                      "k.outer*4]), address_of(B[j.outer*128 + k.outer*4]), 32)"),
+            std::string::npos)
+      << text;
+  IntrinOptions o;
+  o.strides["b"] = {Expr(16), Expr(1)};
+  g.s = create_schedule({g.C});
+  g.s[g.C].tensorize(tile_gemm(g), gemv4(o));
+  EXPECT_EQ(error_of([&] { lowered(g); }),
+            "tensorize: stage 'C' at axis 'j.inner' with intrinsic 'gemv4', operand 'b': "
+            "dimension 0 needs stride 16, but tensor 'B' has stride 32 there (dimension 0)");
 }
 
 TEST(Tensorize, ReductionVersusNoReduction) {

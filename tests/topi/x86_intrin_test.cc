@@ -157,6 +157,8 @@ TEST(X86Intrin, ErrorsNameTheProblem) {
             "dot_u8s8: lanes must be 16 (AVX-512 VNNI) or 8 (AVX-VNNI), got 4");
   EXPECT_EQ(e2e::error_of([] { popcount_and(0); }),
             "popcount_and: words must be in [1, 64], got 0");
+  EXPECT_EQ(e2e::error_of([] { popcount_and(4, 17); }),
+            "popcount_and: rows must be in [1, 16], got 17");
   EXPECT_EQ(e2e::error_of([] { te::call_llvm_intrin(kI32, "x86.foo", {}); }),
             "call_llvm_intrin: 'x86.foo' does not name an LLVM intrinsic (llvm.…)");
 }
@@ -220,7 +222,8 @@ TEST(X86Intrin, DotBf16MatchesScalar) {
 // popcount
 
 TEST(X86Intrin, PopcountAndMatchesScalar) {
-  const int M = 3, W = 8, N = 32;
+  // One row of A per call (rows = 1) and a register block of 3 rows sharing B's loads.
+  const int M = 6, W = 8, N = 32;
   te::Tensor A = te::placeholder({M, W}, kU32, "A");
   te::Tensor B = te::placeholder({W, N}, kU32, "B");
   auto w = te::reduce_axis({0, W}, "w");
@@ -241,20 +244,28 @@ TEST(X86Intrin, PopcountAndMatchesScalar) {
   });
   for (const Target& target :
        {e2e::host_target(), Target("llvm -mcpu=native -mattr=-avx512vpopcntdq")}) {
-    te::Schedule s = te::create_schedule({C});
-    auto [no, ni] = s[C].split(C->axis[1], 16);
-    auto [wo, wi] = s[C].split(w, 4);
-    const bool tensorized = has_popcount(target);
-    if (tensorized) {
-      s[C].reorder({C->axis[0], no, wo, ni, wi});
-      s[C].tensorize(ni, popcount_and(4));
-    } else {
-      s[C].reorder({C->axis[0], no, wo, wi, ni});
-      s[C].vectorize(ni);
+    for (int rows : {1, 3}) {
+      te::Schedule s = te::create_schedule({C});
+      auto [mo, mi] = s[C].split(C->axis[0], rows);
+      auto [no, ni] = s[C].split(C->axis[1], 16);
+      auto [wo, wi] = s[C].split(w, 4);
+      const bool tensorized = has_popcount(target);
+      if (tensorized) {
+        s[C].reorder({mo, no, wo, mi, ni, wi});
+        s[C].tensorize(rows == 1 ? ni : mi, popcount_and(4, rows));
+      } else {
+        s[C].reorder({mo, no, wo, mi, wi, ni});
+        s[C].vectorize(ni);
+      }
+      auto [c, text] = build_run(s, {A, B, C}, target, {a, b});
+      EXPECT_TRUE(e2e::all_close(c, ref)) << target.str() << " rows=" << rows << "\n"
+                                          << e2e::lowered_text(s, {A, B, C});
+      EXPECT_EQ(count(text, "vpopcntd") > 0, tensorized) << target.str();
+      // The block loads each row of B once: 4 loads of B per call, whatever the rows.
+      if (tensorized) {
+        EXPECT_EQ(count(e2e::lowered_text(s, {A, B, C}), "B[ramp("), 4) << rows;
+      }
     }
-    auto [c, text] = build_run(s, {A, B, C}, target, {a, b});
-    EXPECT_TRUE(e2e::all_close(c, ref)) << target.str() << "\n" << e2e::lowered_text(s, {A, B, C});
-    EXPECT_EQ(count(text, "vpopcntd") > 0, tensorized) << target.str();
   }
   if (!has_popcount(e2e::host_target())) GTEST_SKIP() << "host has no avx512vpopcntdq";
 }

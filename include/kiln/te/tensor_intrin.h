@@ -98,7 +98,8 @@ TensorIntrin decl_tensor_intrin(const std::string& name, const Tensor& out,
                                 const std::map<const TensorNode*, std::vector<Expr>>& strides = {});
 
 /// The AttrStmt key by which tensorize binds an IntrinBuffer to a region of a tensor (node: the
-/// tensor; value: tuple(description, data, elem_offset, rank, strides..., region mins...));
+/// tensor; value: tuple(description, data, elem_offset, rank, strides..., steps..., region
+/// mins...), steps: the tensor elements per view element along each view dimension);
 /// storage_flatten resolves it.
 constexpr const char* kBufferBindScope = "buffer_bind_scope";
 

@@ -8,6 +8,10 @@
 /// values 0 or 1) once into Wp[w, n] (uint32: bit j is W[n, 32w + j]). Then
 ///   P[b, m, n] = Σ_w popcount(Ap[b, m, w] & Wp[w, n]),   y[m, n] = Σ_b P[b, m, n] << b
 /// equals Σ_k a[m, k] · W[n, k] (unipolar). Pattern: out_ewise_fusable.
+///
+/// Bit-serial conv2d is the same product without im2col: NHWC activations packed along the
+/// channels (with the spatial padding, as zero words), HWIO weights packed along their input
+/// channels, and the plane sums reduced over (kh, kw, channel words).
 #pragma once
 
 #include <string>
@@ -22,6 +26,7 @@ namespace tag {
 constexpr const char* kBitpack = "bitpack";
 constexpr const char* kBitserialPlanes = "bitserial_planes";
 constexpr const char* kBitserialDense = "bitserial_dense";
+constexpr const char* kBitserialConv2D = "bitserial_conv2d_nhwc";
 }  // namespace tag
 
 /// Ap[b, m, w] (uint32) = Σ_j bit b of a[m, 32w + j] << j (0 past K): a uint8 [M, K] ->
@@ -44,5 +49,32 @@ te::Tensor bitserial_dense(const te::Tensor& Ap, const te::Tensor& Wp,
 /// a few words become popcount_and; otherwise (the baseline) the same loops stay plain, the
 /// words innermost. N must be a multiple of 16.
 te::Schedule schedule_bitserial_dense(const te::Tensor& y, const Target& target, bool tensorize);
+
+/// Dp[b, n, h, w, cw] (uint32) = Σ_j bit b of data[n, h - pad_h, w - pad_w, 32cw + j] << j:
+/// NHWC uint8 data (values < 2^bits) -> [bits, N, H + 2·pad_h, W + 2·pad_w, ceil(C/32)], 0 in
+/// the padding and past C. bits is 1 or 2. pattern: injective
+te::Tensor bitpack_nhwc(const te::Tensor& data, int bits, int64_t pad_h, int64_t pad_w,
+                        const std::string& name = "bitpack_nhwc");
+
+/// Wp[kh, kw, cw, o] (uint32) = Σ_j (W[kh, kw, 32cw + j, o] & 1) << j: HWIO uint8 weights of 0
+/// and 1 -> [KH, KW, ceil(C/32), O]. pattern: injective
+te::Tensor bitpack_hwio(const te::Tensor& W, const std::string& name = "bitpack_hwio");
+
+/// y[n, oh, ow, o] (int32) = Σ_b (Σ_{kh, kw, cw} popcount(Dp[b, n, oh·sh + kh, ow·sw + kw, cw]
+/// & Wp[kh, kw, cw, o])) << b, from bitpack_nhwc's padded planes and bitpack_hwio's words:
+/// Σ data · W over the window (unipolar). The plane sums are the stage y reads (tag
+/// bitserial_planes). pattern: out_ewise_fusable
+te::Tensor bitserial_conv2d_nhwc(const te::Tensor& Dp, const te::Tensor& Wp, int64_t stride_h,
+                                 int64_t stride_w,
+                                 const std::string& name = "bitserial_conv2d_nhwc");
+
+/// A schedule for y = bitserial_conv2d_nhwc(...) (and the packing stage when `y` reads one):
+/// output rows parallel; a register tile of up to 8 output pixels of a row × 16 output
+/// channels whose plane sums are computed at it, reduced over (kh, kw, channel-word steps).
+/// With `tensorize` and a target with avx512vpopcntdq, each step of the tile is
+/// popcount_and(words, pixels) (each weight row loaded once for all pixels); otherwise (the
+/// baseline) the same loops stay plain. O must be a multiple of 16.
+te::Schedule schedule_bitserial_conv2d_nhwc(const te::Tensor& y, const Target& target,
+                                            bool tensorize);
 
 }  // namespace kiln::topi

@@ -13,6 +13,9 @@
 /// * popcount_and(words) — AVX-512 VPOPCNTDQ `vpopcntd zmm` (needs avx512vpopcntdq): C[i]
 ///   (int32, 16) = Σ_{k<words} int32(popcount(A[k] & B[k, i])), A uint32 [words], B uint32
 ///   [words, 16] (rows contiguous) — the bit-serial micro-kernel of the paper's section 6.2.
+///   popcount_and(words, rows > 1) is its register block: C[r, i] (int32, [rows, 16]) =
+///   Σ_k popcount(A[r, k] & B[k, i]), A uint32 [rows, words] (rows at any stride), each row of
+///   B loaded once for all rows.
 /// * amx_dot_u8s8() — AMX `tdpbusd` on one 16 × 16 int32 tile (needs amx-int8; compile-tested
 ///   only where the CPU has no AMX): C[i, j] = Σ_{k4<16, kk<4} int32(A[i, 4k4 + kk]) ·
 ///   int32(int8(B[k4, j] >> 8kk)), A uint8 [16, 64], B int32 [16, 16] (the VNNI-packed tile),
@@ -36,8 +39,9 @@ bool has_dot_u8s8(const Target& target, int lanes);
 te::TensorIntrin dot_bf16();
 bool has_dot_bf16(const Target& target);
 
-/// The AND-popcount of `words` uint32 into 16 int32 lanes.
-te::TensorIntrin popcount_and(int words);
+/// The AND-popcount of `words` uint32 into 16 int32 lanes, for one row of A (rows = 1) or a
+/// register block of `rows` rows sharing each loaded row of B.
+te::TensorIntrin popcount_and(int words, int rows = 1);
 bool has_popcount(const Target& target);
 
 /// One AMX int8 tile product, 16 × 16 int32 += [16, 64] u8 · [64, 16] s8.

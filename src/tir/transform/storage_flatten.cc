@@ -61,7 +61,8 @@ class StorageFlattener : public IRMutator {
     return IRMutator::visit(op);
   }
 
-  /// tuple(what, data, elem_offset, rank, strides..., mins...) over the tensor `p`.
+  /// tuple(what, data, elem_offset, rank, strides..., steps..., mins...) over the tensor `p`:
+  /// the view's stride along dimension j is steps[j] times the tensor's.
   Stmt bind_buffer(const ProducerNode* p, const AttrStmt* op) {
     const Call* c = op->value.as<Call>();
     KILN_ICHECK(c && c->args.size() >= 4 && c->args[0].as<StringImm>())
@@ -69,9 +70,9 @@ class StorageFlattener : public IRMutator {
     const std::string what = c->args[0].as<StringImm>()->value;
     Var data(c->args[1].as<Variable>()), offset(c->args[2].as<Variable>());
     const auto rank = static_cast<size_t>(*as_const_int(c->args[3]));
-    KILN_ICHECK(c->args.size() >= 4 + rank) << "storage_flatten: buffer_bind_scope of " << what;
+    KILN_ICHECK(c->args.size() >= 4 + 2 * rank) << "storage_flatten: buffer_bind_scope of " << what;
     std::vector<Expr> mins;
-    for (size_t i = 4 + rank; i < c->args.size(); ++i) mins.push_back(mutate(c->args[i]));
+    for (size_t i = 4 + 2 * rank; i < c->args.size(); ++i) mins.push_back(mutate(c->args[i]));
     const size_t m = mins.size();
     KILN_ICHECK(rank <= m) << "storage_flatten: " << what << " binds rank " << rank << " to "
                            << p->producer_name() << " of rank " << m;
@@ -84,6 +85,8 @@ class StorageFlattener : public IRMutator {
     for (size_t j = 0; j < rank; ++j) {
       Expr declared = c->args[4 + j];
       Expr actual = strides[m - rank + j];
+      const Expr& step = c->args[4 + rank + j];
+      if (!is_one(step)) actual = ana_.simplify(actual * cast(actual.dtype(), step));
       if (const Variable* v = declared.as<Variable>()) {
         sub[Var(v)] = actual;
         continue;
