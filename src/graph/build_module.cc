@@ -540,7 +540,9 @@ CompiledModule build_module(const Graph& g, const Target& target, const BuildOpt
 CompiledModule compile_to_directory(const Graph& g, const Target& target, const BuildOptions& opt,
                                     const std::string& dir) {
   CompiledModule m = build_module(g, target, opt);
+  auto t0 = Clock::now();
   m.save(dir);
+  m.save_ms = ms_since(t0);
   return m;
 }
 

@@ -96,12 +96,17 @@ TEST(OnnxModel, EveryNodeTestModelLoadsOrIsRefusedCleanly) {
 }
 
 TEST(OnnxModel, Errors) {
-  EXPECT_NE(error_of([] {
-              load_onnx_model("/nonexistent/model.onnx");
-            }).find("cannot read ONNX model '/nonexistent/model.onnx'"),
-            std::string::npos);
+  EXPECT_EQ(error_of([] { load_onnx_model("/nonexistent/model.onnx"); }),
+            "ONNX model '/nonexistent/model.onnx': cannot open: No such file or directory");
   fs::path tmp = fs::temp_directory_path() / "kiln_frontend_test";
   fs::create_directories(tmp);
+  // A directory is refused before anything is mapped; an empty file parses to no graph.
+  EXPECT_EQ(error_of([&] { load_onnx_model(tmp.string()); }),
+            "ONNX model '" + tmp.string() + "': not a regular file (a directory)");
+  std::string empty_path = (tmp / "empty.onnx").string();
+  std::ofstream(empty_path).close();
+  EXPECT_EQ(error_of([&] { load_onnx_model(empty_path); }),
+            "'" + empty_path + "' is not an ONNX model: it has no graph");
   // A text file is not a model.
   std::string text_path = (tmp / "notes.onnx").string();
   std::ofstream(text_path) << "this is not an onnx file\n";

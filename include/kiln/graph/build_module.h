@@ -75,8 +75,9 @@ struct CompiledModule {
   std::string graph_text;
   std::vector<KernelInfo> kernels;
   /// Where the compile time went, in milliseconds: the graph passes, building and lowering the
-  /// kernels' loop programs, and code generation (LLVM) with linking.
-  double optimize_ms = 0, lower_ms = 0, codegen_ms = 0;
+  /// kernels' loop programs, code generation (LLVM) with linking, and (compile_to_directory)
+  /// writing the module's files.
+  double optimize_ms = 0, lower_ms = 0, codegen_ms = 0, save_ms = 0;
   /// With tuning_records: a summary line, then one line per tunable workload (tuned or default,
   /// and how many records were used or ignored and why).
   std::vector<std::string> tuning_report;

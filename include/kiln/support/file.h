@@ -67,6 +67,25 @@ class InputFile {
   std::string what_;
 };
 
+/// A regular file (checked as InputFile does) mapped read-only into memory: a parser reads it
+/// in place, without first copying it into freshly allocated pages (for a 528 MB ONNX model,
+/// a third of its import). Unmapped on destruction.
+class MappedFile {
+ public:
+  /// Errors as InputFile's; "WHAT: cannot map: <reason>" when mmap fails.
+  MappedFile(const std::string& path, std::string what, uint64_t max_bytes = kMaxDataFileBytes);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const char* data() const { return static_cast<const char*>(data_); }
+  uint64_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 /// The whole file at `path` (a regular file of at most `max_bytes`; see InputFile).
 std::string read_file(const std::string& path, const std::string& what,
                       uint64_t max_bytes = kMaxTextFileBytes);

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "kiln/support/error.h"
+#include "kiln/support/file.h"
 
 namespace kiln::frontend {
 
@@ -352,9 +353,14 @@ int64_t OnnxModel::default_opset() const {
   return it == opsets.end() ? 0 : it->second;
 }
 
-OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what) {
+namespace {
+OnnxModel parse_onnx_model(const char* data, size_t size, const std::string& what) {
+  KILN_USER_CHECK(size <= static_cast<size_t>(std::numeric_limits<int>::max()))
+      << "'" << what << "' is " << support::bytes_text(size)
+      << ": ONNX models (protobuf messages) are limited to 2 GiB; larger models keep their "
+         "weights in external data files";
   onnx::ModelProto proto;
-  KILN_USER_CHECK(proto.ParseFromString(bytes))
+  KILN_USER_CHECK(proto.ParseFromArray(data, static_cast<int>(size)))
       << "'" << what << "' is not a valid ONNX model: the protobuf data cannot be parsed (is the "
       << "file truncated, or not an ONNX file?)";
   KILN_USER_CHECK(proto.ir_version() > 0 && proto.has_graph())
@@ -372,9 +378,15 @@ OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what) {
   parse_graph(proto.graph(), what, {}, top);
   return m;
 }
+}  // namespace
+
+OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what) {
+  return parse_onnx_model(bytes.data(), bytes.size(), what);
+}
 
 OnnxModel load_onnx_model(const std::string& path) {
-  return parse_onnx_model(read_file(path, "ONNX model"), path);
+  support::MappedFile f(path, "ONNX model '" + path + "'");
+  return parse_onnx_model(f.data(), f.size(), path);
 }
 
 namespace {
