@@ -21,7 +21,7 @@ namespace {
 const DataType kU32 = DataType::UInt(32), kI32 = DataType::Int(32);
 
 /// The word of 32 bits along axis `word_axis`: Σ_j bit(k = 32w + j) << j, 0 past K (the bit
-/// function gets k clamped into [0, K)).
+/// function gets k clamped into [0, K) when K is not a multiple of 32).
 te::Tensor pack_bits(std::vector<Expr> shape, size_t word_axis, int64_t K,
                      const std::function<Expr(const std::vector<Var>&, Expr)>& bit,
                      const std::string& name) {
@@ -30,7 +30,7 @@ te::Tensor pack_bits(std::vector<Expr> shape, size_t word_axis, int64_t K,
       std::move(shape),
       [&](const std::vector<Var>& v) {
         Expr k = v[word_axis] * ci(32) + j;
-        Expr b = bit(v, min(k, ci(K - 1)));
+        Expr b = bit(v, K % 32 == 0 ? k : min(k, ci(K - 1)));
         if (K % 32 != 0) b = if_then_else(k < ci(K), b, make_zero(kU32));
         return te::sum(te::shift_left(b, cast(kU32, Expr(j))), {j});
       },
@@ -81,18 +81,50 @@ te::Tensor bitpack_nhwc(const te::Tensor& data, int bits, int64_t pad_h, int64_t
   check_bits(bits, "bitpack_nhwc");
   KILN_USER_CHECK(pad_h >= 0 && pad_w >= 0)
       << "bitpack_nhwc: padding must be >= 0, got " << pad_h << ", " << pad_w;
-  const int64_t N = s[0], H = s[1], W = s[2], C = s[3];
-  return pack_bits(
-      {ci(bits), ci(N), ci(H + 2 * pad_h), ci(W + 2 * pad_w), ci((C + 31) / 32)}, 4, C,
-      [&](const std::vector<Var>& v, Expr k) {
+  const int64_t N = s[0], H = s[1], W = s[2], C = s[3], CW = (C + 31) / 32;
+  // The words with the planes innermost (bitpack32's operand order: one 32-byte row gives
+  // every plane's word), then padded and planes outermost, as the convolution reads them.
+  te::Tensor q = pack_bits(
+      {ci(N), ci(H), ci(W), ci(CW), ci(bits)}, 3, C,
+      [&](const std::vector<Var>& v, Expr k) { return bit_of(data(v[0], v[1], v[2], k), v[4]); },
+      name + "_words");
+  return te::compute(
+      {ci(bits), ci(N), ci(H + 2 * pad_h), ci(W + 2 * pad_w), ci(CW)},
+      [&](const std::vector<Var>& v) {
         Expr h = v[2] - ci(pad_h), w = v[3] - ci(pad_w);
-        Expr x = bit_of(data(v[1], max(min(h, ci(H - 1)), ci(0)), max(min(w, ci(W - 1)), ci(0)), k),
-                        v[0]);
+        Expr x = q(v[1], max(min(h, ci(H - 1)), ci(0)), max(min(w, ci(W - 1)), ci(0)), v[4], v[0]);
         if (pad_h == 0 && pad_w == 0) return x;
         Expr inside = h >= ci(0) && h < ci(H) && w >= ci(0) && w < ci(W);
         return if_then_else(inside, x, make_zero(kU32));
       },
-      name);
+      name, tag::kBitpack);
+}
+
+te::TensorIntrin bitpack32(int bits) {
+  check_bits(bits, "bitpack32");
+  te::Tensor A = te::placeholder({ci(32)}, DataType::UInt(8), "A");
+  auto j = te::reduce_axis({0, ci(32)}, "j");
+  te::Tensor C = te::compute(
+      {ci(bits)},
+      [&](Var p) { return te::sum(te::shift_left(bit_of(A(j), p), cast(kU32, Expr(j))), {j}); },
+      "C");
+  return te::decl_tensor_intrin(
+      "bitpack32x" + std::to_string(bits), C,
+      [bits](const std::vector<te::IntrinBuffer>& in, const std::vector<te::IntrinBuffer>& out) {
+        // Per plane: the 32 bytes tested against the plane's bit, the 32 lane results as the
+        // word's bits (x86: vptestmb + kmovd, or pcmpeqb + pmovmskb).
+        const DataType u8x32 = DataType::UInt(8, 32);
+        Expr a = in[0].vload({ci(0)}, u8x32);
+        std::vector<Stmt> st;
+        for (int p = 0; p < bits; ++p) {
+          Expr set = te::bitwise_and(a, broadcast(make_const(DataType::UInt(8), 1 << p), 32)) !=
+                     broadcast(make_zero(DataType::UInt(8)), 32);
+          st.push_back(out[0].vstore({ci(p)}, te::reinterpret(kU32, set)));
+        }
+        te::IntrinLowering l;
+        l.body = SeqStmt::make(std::move(st));
+        return l;
+      });
 }
 
 te::Tensor bitpack_hwio(const te::Tensor& W, const std::string& name) {
@@ -193,7 +225,26 @@ void schedule_packing(te::Schedule& s, const te::Tensor& t, size_t row_axis) {
   sp.parallel(ax[row_axis]);
   sp.unroll(sp.op_reduce_axis()[0]);
 }
+
 }  // namespace
+
+void schedule_bitpack_nhwc(te::Schedule& s, const te::Tensor& padded, bool tensorize) {
+  if (padded->op->kind != te::OpKind::kCompute) return;  // given packed
+  te::Stage sp = s[padded];
+  auto pax = sp.op_axis();
+  sp.reorder({pax[1], pax[2], pax[0], pax[3], pax[4]});
+  sp.parallel(sp.fuse(pax[1], pax[2]));
+  te::Tensor words = padded->op->input_tensors().at(0);
+  te::Stage sw = s[words];
+  auto wax = sw.op_axis();
+  sw.parallel(sw.fuse(wax[0], wax[1]));
+  const te::Tensor data = words->op->input_tensors().at(0);
+  if (tensorize && *as_const_int(data->shape[3]) % 32 == 0) {
+    sw.tensorize(wax[4], bitpack32(static_cast<int>(*as_const_int(words->shape[4]))));
+  } else {
+    sw.unroll(sw.op_reduce_axis()[0]);
+  }
+}
 
 te::Schedule schedule_bitserial_conv2d_nhwc(const te::Tensor& y, const Target& target,
                                             bool tensorize) {
@@ -205,7 +256,7 @@ te::Schedule schedule_bitserial_conv2d_nhwc(const te::Tensor& y, const Target& t
   te::Schedule s = te::create_schedule({y});
   te::Tensor P = y->op->input_tensors()[0];
   te::Tensor Dp = P->op->input_tensors()[0];
-  schedule_packing(s, Dp, 2);
+  schedule_bitpack_nhwc(s, Dp, tensorize);
   // The tile: up to 8 output pixels of a row (bits × rows accumulators of 16 lanes, plus one
   // register per weight word of a step: at most 24 of the 32 zmm registers).
   const int64_t rows = divisor_at_most(ys[2], 8);

@@ -1,7 +1,8 @@
 // Bit-serial dense and conv2d (topi/bitserial.h) against the unpacked product / convolution on
 // random 1- and 2-bit activations and 0/1 weights, poisoned outputs: tensorized with
-// popcount_and where the host has VPOPCNTDQ, the non-tensorized baseline schedule, and a target
-// without the feature.
+// popcount_and where the host has VPOPCNTDQ (and the activations packed with bitpack32 where
+// the channels fill whole words), the non-tensorized baseline schedule, and a target without
+// the feature.
 #include "kiln/topi/bitserial.h"
 
 #include <gtest/gtest.h>
@@ -114,6 +115,8 @@ TEST(Bitserial, Conv2DMatchesTheUnpackedConvolution) {
       if (used) {
         EXPECT_NE(codegen::get_source(m, "asm").find("vpopcntd"), std::string::npos);
       }
+      // bitpack32 (any target) packs whole 32-channel words: the lane mask as the word.
+      EXPECT_EQ(text.find("reinterpret(") != std::string::npos, tensorize && c.C % 32 == 0) << text;
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "kiln/target/target.h"
 #include "kiln/te/schedule.h"
 #include "kiln/te/tensor.h"
+#include "kiln/te/tensor_intrin.h"
 
 namespace kiln::topi {
 
@@ -52,9 +53,22 @@ te::Schedule schedule_bitserial_dense(const te::Tensor& y, const Target& target,
 
 /// Dp[b, n, h, w, cw] (uint32) = Σ_j bit b of data[n, h - pad_h, w - pad_w, 32cw + j] << j:
 /// NHWC uint8 data (values < 2^bits) -> [bits, N, H + 2·pad_h, W + 2·pad_w, ceil(C/32)], 0 in
-/// the padding and past C. bits is 1 or 2. pattern: injective
+/// the padding and past C. bits is 1 or 2. Two stages: the words with the planes innermost
+/// ([N, H, W, CW, bits], `name`_words, what bitpack32 computes per 32 channels), then their
+/// padded copy with the planes outermost. pattern: injective
 te::Tensor bitpack_nhwc(const te::Tensor& data, int bits, int64_t pad_h, int64_t pad_w,
                         const std::string& name = "bitpack_nhwc");
+
+/// The packing of 32 uint8 values into one word per bit plane, as a tensor intrinsic:
+/// C[p] (uint32, p < bits) = Σ_j ((A[j] >> p) & 1) << j, A uint8 [32] contiguous. Lowered to a
+/// 32-lane test of bit p and the lane mask as the word (x86: vptestmb + kmovd with AVX-512BW);
+/// plain LLVM IR, so any target can run it.
+te::TensorIntrin bitpack32(int bits);
+
+/// Schedules bitpack_nhwc's stages in `s` (a schedule that computes `packed`): the words of each
+/// input row in parallel, tensorized with bitpack32 when `tensorize` and the channels fill whole
+/// words (else the 32 positions unrolled), then the padded copy row by row.
+void schedule_bitpack_nhwc(te::Schedule& s, const te::Tensor& packed, bool tensorize);
 
 /// Wp[kh, kw, cw, o] (uint32) = Σ_j (W[kh, kw, 32cw + j, o] & 1) << j: HWIO uint8 weights of 0
 /// and 1 -> [KH, KW, ceil(C/32), O]. pattern: injective
@@ -68,7 +82,8 @@ te::Tensor bitserial_conv2d_nhwc(const te::Tensor& Dp, const te::Tensor& Wp, int
                                  int64_t stride_w,
                                  const std::string& name = "bitserial_conv2d_nhwc");
 
-/// A schedule for y = bitserial_conv2d_nhwc(...) (and the packing stage when `y` reads one):
+/// A schedule for y = bitserial_conv2d_nhwc(...) (and bitpack_nhwc's stages when `y` reads them;
+/// with `tensorize` and channels a multiple of 32, the words are bitpack32):
 /// output rows parallel; a register tile of up to 8 output pixels of a row × 16 output
 /// channels whose plane sums are computed at it, reduced over (kh, kw, channel-word steps).
 /// With `tensorize` and a target with avx512vpopcntdq, each step of the tile is
