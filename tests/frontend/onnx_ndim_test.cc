@@ -2,9 +2,10 @@
 // (convert_ndim.cc), end to end: a one-node model built in memory (seeded random weights and
 // inputs) is imported, compiled and run, and its outputs compared with a naive C++ reference of
 // the ONNX definition. Covers a 1-D Conv with pads, strides, dilation, groups and bias (which
-// must run as conv2d), auto_pad SAME_UPPER, a 3-D Conv with bias, MaxPool's Indices in both
-// storage orders, opset-6 PRelu with one slope per channel, and the refusal of a 4-D window,
-// which must name the node and the op.
+// must run as conv2d), auto_pad SAME_UPPER, a 3-D Conv with bias, 3-D Convs (strides,
+// dilations, depth padding, groups, factorized kernels) run as one conv2d, MaxPool's Indices in
+// both storage orders, global pools over 1 and 3 spatial axes, opset-6 PRelu with one slope per
+// channel, and the refusal of a 4-D window, which must name the node and the op.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -157,6 +158,115 @@ TEST(OnnxNdim, Conv3DWithBias) {
           want[((o * 4 + z) * 2 + y) * 7 + q] = static_cast<float>(acc);
         }
   expect_close(out[0], want, os);
+}
+
+/// ONNX Conv over a 3-D window, computed naively: x [N, C, D, H, W], w [O, C/g, KD, KH, KW].
+Vec conv3d_ref(const Vec& x, const Ints& xs, const Vec& w, const Ints& ws, const Ints& strides,
+               const Ints& dil, const Ints& pads, int64_t group, Ints* os) {
+  const int64_t N = xs[0], C = xs[1], O = ws[0], Cg = ws[1];
+  Ints out{N, O};
+  for (size_t a = 0; a < 3; ++a)
+    out.push_back((xs[a + 2] + pads[a] + pads[a + 3] - dil[a] * (ws[a + 2] - 1) - 1) / strides[a] +
+                  1);
+  *os = out;
+  Vec y(static_cast<size_t>(numel(out)));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t z = 0; z < out[2]; ++z)
+        for (int64_t r = 0; r < out[3]; ++r)
+          for (int64_t q = 0; q < out[4]; ++q) {
+            double acc = 0;
+            for (int64_t c = 0; c < Cg; ++c)
+              for (int64_t a = 0; a < ws[2]; ++a)
+                for (int64_t e = 0; e < ws[3]; ++e)
+                  for (int64_t f = 0; f < ws[4]; ++f) {
+                    const int64_t iz = z * strides[0] - pads[0] + a * dil[0],
+                                  iy = r * strides[1] - pads[1] + e * dil[1],
+                                  iq = q * strides[2] - pads[2] + f * dil[2];
+                    if (iz < 0 || iz >= xs[2] || iy < 0 || iy >= xs[3] || iq < 0 || iq >= xs[4])
+                      continue;
+                    const int64_t ci = o / (O / group) * Cg + c;
+                    acc += x[static_cast<size_t>(
+                               (((n * C + ci) * xs[2] + iz) * xs[3] + iy) * xs[4] + iq)] *
+                           w[static_cast<size_t>((((o * Cg + c) * ws[2] + a) * ws[3] + e) * ws[4] +
+                                                 f)];
+                  }
+            y[static_cast<size_t>((((n * O + o) * out[2] + z) * out[3] + r) * out[4] + q)] =
+                static_cast<float>(acc);
+          }
+  return y;
+}
+
+TEST(OnnxNdim, Conv3DRunsAsOneConv2DOverTheDepthSlices) {
+  // The importer stacks each output depth's input slices after the channels and runs one
+  // conv2d: depth stride, dilation and asymmetric depth padding pick the slices, groups keep
+  // each group's (channel, depth tap) pairs together, a batch of 2, and a (1, 3, 3) and a
+  // (3, 1, 1) kernel as R(2+1)D factorizes a 3-D convolution.
+  struct Case {
+    Ints xs, ws, strides, dil, pads;
+    int64_t group;
+  };
+  for (const Case& k :
+       {Case{{2, 4, 7, 5, 6}, {6, 2, 3, 2, 3}, {2, 1, 2}, {2, 1, 1}, {1, 0, 1, 2, 1, 0}, 2},
+        Case{{1, 3, 4, 6, 6}, {5, 3, 1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1, 0, 1, 1}, 1},
+        Case{{1, 5, 6, 3, 3}, {4, 5, 3, 1, 1}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0, 1, 0, 0}, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "weight " << k.ws[0] << "x" << k.ws[1] << "x" << k.ws[2]
+                                      << "x" << k.ws[3] << "x" << k.ws[4]);
+    Vec x = random_vec(numel(k.xs), 21), w = random_vec(numel(k.ws), 22);
+    Ints os;
+    Vec want = conv3d_ref(x, k.xs, w, k.ws, k.strides, k.dil, k.pads, k.group, &os);
+    OnnxModel m;
+    m.path = "conv3d_slices.onnx";
+    m.opsets[""] = 13;
+    m.inputs = {info("x", k.xs)};
+    m.initializers["w"] = array(k.ws, w);
+    OnnxNode n{"Conv", "", "conv3", {"x", "w"}, {"y"}, {}, false};
+    n.attrs["pads"] = k.pads;
+    n.attrs["strides"] = k.strides;
+    n.attrs["dilations"] = k.dil;
+    n.attrs["group"] = k.group;
+    m.nodes = {n};
+    m.outputs = {info("y", os)};
+    graph::Graph g;
+    std::vector<runtime::NDArray> out = run(m, {{"x", array(k.xs, x)}}, &g);
+    expect_close(out[0], want, os);
+    // No conv3d op is left: the 2-D convolution's schedules run it.
+    EXPECT_EQ(g.str().find("conv3d"), std::string::npos) << g.str();
+    EXPECT_NE(g.str().find("conv2d"), std::string::npos);
+  }
+}
+
+TEST(OnnxNdim, GlobalPoolsOverOneAndThreeSpatialAxes) {
+  // A video model's pooled Conv3d features (N, C, D, H, W) and a 1-D signal (N, C, L).
+  for (const Ints& xs : {Ints{2, 3, 2, 3, 4}, Ints{1, 5, 7}}) {
+    for (bool is_max : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << (is_max ? "GlobalMaxPool" : "GlobalAveragePool") << " rank " << xs.size());
+      Vec x = random_vec(numel(xs), 17);
+      OnnxModel m;
+      m.path = "global_pool.onnx";
+      m.opsets[""] = 13;
+      m.inputs = {info("x", xs)};
+      m.nodes = {OnnxNode{
+          is_max ? "GlobalMaxPool" : "GlobalAveragePool", "", "pool", {"x"}, {"y"}, {}, false}};
+      Ints os(xs.size(), 1);
+      os[0] = xs[0];
+      os[1] = xs[1];
+      m.outputs = {info("y", os)};
+      std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}});
+      const int64_t inner = numel(xs) / (xs[0] * xs[1]);
+      Vec want;
+      for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc) {
+        double acc = is_max ? -INFINITY : 0.0;
+        for (int64_t i = 0; i < inner; ++i) {
+          const double v = x[static_cast<size_t>(nc * inner + i)];
+          acc = is_max ? std::max(acc, v) : acc + v;
+        }
+        want.push_back(static_cast<float>(is_max ? acc : acc / static_cast<double>(inner)));
+      }
+      expect_close(out[0], want, os);
+    }
+  }
 }
 
 TEST(OnnxNdim, MaxPoolIndicesInBothStorageOrders) {

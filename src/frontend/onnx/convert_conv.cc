@@ -1,5 +1,6 @@
 // ONNX convolution and pooling: Conv, ConvTranspose, MaxPool (with its Indices output),
-// AveragePool, GlobalAveragePool / GlobalMaxPool and MaxUnpool, over 1-D, 2-D and 3-D windows.
+// AveragePool, GlobalAveragePool / GlobalMaxPool and MaxUnpool, over 1-D, 2-D and 3-D windows
+// (global pools over any number of spatial axes).
 // A 2-D Conv is the graph's conv2d; a 1-D one runs as conv2d over a unit height (so it gets
 // conv2d's fast path); a 3-D one is conv3d. ConvTranspose of 1-D and 2-D windows is
 // conv2d_transpose (groups as one transposed convolution per group, concatenated), of 3-D
@@ -9,6 +10,8 @@
 // one place (auto_pad_of, split_same_pad): SAME_* pads come from the input's inferred shape as
 // ONNX defines them, the odd element at the end for SAME_UPPER and at the start for SAME_LOWER;
 // ConvTranspose's output_shape is turned into pads and output padding the same way.
+#include <algorithm>
+
 #include "converter.h"
 
 namespace kiln::frontend::onnx_import {
@@ -142,6 +145,54 @@ Entry add_bias(Converter& c, Entry y, size_t rank) {
   return c.op("add", {y, c.op("reshape", {c.in(2)}, {{"newshape", shape}})});
 }
 
+/// A 3-D convolution as one 2-D convolution over the output depth slices (so that it gets
+/// conv2d's blocked, register-tiled and Winograd schedules): the KD input slices each output
+/// depth z reads (z·sd + kd·dd of the depth-padded input) are stacked after the channels,
+///   T[n, z, c, kd, h, w] = pad(x)[n, c, z·sd + kd·dd, h, w],  T as [N·OD, C·KD, H, W],
+/// the weight [O, C/g, KD, KH, KW] is read as [O, C/g·KD, KH, KW] (the same bytes; each group's
+/// (c, kd) pairs stay contiguous), and the conv2d's [N·OD, O, OH, OW] goes back to
+/// [N, O, OD, OH, OW]. T holds KD times the input; the convolution does not change.
+Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Window& w,
+                       int64_t group) {
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+  const int64_t O = ws[0], KD = ws[2];
+  const int64_t sd = w.strides[0], dd = w.dilations[0], pb = w.pads[0], pe = w.pads[3];
+  const int64_t OD = (D + pb + pe - dd * (KD - 1) - 1) / sd + 1;
+  KILN_USER_CHECK(OD >= 1 && C % group == 0 && ws[1] * group == C)
+      << c.where() << ": Conv of input " << ints_text(xs) << " with weight " << ints_text(ws)
+      << ", group " << group << " and depth padding " << pb << ", " << pe
+      << " has no output depth or mismatched channels";
+  Entry x = c.in(0);
+  if (pb > 0 || pe > 0)
+    x = c.op("pad", {x},
+             {{"pad_before", Ints{0, 0, pb, 0, 0}}, {"pad_after", Ints{0, 0, pe, 0, 0}}});
+  std::vector<Entry> slices;
+  for (int64_t kd = 0; kd < KD; ++kd) {
+    const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
+    Entry sl = c.op(
+        "strided_slice", {x},
+        {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{2}}});
+    slices.push_back(
+        c.op("expand_dims", {sl}, {{"axis", int64_t{3}}, {"num_newaxis", int64_t{1}}}));
+  }
+  Entry st = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", int64_t{3}}});
+  // [N, C, OD, KD, H, W] -> [N, OD, C, KD, H, W] -> [N·OD, C·KD, H, W]
+  Entry t = c.op("transpose", {st}, {{"axes", Ints{0, 2, 1, 3, 4, 5}}});
+  t = c.op("reshape", {t}, {{"newshape", Ints{N * OD, C * KD, H, W}}});
+  Entry k = c.op("reshape", {c.in(1)}, {{"newshape", Ints{O, ws[1] * KD, ws[3], ws[4]}}});
+  Entry y = c.op("conv2d", {t, k},
+                 {{"strides", Ints{w.strides[1], w.strides[2]}},
+                  {"padding", Ints{w.pads[1], w.pads[2], w.pads[4], w.pads[5]}},
+                  {"dilation", Ints{w.dilations[1], w.dilations[2]}},
+                  {"groups", group}});
+  auto out = [&](int64_t in, size_t a) {
+    return (in + w.pads[a] + w.pads[a + 3] - w.dilations[a] * (ws[a + 2] - 1) - 1) / w.strides[a] +
+           1;
+  };
+  y = c.op("reshape", {y}, {{"newshape", Ints{N, OD, O, out(H, 1), out(W, 2)}}});
+  return c.op("transpose", {y}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+}
+
 std::vector<Entry> convert_conv_nd(Converter& c, size_t sp) {
   Ints wshape = c.type_in(1).shape;
   KILN_USER_CHECK(wshape.size() == sp + 2)
@@ -163,10 +214,17 @@ std::vector<Entry> convert_conv_nd(Converter& c, size_t sp) {
     y = c.op("squeeze", {y}, {{"axes", Ints{2}}});
     return {add_bias(c, y, 3)};
   }
-  Entry y = c.op(
-      "conv3d", {c.in(0), c.in(1)},
-      {{"strides", w.strides}, {"padding", w.pads}, {"dilation", w.dilations}, {"groups", group}});
-  return {add_bias(c, y, 5)};
+  Ints xshape = c.type_in(0).shape;
+  const bool known = std::all_of(xshape.begin(), xshape.end(), [](int64_t d) { return d >= 0; });
+  if (!known) {
+    Entry y = c.op("conv3d", {c.in(0), c.in(1)},
+                   {{"strides", w.strides},
+                    {"padding", w.pads},
+                    {"dilation", w.dilations},
+                    {"groups", group}});
+    return {add_bias(c, y, 5)};
+  }
+  return {add_bias(c, conv3d_as_conv2d(c, xshape, wshape, w, group), 5)};
 }
 
 /// A Conv over a 2-D window: conv2d.
@@ -458,6 +516,21 @@ std::vector<Entry> convert_avg_pool(Converter& c) {
   return convert_pool_nd(c, false);
 }
 
+/// GlobalAveragePool / GlobalMaxPool over every spatial axis of an (N, C, D1, ..., Dn) input:
+/// the 2-D global pool (and its blocked schedules) for 4-D inputs, a mean / max over axes
+/// 2..n+1 kept as size 1 for 1-D, 3-D and higher (a video model's Conv3d features).
+ConvertFn convert_global_pool(const char* pool2d, const char* reduce) {
+  return [=](Converter& c) -> std::vector<Entry> {
+    const int64_t r = static_cast<int64_t>(c.type_in(0).shape.size());
+    KILN_USER_CHECK(r >= 3) << c.where() << ": the input must have rank 3 or more (N, C, spatial "
+                            << "dimensions), got rank " << r;
+    if (r == 4) return {c.op(pool2d, {c.in(0)})};
+    Ints axes;
+    for (int64_t a = 2; a < r; ++a) axes.push_back(a);
+    return {c.op(reduce, {c.in(0)}, {{"axes", axes}, {"keepdims", int64_t{1}}})};
+  };
+}
+
 }  // namespace
 
 void register_conv_converters(ConvertTable& t) {
@@ -465,8 +538,8 @@ void register_conv_converters(ConvertTable& t) {
   t.add("ConvTranspose", convert_conv_transpose);
   t.add("MaxPool", convert_max_pool);
   t.add("AveragePool", convert_avg_pool);
-  t.add("GlobalAveragePool", unary("global_avg_pool2d"));
-  t.add("GlobalMaxPool", unary("global_max_pool2d"));
+  t.add("GlobalAveragePool", convert_global_pool("global_avg_pool2d", "mean"));
+  t.add("GlobalMaxPool", convert_global_pool("global_max_pool2d", "max"));
   t.add("MaxUnpool", convert_max_unpool);
 }
 
