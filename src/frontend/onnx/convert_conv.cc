@@ -147,11 +147,14 @@ Entry add_bias(Converter& c, Entry y, size_t rank) {
 
 /// A 3-D convolution as one 2-D convolution over the output depth slices (so that it gets
 /// conv2d's blocked, register-tiled and Winograd schedules): the KD input slices each output
-/// depth z reads (z·sd + kd·dd of the depth-padded input) are stacked after the channels,
-///   T[n, z, c, kd, h, w] = pad(x)[n, c, z·sd + kd·dd, h, w],  T as [N·OD, C·KD, H, W],
-/// the weight [O, C/g, KD, KH, KW] is read as [O, C/g·KD, KH, KW] (the same bytes; each group's
-/// (c, kd) pairs stay contiguous), and the conv2d's [N·OD, O, OH, OW] goes back to
-/// [N, O, OD, OH, OW]. T holds KD times the input; the convolution does not change.
+/// depth z reads (z·sd + kd·dd of the depth-padded input) are stacked with the channels,
+///   T[n, z, kd, c, h, w] = pad(x)[n, c, z·sd + kd·dd, h, w],  T as [N·OD, KD·C, H, W],
+/// with the weight [O, C, KD, KH, KW] transposed to [O, KD·C, KH, KW] (a constant: at compile
+/// time), and the conv2d's [N·OD, O, OH, OW] goes back to [N, O, OD, OH, OW]. Depth outside
+/// the channels keeps each channel block of T one slice (a plain copy per block when
+/// converted to NCHW16c). Grouped convolutions stack (c, kd) instead, so that each group's
+/// pairs stay contiguous, and read the weight [O, C/g, KD, KH, KW] as [O, C/g·KD, KH, KW].
+/// T holds KD times the input; the convolution does not change.
 Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Window& w,
                        int64_t group) {
   const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
@@ -166,20 +169,25 @@ Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Windo
   if (pb > 0 || pe > 0)
     x = c.op("pad", {x},
              {{"pad_before", Ints{0, 0, pb, 0, 0}}, {"pad_after", Ints{0, 0, pe, 0, 0}}});
+  // Each slice [N, C, OD, H, W] gets a unit axis for its tap: 1 (taps outside the channels)
+  // or 3 (grouped: taps inside).
+  const int64_t tap_axis = group == 1 ? 1 : 3;
   std::vector<Entry> slices;
   for (int64_t kd = 0; kd < KD; ++kd) {
     const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
     Entry sl = c.op(
         "strided_slice", {x},
         {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{2}}});
-    slices.push_back(
-        c.op("expand_dims", {sl}, {{"axis", int64_t{3}}, {"num_newaxis", int64_t{1}}}));
+    slices.push_back(c.op("expand_dims", {sl}, {{"axis", tap_axis}, {"num_newaxis", int64_t{1}}}));
   }
-  Entry st = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", int64_t{3}}});
-  // [N, C, OD, KD, H, W] -> [N, OD, C, KD, H, W] -> [N·OD, C·KD, H, W]
-  Entry t = c.op("transpose", {st}, {{"axes", Ints{0, 2, 1, 3, 4, 5}}});
+  Entry st = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", tap_axis}});
+  // [N, KD, C, OD, H, W] -> [N, OD, KD, C, H, W], or [N, C, OD, KD, H, W] -> [N, OD, C, KD, H, W]
+  Entry t = c.op("transpose", {st},
+                 {{"axes", group == 1 ? Ints{0, 3, 1, 2, 4, 5} : Ints{0, 2, 1, 3, 4, 5}}});
   t = c.op("reshape", {t}, {{"newshape", Ints{N * OD, C * KD, H, W}}});
-  Entry k = c.op("reshape", {c.in(1)}, {{"newshape", Ints{O, ws[1] * KD, ws[3], ws[4]}}});
+  Entry k = c.in(1);
+  if (group == 1 && KD > 1) k = c.op("transpose", {k}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  k = c.op("reshape", {k}, {{"newshape", Ints{O, ws[1] * KD, ws[3], ws[4]}}});
   Entry y = c.op("conv2d", {t, k},
                  {{"strides", Ints{w.strides[1], w.strides[2]}},
                   {"padding", Ints{w.pads[1], w.pads[2], w.pads[4], w.pads[5]}},
