@@ -230,6 +230,33 @@ TEST(AlterLayout, DepthwiseBlockMatchesUnoptimized) {
   EXPECT_EQ(max_diff_vs_unoptimized(g, 2, 13) < 1e-4, true);
 }
 
+TEST(AlterLayout, OddOutputChannelsArePaddedToWholeBlocks) {
+  // 21 output channels (a segmentation head's classes; R(2+1)D's 921) have no block of 8:
+  // the convolution runs blocked over 32 channels (zero weights past 21) and its NCHW copy is
+  // cut back to 21, which the next convolution reads. 3 channels (fewer than half the
+  // vector lanes) stay an NCHW convolution.
+  std::mt19937 rng(31);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 9, 9}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("wa", random_array({21, 16, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "head");
+  a = g.add_op("relu", {a});
+  Entry b =
+      g.add_op("conv2d", {a, g.add_constant("wb", random_array({3, 21, 1, 1}, rng))}, {}, "rgb");
+  g.add_output(b);
+  Graph t = alter_op_layout(infer_types(g), Target::host());
+  const std::string text = t.str();
+  if (Target::host().vector_bits() == 512) {
+    EXPECT_NE(text.find("conv2d_nchwc(%"), std::string::npos) << text;
+    EXPECT_NE(text.find("float32[1, 2, 9, 9, 16]"), std::string::npos) << text;  // 32 channels
+    EXPECT_NE(text.find("strided_slice("), std::string::npos) << text;
+  }
+  int plain = 0;
+  for (const Node& n : t.nodes()) plain += n.is_op() && n.op == "conv2d";
+  EXPECT_EQ(plain, 1) << text;  // the 3-channel one
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 32), 1e-4);
+}
+
 TEST(AlterLayout, OneTransformPerTensorAndLayout) {
   // x feeds two convolutions and a sigmoid: one NCHW16c copy serves both convolutions; the
   // sigmoid reads x itself.

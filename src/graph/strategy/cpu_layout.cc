@@ -17,6 +17,7 @@
 // the implementation and its tuning task on the node it emits, so the build schedules it with
 // the same config. Weights are packed here, in C++, so the pass compiles nothing.
 #include <algorithm>
+#include <cstring>
 
 #include "../layout_util.h"
 #include "../op_attrs.h"
@@ -244,6 +245,59 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
 
 }  // namespace
 
+namespace {
+/// A convolution whose output channels have no block of 8 or more (921 = 3 · 307 in R(2+1)D,
+/// a pruned model's odd widths, a segmentation head's 21 classes) as a blocked convolution
+/// over the channels padded to a multiple of the vector lanes (zero weights: the extra
+/// channels are 0), then its NCHW copy cut back to the node's channels. False, adding
+/// nothing, when padding would more than double the work (fewer channels than half the
+/// lanes) or the blocked template does not cover the padded workload.
+bool emit_padded_output_conv(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
+  const OpCall& call = rw.call();
+  const int64_t lanes = call.target.vector_bits() / 32, O = wl.out_channel;
+  if (lanes < 2 || 2 * O < lanes) return false;
+  topi::Conv2DWorkload padded = wl;
+  padded.out_channel = (O + lanes - 1) / lanes * lanes;
+  autotune::Config cfg = rw.config([&] { return conv2d_task(padded, call.target); });
+  topi::Conv2DNCHWcLayout l =
+      topi::define_conv2d_nchwc_knobs(cfg, padded, call.target, topi::ChannelBlocks::kDefault);
+  if (l.oc_bn < min_channel_block(call.target)) return false;
+  const NDArray& w = *call.constant(1);
+  Ints ws = w.shape();
+  const int64_t per_o = ws[1] * ws[2] * ws[3];
+  ws[0] = padded.out_channel;
+  NDArray wp = NDArray::empty(ws, w.dtype());
+  std::memcpy(wp.data(), w.data(), static_cast<size_t>(O * per_o) * sizeof(float));
+  std::fill(wp.data_as<float>() + O * per_o, wp.data_as<float>() + ws[0] * per_o, 0.0f);
+  const Node& n = call.node();
+  const std::string wname = call.graph.node(n.inputs[1].node).name;
+  TensorType pt = n.outputs[0];
+  pt.shape[1] = padded.out_channel;
+  Node conv;
+  conv.op = "conv2d_nchwc";
+  conv.name = n.name + "_padded";
+  conv.attrs.set("strides", n.attrs.get_ints("strides"));
+  conv.attrs.set("padding", n.attrs.get_ints("padding"));
+  conv.attrs.set("dilation", n.attrs.get_ints("dilation"));
+  conv.inputs = {rw.input(0, blocked_layout(l.ic_bn)),
+                 rw.add_constant(wname + "_padded_packed", pack_conv_weight(wp, l.ic_bn, l.oc_bn))};
+  conv.outputs = {blocked_type(pt, l.oc_bn)};
+  conv.impl = conv2d_nchwc_choice(padded, call.target);
+  Entry y = rw.as_layout(rw.add(std::move(conv), blocked_layout(l.oc_bn)), pt, "");
+  Node cut;
+  cut.op = "strided_slice";
+  cut.name = n.name;
+  cut.attrs.set("begin", Ints{0});
+  cut.attrs.set("end", Ints{O});
+  cut.attrs.set("strides", Ints{1});
+  cut.attrs.set("axes", Ints{1});
+  cut.inputs = {y};
+  cut.outputs = {n.outputs[0]};
+  rw.emit(std::move(cut), "");
+  return true;
+}
+}  // namespace
+
 bool alter_conv2d_nchwc(LayoutRewriter& rw) {
   const OpCall& call = rw.call();
   std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call);
@@ -253,12 +307,13 @@ bool alter_conv2d_nchwc(LayoutRewriter& rw) {
     topi::Conv2DNCHWcLayout l =
         topi::define_conv2d_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);
     // Blocks narrower than 8 channels (4 on NEON, arm.h) are too narrow for the vector
-    // micro-kernel: keep NCHW,
-    // except for a one-pixel output (a squeeze-and-excitation block's convolutions of a pooled
-    // [N, C, 1, 1] tensor, e.g. 144 → 6 channels), whose work is negligible and whose blocked
-    // output spares converting its input and output.
+    // micro-kernel: the channels are padded (emit_padded_output_conv) or, failing that, the
+    // convolution stays NCHW; except for a one-pixel output (a squeeze-and-excitation block's
+    // convolutions of a pooled [N, C, 1, 1] tensor, e.g. 144 → 6 channels), whose work is
+    // negligible and whose blocked output spares converting its input and output.
     if (l.oc_bn < min_channel_block(call.target) && wl->out_height() * wl->out_width() > 1)
-      return false;
+      return call.constant(1) && call.constant(1)->dtype() == DataType::Float(32) &&
+             emit_padded_output_conv(rw, *wl);
     emit_blocked_conv(rw, "conv2d_nchwc", l.ic_bn, l.oc_bn,
                       pack_conv_weight(*call.constant(1), l.ic_bn, l.oc_bn),
                       conv2d_nchwc_choice(*wl, call.target));
