@@ -21,12 +21,14 @@ The zoo (chosen for their operator families, issue 27):
   gpt2_small  GPT-2-style decoder stack: token ids [1,128] -> token + position embeddings ->
               12 pre-LN blocks (causal self-attention, 12 heads, MLP 3072 with tanh GELU) ->
               final LayerNorm -> hidden state [1,128,768] (no LM head)
+  r3d_18, r2plus1d_18  torchvision video models (Conv3d; (2+1)D factorized convolutions with
+              921-channel layers) on a 1x3x8x112x112 clip, random weights
   plus the five paper models of scripts/export_models.py (resnet18, mobilenet_v2, dqn, dcgan,
   lstm_lm), built by that script (same seeds and files as kiln-bench-models uses).
 
 --small exports the CI variants instead, named NAME_small: the CNNs at 64x64, except alexnet and
 vgg16_bn, which stay at 224x224 (their AdaptiveAvgPool to 6x6 / 7x7 exports to ONNX only when
-it divides its input, which needs the full size); vit_b_16 at 64x64 with 2 layers; swin_t's
+it divides its input, which needs the full size); the video models on a 4x32x32 clip; vit_b_16 at 64x64 with 2 layers; swin_t's
 layout at 64x64 with one block per stage; the two text models with 2 layers, sequence length 16
 and a 1000-token vocabulary. The paper models are not part of --small (the end-to-end tests
 export those with scripts/export_models.py).
@@ -216,6 +218,15 @@ def torchvision_cnn(arch, **kwargs):
     return make
 
 
+def video(arch, frames, size):
+    """A torchvision video model (Conv3d / factorized (2+1)D convolutions) on one clip."""
+    import torchvision.models.video
+    m = getattr(torchvision.models.video, arch)(weights=None)
+    randomize_constant_init(m)
+    calibrate_batch_norms(m, lambda: torch.randn(2, 3, frames, size, size), 2)
+    return m, torch.randn(1, 3, frames, size, size)
+
+
 def vit(size, small):
     import torchvision
     if small:  # vit_b_16's layout with 2 layers
@@ -275,6 +286,8 @@ ZOO = {
                   lambda: text_model(BertEncoder)(16, 2, vocab=1000)),
     "gpt2_small": (lambda: text_model(GPT2Stack)(128, 12),
                    lambda: text_model(GPT2Stack)(16, 2, vocab=1000)),
+    "r3d_18": (lambda: video("r3d_18", 8, 112), lambda: video("r3d_18", 4, 32)),
+    "r2plus1d_18": (lambda: video("r2plus1d_18", 8, 112), lambda: video("r2plus1d_18", 4, 32)),
 }
 
 

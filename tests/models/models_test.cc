@@ -151,26 +151,23 @@ INSTANTIATE_TEST_SUITE_P(
 // The model zoo of kiln-bench-zoo (issue 27) in its small CI variants (bench/zoo/export_zoo.py
 // --small, run by the ctest fixture kiln-test-zoo-export into the same directory): the CNNs at
 // 64x64 (alexnet and vgg16_bn at 224x224), the transformers with 2 layers / one block per stage
-// and sequence 16. Their references are computed in float64.
-INSTANTIATE_TEST_SUITE_P(Zoo, ModelsTest,
-                         ::testing::Values(ModelCase{"resnext50_32x4d_small", kDefaultOpt},
-                                           ModelCase{"wide_resnet50_2_small", kDefaultOpt},
-                                           ModelCase{"regnet_x_800mf_small", kDefaultOpt},
-                                           ModelCase{"shufflenet_v2_x0_5_small", kDefaultOpt},
-                                           ModelCase{"efficientnet_b3_small", kDefaultOpt},
-                                           ModelCase{"efficientnet_v2_s_small", kDefaultOpt},
-                                           ModelCase{"mobilenet_v3_large_small", kDefaultOpt},
-                                           ModelCase{"mnasnet0_5_small", kDefaultOpt},
-                                           ModelCase{"densenet169_small", kDefaultOpt},
-                                           ModelCase{"alexnet_small", kDefaultOpt},
-                                           ModelCase{"vgg16_bn_small", kDefaultOpt},
-                                           ModelCase{"convnext_small_small", kDefaultOpt},
-                                           ModelCase{"vit_b_16_small", kDefaultOpt},
-                                           ModelCase{"swin_t_small", kDefaultOpt},
-                                           ModelCase{"bert_base_small", kDefaultOpt},
-                                           ModelCase{"gpt2_small_small", kDefaultOpt}),
-                         [](const ::testing::TestParamInfo<ModelCase>& info) {
-                           return case_name(info.param);
-                         });
+// and sequence 16, the video models on a 4x32x32 clip. Their references are computed in float64.
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, ModelsTest,
+    ::testing::Values(
+        ModelCase{"resnext50_32x4d_small", kDefaultOpt},
+        ModelCase{"wide_resnet50_2_small", kDefaultOpt},
+        ModelCase{"regnet_x_800mf_small", kDefaultOpt},
+        ModelCase{"shufflenet_v2_x0_5_small", kDefaultOpt},
+        ModelCase{"efficientnet_b3_small", kDefaultOpt},
+        ModelCase{"efficientnet_v2_s_small", kDefaultOpt},
+        ModelCase{"mobilenet_v3_large_small", kDefaultOpt},
+        ModelCase{"mnasnet0_5_small", kDefaultOpt}, ModelCase{"densenet169_small", kDefaultOpt},
+        ModelCase{"alexnet_small", kDefaultOpt}, ModelCase{"vgg16_bn_small", kDefaultOpt},
+        ModelCase{"convnext_small_small", kDefaultOpt}, ModelCase{"vit_b_16_small", kDefaultOpt},
+        ModelCase{"swin_t_small", kDefaultOpt}, ModelCase{"bert_base_small", kDefaultOpt},
+        ModelCase{"gpt2_small_small", kDefaultOpt}, ModelCase{"r3d_18_small", kDefaultOpt},
+        ModelCase{"r2plus1d_18_small", kDefaultOpt}),
+    [](const ::testing::TestParamInfo<ModelCase>& info) { return case_name(info.param); });
 
 }  // namespace
