@@ -9,8 +9,10 @@
 #include "kiln/topi/schedule_injective.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 
+#include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/nn_norm.h"
@@ -272,6 +274,78 @@ void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, con
   }
 }
 
+/// `e` with the loads of injective intermediates (computes without a reduction, which the
+/// schedule inlines) replaced by their bodies, recursively: what the kernel will read.
+class InjectiveInliner : public IRMutator {
+ protected:
+  using IRMutator::visit;
+  Expr visit(const ProducerLoad* op) override {
+    Expr e = IRMutator::visit(op);
+    const ProducerLoad* pl = e.as<ProducerLoad>();
+    const auto* t = dynamic_cast<const te::TensorNode*>(pl->producer.get());
+    const auto* c = t ? dynamic_cast<const te::ComputeOpNode*>(t->op.get()) : nullptr;
+    if (!c || !c->reduce_axis.empty() || c->body.size() != 1) return e;
+    VarMap<Expr> m;
+    for (size_t i = 0; i < c->axis.size(); ++i) m[c->axis[i]->var] = pl->indices[i];
+    return mutate(substitute(c->body[0], m));
+  }
+};
+
+/// The loads of `e` from tensors that are not injective intermediates.
+std::vector<const ProducerLoad*> source_loads(const Expr& e) {
+  std::vector<const ProducerLoad*> r;
+  post_order_visit(e, [&](const IRNode* n) {
+    if (const auto* pl = dynamic_cast<const ProducerLoad*>(n)) r.push_back(pl);
+  });
+  return r;
+}
+
+/// How far (in elements of its row-major storage) the load `pl` moves when `v` grows by one,
+/// when the analyzer can say (else nullopt).
+std::optional<int64_t> load_step(const ProducerLoad* pl, const Var& v, arith::Analyzer* ana) {
+  const std::vector<Expr> shape = pl->producer->producer_shape();
+  if (pl->indices.empty()) return 0;
+  // In the indices' own type (the analysis is symbolic: no overflow to fear).
+  const DataType t = pl->indices[0].dtype();
+  Expr flat = make_const(t, 0);
+  for (size_t d = 0; d < pl->indices.size(); ++d) {
+    auto ext = as_const_int(shape[d]);
+    if (!ext || pl->indices[d].dtype() != t) return std::nullopt;
+    flat = flat * make_const(t, *ext) + pl->indices[d];
+  }
+  VarMap<Expr> next;
+  next[v] = v + make_const(v.dtype(), 1);
+  return as_const_int(ana->simplify(substitute(flat, next) - flat));
+}
+
+/// True when `out` is a layout_transform to NCHW<lanes>c (rank 5, at least `lanes` pixels per
+/// channel) that, through the producers inlined into it, reads every source with a stride
+/// other than 1 along its channel lanes and with stride 1 along its width: a transpose, which
+/// reads whole rows when vectorized along the pixels. (A layout_transform whose source is
+/// already channels-last, ConvNeXt's permuted NHWC, reads contiguous lanes and keeps the
+/// default.)
+bool blocks_plain_channels(const te::Tensor& out, int lanes) {
+  if (out.op()->tag.find("layout_transform") == std::string::npos || out->shape.size() != 5)
+    return false;
+  auto b = as_const_int(out->shape[4]), h = as_const_int(out->shape[2]),
+       w = as_const_int(out->shape[3]);
+  if (!b || *b != lanes || !h || !w || *h * *w < lanes) return false;
+  const te::ComputeOpNode* c = as_compute(out.op());
+  if (!c || c->body.size() != 1) return false;
+  InjectiveInliner inl;
+  Expr body = inl.mutate(c->body[0]);
+  arith::Analyzer ana;
+  for (const te::IterVar& iv : c->axis) ana.bind(iv->var, iv->dom);
+  std::vector<const ProducerLoad*> loads = source_loads(body);
+  if (loads.empty()) return false;
+  for (const ProducerLoad* pl : loads) {
+    auto sc = load_step(pl, c->axis[4]->var, &ana), sw = load_step(pl, c->axis[3]->var, &ana);
+
+    if (!sc || !sw || *sc == 1 || *sw != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Target& target) {
@@ -287,6 +361,19 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
   }
   int lanes = lanes_for(out->dtype, target);
   bool vec = lanes > 1 && total >= lanes && !group_has_bool({out.op()});
+  if (vec && blocks_plain_channels(out, lanes)) {
+    // A transpose into NCHW<lanes>c: the output's channel lanes are apart in the source, so a
+    // vector along them is a gather. Vectorizing the fused (h, w) instead loads contiguous rows
+    // of each channel and stores them `lanes` elements apart, into the cache lines the block's
+    // other channels fill next (they stay in L1).
+    IterVar p = st.fuse(axes[0], axes[1]);
+    IterVar hw = st.fuse(axes[2], axes[3]);
+    auto [o, i] = st.split(hw, Expr(lanes));
+    st.reorder({p, o, axes[4], i});
+    st.vectorize(i);
+    if (total > kParallelThreshold && extent_of(axes[0]) * extent_of(axes[1]) > 1) st.parallel(p);
+    return;
+  }
   if (vec && axes.size() >= 2 && extent_of(axes.back()) >= lanes) {
     // Keep the innermost axis whole so that broadcast reads along it stay contiguous vectors;
     // the outer axes are fused into one (parallel) loop.

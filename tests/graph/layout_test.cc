@@ -231,29 +231,29 @@ TEST(AlterLayout, DepthwiseBlockMatchesUnoptimized) {
 }
 
 TEST(AlterLayout, OddOutputChannelsArePaddedToWholeBlocks) {
-  // 21 output channels (a segmentation head's classes; R(2+1)D's 921) have no block of 8:
-  // the convolution runs blocked over 32 channels (zero weights past 21) and its NCHW copy is
-  // cut back to 21, which the next convolution reads. 3 channels (fewer than half the
-  // vector lanes) stay an NCHW convolution.
+  // 61 output channels (R(2+1)D has 921 = 3 · 307) have no block of 8: the convolution runs
+  // blocked over 64 channels (zero weights past 61) and its NCHW copy is cut back to 61, which
+  // the next convolution reads. 21 channels (padding to 32 would add half) stay an NCHW
+  // convolution.
   std::mt19937 rng(31);
   Graph g;
   Entry x = g.add_input("x", {1, 16, 9, 9}, f32);
-  Entry a = g.add_op("conv2d", {x, g.add_constant("wa", random_array({21, 16, 3, 3}, rng))},
-                     {{"padding", Ints{1, 1, 1, 1}}}, "head");
+  Entry a = g.add_op("conv2d", {x, g.add_constant("wa", random_array({61, 16, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "mid");
   a = g.add_op("relu", {a});
   Entry b =
-      g.add_op("conv2d", {a, g.add_constant("wb", random_array({3, 21, 1, 1}, rng))}, {}, "rgb");
+      g.add_op("conv2d", {a, g.add_constant("wb", random_array({21, 61, 1, 1}, rng))}, {}, "head");
   g.add_output(b);
   Graph t = alter_op_layout(infer_types(g), Target::host());
   const std::string text = t.str();
   if (Target::host().vector_bits() == 512) {
     EXPECT_NE(text.find("conv2d_nchwc(%"), std::string::npos) << text;
-    EXPECT_NE(text.find("float32[1, 2, 9, 9, 16]"), std::string::npos) << text;  // 32 channels
+    EXPECT_NE(text.find("float32[1, 4, 9, 9, 16]"), std::string::npos) << text;  // 64 channels
     EXPECT_NE(text.find("strided_slice("), std::string::npos) << text;
   }
   int plain = 0;
   for (const Node& n : t.nodes()) plain += n.is_op() && n.op == "conv2d";
-  EXPECT_EQ(plain, 1) << text;  // the 3-channel one
+  EXPECT_EQ(plain, 1) << text;  // the 21-channel one
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 32), 1e-4);
 }
 

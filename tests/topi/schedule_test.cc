@@ -117,6 +117,29 @@ TEST(TopiSchedule, BoolInputsDoNotStopVectorizing) {
   check({M, X, F}, {Y}, {m, x, f}, {want});
 }
 
+TEST(TopiSchedule, BlockingPlainChannelsVectorizesThePixels) {
+  // NCHW -> NCHW16c: the 16 channels of a block are H·W apart in the input, so the kernel
+  // loads rows of 16 pixels (contiguous) and stores them 16 apart, instead of gathering; 5x7
+  // pixels leave a tail of 3. Through an NHWC -> NCHW transpose the channels are contiguous
+  // already, and the block stays the vector.
+  if (host_target().vector_bits() != 512) GTEST_SKIP() << "16-lane host only";
+  te::Tensor X = input({2, 32, 5, 7}, f32, "X");
+  te::Tensor Y = layout_transform(X, "NCHW", "NCHW16c");
+  std::string ir = lowered(schedule_injective({Y}, host_target()), {X, Y});
+  EXPECT_NE(ir.find("X[ramp("), std::string::npos) << ir;
+  EXPECT_NE(ir.find(", 16, 16)] ="), std::string::npos) << ir;  // the store, 16 apart
+  NDArray x = random_array({2, 32, 5, 7}, f32, 8);
+  NDArray want = reference({2, 2, 5, 7, 16}, f32, [&](const Shape& i) {
+    return at(x, {i[0], i[1] * 16 + i[4], i[2], i[3]});
+  });
+  check({X}, {Y}, {x}, {want});
+  te::Tensor Z = input({1, 5, 7, 32}, f32, "Z");
+  te::Tensor T = layout_transform(transpose(Z, {0, 3, 1, 2}), "NCHW", "NCHW16c");
+  std::string ir2 = lowered(schedule_injective({T}, host_target()), {Z, T});
+  EXPECT_EQ(ir2.find(", 16, 16)] ="), std::string::npos) << ir2;
+  EXPECT_NE(ir2.find(", 1, 16)] ="), std::string::npos) << ir2;
+}
+
 TEST(TopiSchedule, ReduceVectorizesOuterAxisReduction) {
   te::Tensor A = input({64, 97}, f32, "A");
   te::Tensor R0 = sum(A, {0});  // spatial inner axis is contiguous: vectorize it

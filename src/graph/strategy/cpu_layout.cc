@@ -250,14 +250,15 @@ namespace {
 /// a pruned model's odd widths, a segmentation head's 21 classes) as a blocked convolution
 /// over the channels padded to a multiple of the vector lanes (zero weights: the extra
 /// channels are 0), then its NCHW copy cut back to the node's channels. False, adding
-/// nothing, when padding would more than double the work (fewer channels than half the
-/// lanes) or the blocked template does not cover the padded workload.
+/// nothing, when padding would add more than a quarter to the work (21 classes to 32: the
+/// NCHW schedule is kept) or the blocked template does not cover the padded workload.
 bool emit_padded_output_conv(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
   const OpCall& call = rw.call();
   const int64_t lanes = call.target.vector_bits() / 32, O = wl.out_channel;
-  if (lanes < 2 || 2 * O < lanes) return false;
+  if (lanes < 2) return false;
   topi::Conv2DWorkload padded = wl;
   padded.out_channel = (O + lanes - 1) / lanes * lanes;
+  if (4 * padded.out_channel > 5 * O) return false;
   autotune::Config cfg = rw.config([&] { return conv2d_task(padded, call.target); });
   topi::Conv2DNCHWcLayout l =
       topi::define_conv2d_nchwc_knobs(cfg, padded, call.target, topi::ChannelBlocks::kDefault);
