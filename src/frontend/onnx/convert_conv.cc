@@ -2,9 +2,10 @@
 // AveragePool, GlobalAveragePool / GlobalMaxPool and MaxUnpool, over 1-D, 2-D and 3-D windows
 // (global pools over any number of spatial axes).
 // A 2-D Conv is the graph's conv2d; a 1-D one runs as conv2d over a unit height (so it gets
-// conv2d's fast path); a 3-D one is conv3d. ConvTranspose of 1-D and 2-D windows is
-// conv2d_transpose (groups as one transposed convolution per group, concatenated), of 3-D
-// windows conv3d_transpose. Pools of 1-D and 2-D windows are max_pool2d / avg_pool2d (8-bit max
+// conv2d's fast path); a 3-D one runs as one conv2d over its stacked depth taps
+// (conv3d_as_conv2d; conv3d only when the input's shape is not known). ConvTranspose of 1-D and 2-D
+// windows is conv2d_transpose (groups as one transposed convolution per group, concatenated), of
+// 3-D windows conv3d_transpose. Pools of 1-D and 2-D windows are max_pool2d / avg_pool2d (8-bit max
 // pooling in float32, exact; padding wider than half the window made explicit); 3-D windows and
 // MaxPool's Indices use max_pool_nd / avg_pool_nd / max_pool_nd_indices. auto_pad is resolved in
 // one place (auto_pad_of, split_same_pad): SAME_* pads come from the input's inferred shape as
