@@ -340,7 +340,6 @@ bool blocks_plain_channels(const te::Tensor& out, int lanes) {
   if (loads.empty()) return false;
   for (const ProducerLoad* pl : loads) {
     auto sc = load_step(pl, c->axis[4]->var, &ana), sw = load_step(pl, c->axis[3]->var, &ana);
-
     if (!sc || !sw || *sc == 1 || *sw != 1) return false;
   }
   return true;

@@ -247,7 +247,7 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
 
 namespace {
 /// A convolution whose output channels have no block of 8 or more (921 = 3 · 307 in R(2+1)D,
-/// a pruned model's odd widths, a segmentation head's 21 classes) as a blocked convolution
+/// a pruned model's odd widths) as a blocked convolution
 /// over the channels padded to a multiple of the vector lanes (zero weights: the extra
 /// channels are 0), then its NCHW copy cut back to the node's channels. False, adding
 /// nothing, when padding would add more than a quarter to the work (21 classes to 32: the
