@@ -47,6 +47,24 @@ TEST(TaskExtraction, ReadsTheStrategiesChoice) {
   EXPECT_EQ(tasks[0].task.key(), conv2d_task(wl, Target::host()).key());
 }
 
+TEST(TaskExtraction, PaddedChannelsAreTunedAsTheyRun) {
+  // 61 output channels run as a blocked convolution over 64 (the layout hook pads them to whole
+  // vector blocks): the task is the padded workload, so that the tuned config is the one used.
+  if (Target::host().vector_bits() != 512) GTEST_SKIP() << "16-lane host only";
+  std::mt19937 rng(4);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 9, 9}, f32);
+  g.add_output(g.add_op("conv2d", {x, g.add_constant("w", random_array({61, 16, 3, 3}, rng))},
+                        {{"padding", Ints{1, 1, 1, 1}}}, "conv"));
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  topi::Conv2DWorkload wl{1, 16, 9, 9, 64, 3, 3, {}};
+  wl.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
+  const std::string want = conv2d_task(wl, Target::host()).key();
+  bool found = false;
+  for (const TuningTask& t : tasks) found = found || t.task.key() == want;
+  EXPECT_TRUE(found) << want;
+}
+
 TEST(TaskExtraction, BatchedMatmul) {
   Graph g;
   Entry a = g.add_input("a", {3, 13, 20}, f32);

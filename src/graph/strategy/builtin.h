@@ -22,6 +22,13 @@ std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call);
 /// True for a depthwise workload (groups = in = out channels).
 bool is_depthwise(const topi::Conv2DWorkload& wl);
 
+/// The workload conv2d_nchwc computes for `wl` when its output channels have no block of 8: the
+/// channels padded to whole vector blocks (at most a quarter more work), else nothing (`wl`
+/// itself runs, blocked or NCHW). The layout hook and the tuning task both use it, so that
+/// `kiln tune` tunes what runs.
+std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWorkload& wl,
+                                                           const Target& target);
+
 // Layout hooks (cpu_layout.cc): each rewrites the node for its implementation and records the
 // implementation (and tuning task) on the node it emits; false when it does not apply.
 bool alter_conv2d_nchwc(LayoutRewriter& rw);

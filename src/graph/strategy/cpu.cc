@@ -109,7 +109,10 @@ void register_implementations() {
       {"conv2d_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
          topi::schedule_conv2d_nchwc(in.config, s, in.outs[0], in.target);
        }),
-       [](const OpCall& c) { return conv2d_task(conv2d_workload_or_throw(c), c.target); },
+       [](const OpCall& c) {
+         topi::Conv2DWorkload wl = conv2d_workload_or_throw(c);
+         return conv2d_task(padded_output_workload(wl, c.target).value_or(wl), c.target);
+       },
        alter_conv2d_nchwc, "conv2d"});
   register_implementation(
       {"conv2d_winograd_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {

@@ -245,20 +245,32 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
 
 }  // namespace
 
-namespace {
-/// A convolution whose output channels have no block of 8 or more (921 = 3 · 307 in R(2+1)D,
-/// a pruned model's odd widths) as a blocked convolution
-/// over the channels padded to a multiple of the vector lanes (zero weights: the extra
-/// channels are 0), then its NCHW copy cut back to the node's channels. False, adding
-/// nothing, when padding would add more than a quarter to the work (21 classes to 32: the
-/// NCHW schedule is kept) or the blocked template does not cover the padded workload.
-bool emit_padded_output_conv(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
-  const OpCall& call = rw.call();
-  const int64_t lanes = call.target.vector_bits() / 32, O = wl.out_channel;
-  if (lanes < 2) return false;
+std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWorkload& wl,
+                                                           const Target& target) {
+  const int64_t lanes = target.vector_bits() / 32, O = wl.out_channel;
+  if (lanes < 2 || wl.params.groups != 1 || wl.out_height() * wl.out_width() <= 1) return {};
+  autotune::Config fallback = autotune::Config::fallback();
+  if (topi::define_conv2d_nchwc_knobs(fallback, wl, target, topi::ChannelBlocks::kDefault).oc_bn >=
+      min_channel_block(target))
+    return {};
   topi::Conv2DWorkload padded = wl;
   padded.out_channel = (O + lanes - 1) / lanes * lanes;
-  if (4 * padded.out_channel > 5 * O) return false;
+  if (4 * padded.out_channel > 5 * O) return {};
+  return padded;
+}
+
+namespace {
+/// A convolution whose output channels have no block of 8 or more (921 = 3 · 307 in R(2+1)D,
+/// a pruned model's odd widths) as a blocked convolution over padded_output_workload's
+/// channels (zero weights: the extra channels are 0), then its NCHW copy cut back to the
+/// node's channels. False, adding nothing, when there is no padded workload or the blocked
+/// template does not cover it.
+bool emit_padded_output_conv(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
+  const OpCall& call = rw.call();
+  std::optional<topi::Conv2DWorkload> pw = padded_output_workload(wl, call.target);
+  if (!pw) return false;
+  const topi::Conv2DWorkload& padded = *pw;
+  const int64_t O = wl.out_channel;
   autotune::Config cfg = rw.config([&] { return conv2d_task(padded, call.target); });
   topi::Conv2DNCHWcLayout l =
       topi::define_conv2d_nchwc_knobs(cfg, padded, call.target, topi::ChannelBlocks::kDefault);
