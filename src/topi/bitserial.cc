@@ -43,6 +43,20 @@ Expr bit_of(Expr x, Expr b) {
                          make_const(kU32, 1));
 }
 
+/// y[i...] = Σ_b P[b, i...] << b: the plane sums P (planes first) combined.
+te::Tensor combine_planes(const te::Tensor& P, const std::string& name, const char* tag) {
+  auto rb = te::reduce_axis({0, P->shape[0]}, "b");
+  std::vector<Expr> shape(P->shape.begin() + 1, P->shape.end());
+  return te::compute(
+      shape,
+      [&](const std::vector<Var>& v) {
+        std::vector<Expr> idx = {rb->var};
+        idx.insert(idx.end(), v.begin(), v.end());
+        return te::sum(te::shift_left(P(idx), rb), {rb});
+      },
+      name, tag);
+}
+
 void check_bits(int bits, const char* op) {
   KILN_USER_CHECK(bits == 1 || bits == 2) << op << ": bits must be 1 or 2, got " << bits;
 }
@@ -155,10 +169,7 @@ te::Tensor bitserial_dense(const te::Tensor& Ap, const te::Tensor& Wp, const std
         return te::sum(cast(kI32, te::popcount(te::bitwise_and(Ap(b, m, w), Wp(w, n)))), {w});
       },
       name + "_planes", tag::kBitserialPlanes);
-  auto rb = te::reduce_axis({0, ci(bits)}, "b");
-  return te::compute(
-      {ci(M), ci(N)}, [&](Var m, Var n) { return te::sum(te::shift_left(P(rb, m, n), rb), {rb}); },
-      name, tag::kBitserialDense);
+  return combine_planes(P, name, tag::kBitserialDense);
 }
 
 te::Tensor bitserial_conv2d_nhwc(const te::Tensor& Dp, const te::Tensor& Wp, int64_t stride_h,
@@ -188,13 +199,7 @@ te::Tensor bitserial_conv2d_nhwc(const te::Tensor& Dp, const te::Tensor& Wp, int
                        {kh, kw, cw});
       },
       name + "_planes", tag::kBitserialPlanes);
-  auto rb = te::reduce_axis({0, ci(bits)}, "b");
-  return te::compute(
-      {ci(N), ci(OH), ci(OW), ci(ws[3])},
-      [&](const std::vector<Var>& v) {
-        return te::sum(te::shift_left(P(rb, v[0], v[1], v[2], v[3]), rb), {rb});
-      },
-      name, tag::kBitserialConv2D);
+  return combine_planes(P, name, tag::kBitserialConv2D);
 }
 
 namespace {
