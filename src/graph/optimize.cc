@@ -43,6 +43,11 @@ Graph optimize(Graph g, const Target& target, const OptimizeOptions& opt) {
   step("simplify", simplify);
   step("common_subexpression_elimination", common_subexpression_elimination);
   step("fold_batch_norm", fold_batch_norm);
+  // Moves sink through the batch norms that fold_batch_norm just made element-wise; scales
+  // that then meet their convolution fold into it.
+  step("simplify", simplify);
+  step("dead_code_elimination", dead_code_elimination);
+  step("fold_batch_norm", fold_batch_norm);
   if (opt.opt_level >= 2) {
     step("alter_op_layout", [&](const Graph& x) { return alter_op_layout(x, target, opt.tuned); });
     step("infer_types", infer_types);

@@ -200,8 +200,9 @@ Vec conv3d_ref(const Vec& x, const Ints& xs, const Vec& w, const Ints& ws, const
 TEST(OnnxNdim, Conv3DRunsAsOneConv2DOverTheDepthSlices) {
   // The importer stacks each output depth's input slices after the channels and runs one
   // conv2d: depth stride, dilation and asymmetric depth padding pick the slices, groups keep
-  // each group's (channel, depth tap) pairs together, a batch of 2, and a (1, 3, 3) and a
-  // (3, 1, 1) kernel as R(2+1)D factorizes a 3-D convolution.
+  // each group's (channel, depth tap) pairs together, a batch of 2 (grouped, and not: depth
+  // stacked over [N, D, C, H, W] rather than [D, C, H, W]), and a (1, 3, 3) and a (3, 1, 1)
+  // kernel as R(2+1)D factorizes a 3-D convolution.
   struct Case {
     Ints xs, ws, strides, dil, pads;
     int64_t group;
@@ -209,7 +210,8 @@ TEST(OnnxNdim, Conv3DRunsAsOneConv2DOverTheDepthSlices) {
   for (const Case& k :
        {Case{{2, 4, 7, 5, 6}, {6, 2, 3, 2, 3}, {2, 1, 2}, {2, 1, 1}, {1, 0, 1, 2, 1, 0}, 2},
         Case{{1, 3, 4, 6, 6}, {5, 3, 1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1, 0, 1, 1}, 1},
-        Case{{1, 5, 6, 3, 3}, {4, 5, 3, 1, 1}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0, 1, 0, 0}, 1}}) {
+        Case{{1, 5, 6, 3, 3}, {4, 5, 3, 1, 1}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0, 1, 0, 0}, 1},
+        Case{{2, 3, 5, 4, 4}, {4, 3, 3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 2, 1, 1}, 1}}) {
     SCOPED_TRACE(::testing::Message() << "weight " << k.ws[0] << "x" << k.ws[1] << "x" << k.ws[2]
                                       << "x" << k.ws[3] << "x" << k.ws[4]);
     Vec x = random_vec(numel(k.xs), 21), w = random_vec(numel(k.ws), 22);

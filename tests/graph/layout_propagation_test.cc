@@ -1,5 +1,6 @@
 // Tests of layout propagation through the ops between convolutions (alter_op_layout): a
-// DenseNet dense block (concat on channels), a squeeze-and-excitation block (global pooling,
+// DenseNet dense block (concat on channels), a video model's depth stacking (pad, slices and
+// concat over [N·D, C, H, W]), a squeeze-and-excitation block (global pooling,
 // 1x1 convolutions on one pixel, a per-channel scale that is not a constant), a split and
 // concat (ShuffleNet's unit), broadcast operands and slices that do not keep whole blocks. Each
 // graph is checked three ways: golden text of the pass's output (16-lane hosts), no tensor
@@ -354,6 +355,48 @@ TEST(AlterLayout, PlainBigOperandKeepsTheOpInNCHW) {
     }
   }
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 38).max_err, 1e-4);
+}
+
+// A factorized (2+1)-D video block as the ONNX importer writes it: a spatial conv over
+// [D, C, H, W] goes back to [1, C, D, H, W] (reshape, transpose), gets a batch norm and a ReLU
+// there, moves to [D, C, H, W] again, and the temporal (3, 1, 1) conv stacks three depth
+// slices of its padded input on the channels for a 1x1 conv. simplify sinks the moves through
+// the batch norm and the ReLU until they cancel, the scale folds into the first conv, and the
+// pad, the slices and the concat run on channel blocks: no transpose is left and only the
+// input and the result change layout.
+TEST(AlterLayout, VideoDepthStackStaysBlocked) {
+  std::mt19937 rng(41);
+  const int64_t D = 4, C = 16, S = 6;
+  Graph g;
+  Entry x = g.add_input("x", {D, C, S, S}, f32);
+  Entry y = conv(g, rng, x, C, C, 3, "spatial");
+  y = g.add_op("reshape", {y}, {{"newshape", Ints{1, D, C, S, S}}});
+  y = g.add_op("transpose", {y}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  y = g.add_op("batch_norm", {y, g.add_constant("gamma", random_array({C}, rng, 0.5, 1.5)),
+                              g.add_constant("beta", random_array({C}, rng)),
+                              g.add_constant("mean", random_array({C}, rng)),
+                              g.add_constant("var", random_array({C}, rng, 0.5, 1.5))});
+  y = g.add_op("relu", {y});
+  y = g.add_op("transpose", {y}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  y = g.add_op("reshape", {y}, {{"newshape", Ints{D, C, S, S}}});
+  y = g.add_op("pad", {y}, {{"pad_before", Ints{1, 0, 0, 0}}, {"pad_after", Ints{1, 0, 0, 0}}});
+  std::vector<Entry> taps;
+  for (int64_t k = 0; k < 3; ++k)
+    taps.push_back(g.add_op("strided_slice", {y},
+                            {{"begin", Ints{k}}, {"end", Ints{k + D}}, {"axes", Ints{0}}}));
+  Entry t = g.add_op("concat", taps, {{"axis", int64_t{1}}});
+  g.add_output(conv(g, rng, t, 3 * C, C, 1, "temporal"));
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(count_op(o, "transpose"), 0u) << o.str();
+  EXPECT_EQ(count_op(o, "batch_norm") + count_op(o, "multiply"), 0u) << o.str();
+  EXPECT_EQ(round_trips(o), "") << o.str();
+  EXPECT_EQ(count_op(o, "layout_transform"), 2u) << o.str();
+  for (const Node& n : o.nodes()) {
+    if (n.is_op() && (n.op == "pad" || n.op == "strided_slice" || n.op == "concat")) {
+      EXPECT_EQ(n.outputs[0].shape.size(), 5u) << n.op << "\n" << o.str();
+    }
+  }
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 41).max_err, 1e-4);
 }
 
 TEST(LayoutRoundTrips, FindsATensorConvertedBackAndForth) {

@@ -193,6 +193,31 @@ TEST(Simplify, TransposeAndReshapeChains) {
   KILN_EXPECT_GOLDEN("pass_simplify_transpose_and_reshape_chains", r.str());
 }
 
+TEST(Simplify, MovesSinkThroughElementwiseOpsAndCancel) {
+  // A conv-like [8, 4, 5, 6] result moved to [1, 4, 8, 5, 6] (reshape, transpose), scaled and
+  // shifted by per-channel constants (one of lower rank), ReLU'd, and moved back: every op
+  // runs on the unmoved tensor with its constant re-shaped, and the moves cancel.
+  Graph g;
+  Entry x = g.add_input("x", {8, 4, 5, 6}, f32);
+  Entry m = g.add_op("reshape", {x}, {{"newshape", Ints{1, 8, 4, 5, 6}}});
+  m = g.add_op("transpose", {m}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  Entry a = g.add_op("multiply", {m, g.add_constant("scale", iota({1, 4, 1, 1, 1}, 1, 1))});
+  Entry b = g.add_op("add", {g.add_constant("shift", iota({4, 1, 1, 1}, 0, 1)), a});
+  Entry r = g.add_op("relu", {b}, {}, "act");
+  r = g.add_op("transpose", {r}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  g.add_output(g.add_op("reshape", {r}, {{"newshape", Ints{8, 4, 5, 6}}}));
+  // Stays: a transpose that another op reads as well; a constant whose values would have to
+  // be reordered ([4, 8] along the swapped axes).
+  Entry y = g.add_input("y", {2, 3, 4}, f32);
+  Entry t = g.add_op("transpose", {y}, {{"axes", Ints{1, 0, 2}}});
+  g.add_output(g.add_op("exp", {t}));
+  g.add_output(t);
+  Entry u = g.add_op("transpose", {y}, {{"axes", Ints{1, 0, 2}}});
+  g.add_output(g.add_op("add", {u, g.add_constant("grid", iota({3, 2, 1}, 0, 1))}));
+  Graph s = dead_code_elimination(simplify(infer_types(g)));
+  KILN_EXPECT_GOLDEN("pass_simplify_moves_sink_and_cancel", s.str());
+}
+
 TEST(Optimize, Recipe) {
   Graph g;
   Entry x = g.add_input("x", {1, 4}, f32);
@@ -292,14 +317,17 @@ TEST(Optimize, RecordsEveryPassAndWhetherItChangedTheGraph) {
   EXPECT_EQ(names, (std::vector<std::string>{"infer_types", "quantize_realize", "simplify",
                                              "constant_folding", "simplify",
                                              "common_subexpression_elimination", "fold_batch_norm",
+                                             "simplify", "dead_code_elimination", "fold_batch_norm",
                                              "dead_code_elimination", "select_implementations"}));
-  ASSERT_EQ(records.size(), 9u);
+  ASSERT_EQ(records.size(), 12u);
   EXPECT_TRUE(records[0].changed);   // types filled in
   EXPECT_FALSE(records[1].changed);  // nothing quantized
   EXPECT_TRUE(records[2].changed);   // identity and x + 0 bypassed
   EXPECT_FALSE(records[4].changed);  // nothing left for the second simplify
   EXPECT_TRUE(records[6].changed);   // the batch norm became multiply → add
-  EXPECT_TRUE(records[7].changed);   // the bypassed nodes removed
+  EXPECT_FALSE(records[7].changed);  // no transpose or reshape to sink through it
+  EXPECT_TRUE(records[8].changed);   // the bypassed nodes removed
+  EXPECT_FALSE(records[9].changed);  // no scale newly next to a convolution
   EXPECT_EQ(r.output_names(), std::vector<std::string>{"y"});  // kept by every step
 }
 
@@ -314,7 +342,8 @@ TEST(Optimize, DumpsTheGraphAfterTheNamedPass) {
     after_fold = g.str();
   };
   optimize(runner_graph(), Target::host(), opt);
-  EXPECT_EQ(dumped, std::vector<std::string>{"fold_batch_norm"});
+  // fold_batch_norm runs twice: before and after simplify sinks moves through the batch norms.
+  EXPECT_EQ(dumped, (std::vector<std::string>{"fold_batch_norm", "fold_batch_norm"}));
   EXPECT_EQ(after_fold.find("batch_norm("), std::string::npos) << after_fold;
   EXPECT_NE(after_fold.find("multiply("), std::string::npos) << after_fold;
   // From the environment, to stderr, with the pass's time and "(unchanged)" when it is.

@@ -151,11 +151,14 @@ Entry add_bias(Converter& c, Entry y, size_t rank) {
 /// depth z reads (z·sd + kd·dd of the depth-padded input) are stacked with the channels,
 ///   T[n, z, kd, c, h, w] = pad(x)[n, c, z·sd + kd·dd, h, w],  T as [N·OD, KD·C, H, W],
 /// with the weight [O, C, KD, KH, KW] transposed to [O, KD·C, KH, KW] (a constant: at compile
-/// time), and the conv2d's [N·OD, O, OH, OW] goes back to [N, O, OD, OH, OW]. Depth outside
-/// the channels keeps each channel block of T one slice (a plain copy per block when
-/// converted to NCHW16c). Grouped convolutions stack (c, kd) instead, so that each group's
-/// pairs stay contiguous, and read the weight [O, C/g, KD, KH, KW] as [O, C/g·KD, KH, KW].
-/// T holds KD times the input; the convolution does not change.
+/// time), and the conv2d's [N·OD, O, OH, OW] goes back to [N, O, OD, OH, OW].
+/// The input is first moved to depth-major [N, D, C, H, W] (for a batch of one, the 4-D
+/// [D, C, H, W]) and padded, sliced and concatenated there: between two 3-D convolutions the
+/// transposes then cancel (simplify moves them through the element-wise ops between), so
+/// consecutive layers stay [N·D, C, H, W], the layout pass keeps them blocked, and stacking
+/// copies whole channel blocks. Grouped convolutions stack (c, kd) instead, so that each
+/// group's pairs stay contiguous, and read the weight [O, C/g, KD, KH, KW] as
+/// [O, C/g·KD, KH, KW]. T holds KD times the input; the convolution does not change.
 Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Window& w,
                        int64_t group) {
   const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
@@ -166,25 +169,50 @@ Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Windo
       << c.where() << ": Conv of input " << ints_text(xs) << " with weight " << ints_text(ws)
       << ", group " << group << " and depth padding " << pb << ", " << pe
       << " has no output depth or mismatched channels";
-  Entry x = c.in(0);
-  if (pb > 0 || pe > 0)
-    x = c.op("pad", {x},
-             {{"pad_before", Ints{0, 0, pb, 0, 0}}, {"pad_after", Ints{0, 0, pe, 0, 0}}});
-  // Each slice [N, C, OD, H, W] gets a unit axis for its tap: 1 (taps outside the channels)
-  // or 3 (grouped: taps inside).
-  const int64_t tap_axis = group == 1 ? 1 : 3;
-  std::vector<Entry> slices;
-  for (int64_t kd = 0; kd < KD; ++kd) {
-    const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
-    Entry sl = c.op(
-        "strided_slice", {x},
-        {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{2}}});
-    slices.push_back(c.op("expand_dims", {sl}, {{"axis", tap_axis}, {"num_newaxis", int64_t{1}}}));
+  Entry t;
+  if (group == 1) {
+    // Depth-major: [D, C, H, W] for one sample, else [N, D, C, H, W]; depth on axis `da`.
+    const int64_t da = N == 1 ? 0 : 1;
+    Entry x = c.op("transpose", {c.in(0)}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+    if (N == 1) x = c.op("reshape", {x}, {{"newshape", Ints{D, C, H, W}}});
+    const size_t rank = N == 1 ? 4 : 5;
+    if (pb > 0 || pe > 0) {
+      Ints before(rank, 0), after(rank, 0);
+      before[static_cast<size_t>(da)] = pb;
+      after[static_cast<size_t>(da)] = pe;
+      x = c.op("pad", {x}, {{"pad_before", before}, {"pad_after", after}});
+    }
+    std::vector<Entry> slices;
+    for (int64_t kd = 0; kd < KD; ++kd) {
+      const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
+      if (begin == 0 && end == D + pb + pe && sd == 1) {
+        slices.push_back(x);  // the whole depth: a (1, KH, KW) kernel
+        continue;
+      }
+      slices.push_back(c.op(
+          "strided_slice", {x},
+          {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{da}}}));
+    }
+    t = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", da + 1}});
+  } else {
+    Entry x = c.in(0);
+    if (pb > 0 || pe > 0)
+      x = c.op("pad", {x},
+               {{"pad_before", Ints{0, 0, pb, 0, 0}}, {"pad_after", Ints{0, 0, pe, 0, 0}}});
+    // Each slice [N, C, OD, H, W] gets a unit tap axis 3: [N, C, OD, KD, H, W] after the
+    // concat, then [N, OD, C, KD, H, W].
+    std::vector<Entry> slices;
+    for (int64_t kd = 0; kd < KD; ++kd) {
+      const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
+      Entry sl = c.op(
+          "strided_slice", {x},
+          {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{2}}});
+      slices.push_back(
+          c.op("expand_dims", {sl}, {{"axis", int64_t{3}}, {"num_newaxis", int64_t{1}}}));
+    }
+    t = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", int64_t{3}}});
+    t = c.op("transpose", {t}, {{"axes", Ints{0, 2, 1, 3, 4, 5}}});
   }
-  Entry st = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", tap_axis}});
-  // [N, KD, C, OD, H, W] -> [N, OD, KD, C, H, W], or [N, C, OD, KD, H, W] -> [N, OD, C, KD, H, W]
-  Entry t = c.op("transpose", {st},
-                 {{"axes", group == 1 ? Ints{0, 3, 1, 2, 4, 5} : Ints{0, 2, 1, 3, 4, 5}}});
   t = c.op("reshape", {t}, {{"newshape", Ints{N * OD, C * KD, H, W}}});
   Entry k = c.in(1);
   if (group == 1 && KD > 1) k = c.op("transpose", {k}, {{"axes", Ints{0, 2, 1, 3, 4}}});

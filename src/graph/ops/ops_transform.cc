@@ -176,6 +176,21 @@ std::optional<BlockedForm> blocked_slice(const Graph& g, const Node& n, const Bl
   return BlockedForm{n.op, a, n.inputs, b};
 }
 
+/// A pad of a blocked 4-D tensor that adds no channels (a 3-D convolution's depth padding
+/// over [N·D, C, H, W]): the same pad, nothing added along the block's lanes.
+std::optional<BlockedForm> blocked_pad(const Graph& g, const Node& n, const Block& block) {
+  const int64_t b = block(n.inputs[0]);
+  Ints before = n.attrs.get_ints("pad_before"), after = n.attrs.get_ints("pad_after");
+  if (b == 0 || g.type_of(n.inputs[0]).shape.size() != 4 || before.size() != 4 ||
+      after.size() != 4 || before[1] != 0 || after[1] != 0)
+    return std::nullopt;
+  before.push_back(0);
+  after.push_back(0);
+  Attrs a = n.attrs;
+  a.set("pad_before", before).set("pad_after", after);
+  return BlockedForm{n.op, a, n.inputs, b};
+}
+
 /// The last reshape of ShuffleNet's channel shuffle of a blocked x — reshape x [N, C, H, W] to
 /// [N, g, C/g, H, W], transpose (0, 2, 1, 3, 4), reshape to [N, C, H, W] — as one
 /// channel_shuffle of x in x's layout (the two intermediates are left to dead-code elimination
@@ -245,14 +260,16 @@ void register_transform_ops(OpRegistry& r) {
       });
   expand_dims.in_place = reinterpret_in_place;
   r.add(expand_dims);
-  r.add(injective("pad",
-                  {{"pad_before", AttrKind::kInts, std::nullopt},
-                   {"pad_after", AttrKind::kInts, std::nullopt},
-                   {"value", AttrKind::kFloat, 0.0}},
-                  [](In in, A a, N n) {
-                    return one(topi::pad(in[0], a.get_ints("pad_before"), a.get_ints("pad_after"),
-                                         a.get_float("value"), n));
-                  }));
+  OpDef pad = injective("pad",
+                        {{"pad_before", AttrKind::kInts, std::nullopt},
+                         {"pad_after", AttrKind::kInts, std::nullopt},
+                         {"value", AttrKind::kFloat, 0.0}},
+                        [](In in, A a, N n) {
+                          return one(topi::pad(in[0], a.get_ints("pad_before"),
+                                               a.get_ints("pad_after"), a.get_float("value"), n));
+                        });
+  pad.blocked = blocked_pad;
+  r.add(pad);
   OpDef slice = injective(
       "strided_slice",
       {{"begin", AttrKind::kInts, std::nullopt, /*wide=*/true},

@@ -9,11 +9,21 @@
 //   x·1, 1·x, x/1, x+0, 0+x, x−0, x^1            → x   (constant all ones / zeros, and only
 //                                                       when the result has x's type)
 //   x^2                                          → x·x (likewise)
+//   f(m(x)), f(m(x), c), f(m(x), m(y))           → m(f(x)), m(f(x, c')), m(f(x, y))
+// where f is element-wise or broadcasting (no axis attribute), m a transpose or a reshape and
+// c a constant that broadcasts the same way after the move (c' holds c's values in another
+// shape; only where c's extents keep their order). A move sinks past a one-operand or a
+// constant-operand f only when nothing else reads it, so it is never computed twice. Sunk
+// moves meet and cancel: a 3-D convolution runs as conv2d over [N·D, C, H, W] (the ONNX
+// importer) and goes back to [N, C, D, H, W]; its batch norm and ReLU sink that move until
+// the next convolution's move to [N·D, C, H, W] undoes it.
 // Because rewritten nodes are themselves seen by their consumers, chains collapse fully in
 // one pass. Bypassed nodes are left for dead_code_elimination.
 
 #include <numeric>
+#include <optional>
 
+#include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
 #include "kiln/support/error.h"
 #include "pass_util.h"
@@ -21,6 +31,8 @@
 namespace kiln::graph {
 
 namespace {
+
+using Ints = std::vector<int64_t>;
 
 /// True when `e` is a constant whose every element equals `v`.
 bool is_constant_all(const Graph& g, Entry e, double v) {
@@ -59,6 +71,17 @@ bool is_identity_perm(const std::vector<int64_t>& p) {
   return true;
 }
 
+/// The ops that move data without computing: simplify cancels their chains and sinks them
+/// below element-wise ops.
+enum class Move { kNone, kReshape, kTranspose };
+
+Move move_kind(const Node& n) {
+  if (!n.is_op()) return Move::kNone;
+  if (n.op == "reshape") return Move::kReshape;
+  if (n.op == "transpose") return Move::kTranspose;
+  return Move::kNone;
+}
+
 /// What to do with a node: forward an existing entry, or add `node` (possibly rewritten).
 struct Rewrite {
   bool forward = false;
@@ -69,11 +92,12 @@ Rewrite simplify_node(const Graph& out, Node& n) {
   auto fwd = [](Entry e) { return Rewrite{true, e}; };
   const std::string& op = n.op;
   if (op == "identity" || op == "dropout") return fwd(n.inputs[0]);
-  if (op == "reshape") {
+  const Move kind = move_kind(n);
+  if (kind == Move::kReshape) {
     Entry x = n.inputs[0];
     if (out.type_of(x) == n.outputs[0]) return fwd(x);
     const Node& p = out.node(x.node);
-    if (p.is_op() && p.op == "reshape") {
+    if (move_kind(p) == Move::kReshape) {
       Entry inner = p.inputs[0];
       if (out.type_of(inner) == n.outputs[0]) return fwd(inner);
       n.inputs[0] = inner;
@@ -81,13 +105,13 @@ Rewrite simplify_node(const Graph& out, Node& n) {
     }
     return {};
   }
-  if (op == "transpose") {
+  if (kind == Move::kTranspose) {
     Entry x = n.inputs[0];
     size_t rank = out.type_of(x).shape.size();
     std::vector<int64_t> perm = permutation(n, rank);
     if (is_identity_perm(perm)) return fwd(x);
     const Node& p = out.node(x.node);
-    if (p.is_op() && p.op == "transpose") {
+    if (move_kind(p) == Move::kTranspose) {
       std::vector<int64_t> q = permutation(p, rank), c(rank);
       for (size_t d = 0; d < rank; ++d) c[d] = q[static_cast<size_t>(perm[d])];
       if (is_identity_perm(c)) return fwd(p.inputs[0]);
@@ -120,11 +144,177 @@ Rewrite simplify_node(const Graph& out, Node& n) {
   return {};
 }
 
+/// A constant's shape with `rank` axes (ones prepended); nullopt when it has more.
+std::optional<Ints> padded_shape(const Ints& s, size_t rank) {
+  if (s.size() > rank) return std::nullopt;
+  Ints r(rank - s.size(), 1);
+  r.insert(r.end(), s.begin(), s.end());
+  return r;
+}
+
+/// The shape `c` (of the move's output rank) must have to broadcast against the move's input
+/// (type `from`) as it broadcasts against the move's output (type `to`): the transpose undone,
+/// or each axis of the reshape that `c` does not broadcast over kept as it is. nullopt when c's
+/// values would have to be reordered (a transpose moving two of its non-unit extents past each
+/// other) or a reshape merges or splits an axis that c varies along.
+std::optional<Ints> unmoved_shape(const Node& move, const Ints& c, const Ints& from,
+                                  const Ints& to) {
+  if (move_kind(move) == Move::kTranspose) {
+    const std::vector<int64_t> p = permutation(move, from.size());
+    Ints r(from.size(), 1);
+    int64_t last = -1;
+    for (size_t k = 0; k < p.size(); ++k) {
+      r[static_cast<size_t>(p[k])] = c[k];
+      if (c[k] == 1) continue;
+      if (p[k] < last) return std::nullopt;
+      last = p[k];
+    }
+    return r;
+  }
+  // A reshape: walk both shapes in groups of equal product; c may vary only along a group
+  // that is one axis (ignoring unit axes) on both sides.
+  Ints r(from.size(), 1);
+  size_t i = 0, j = 0;
+  while (i < from.size() || j < to.size()) {
+    const size_t i0 = i, j0 = j;
+    int64_t pi = i < from.size() ? from[i++] : 1, pj = j < to.size() ? to[j++] : 1;
+    while (pi != pj) {
+      if (pi < pj && i < from.size()) {
+        pi *= from[i++];
+      } else if (pj < pi && j < to.size()) {
+        pj *= to[j++];
+      } else {
+        return std::nullopt;
+      }
+    }
+    std::optional<size_t> vary;
+    for (size_t k = j0; k < j; ++k)
+      if (c[k] != 1) {
+        if (vary) return std::nullopt;
+        vary = k;
+      }
+    if (!vary) continue;
+    std::optional<size_t> axis;
+    for (size_t k = i0; k < i; ++k)
+      if (from[k] != 1) {
+        if (axis) return std::nullopt;
+        axis = k;
+      }
+    if (!axis || from[*axis] != to[*vary]) return std::nullopt;
+    r[*axis] = c[*vary];
+  }
+  return r;
+}
+
+/// Sinks transposes and reshapes below element-wise ops (the file comment's last rule).
+class MoveSinker {
+ public:
+  explicit MoveSinker(const Graph& g) : uses_(detail::use_counts(g)), names_(g) {}
+
+  /// New node `m` stands for old node `old`: it has old's readers.
+  void added(int m, int old) { set_readers(m, uses_[static_cast<size_t>(old)]); }
+  int readers(int old) const { return uses_[static_cast<size_t>(old)]; }
+  /// Old node `old` forwarded to new entry `e`: e gains old's readers.
+  void forwarded(Entry e, int old) {
+    if (static_cast<size_t>(e.node) >= out_uses_.size()) return;
+    out_uses_[static_cast<size_t>(e.node)] += uses_[static_cast<size_t>(old)] - 1;
+  }
+
+  /// For op node `n` (inputs in `out`, `readers` readers of its result): the moved result
+  /// m(f(...)) added to `out`, or nullopt when no move sinks. f sinks further moves below it
+  /// (f(m1(m2(x))) → m1(m2(f(x)))).
+  std::optional<Entry> sink(Graph& out, const Node& n, int readers) {
+    const OpDef* def = OpRegistry::global().find(n.op);
+    if (!def || def->find_attr("axis") || n.num_outputs() != 1) return std::nullopt;
+    const bool unary = def->pattern == topi::OpPattern::kElemWise && n.inputs.size() == 1;
+    const bool binary = def->pattern == topi::OpPattern::kBroadcast && n.inputs.size() == 2;
+    if (!unary && !binary) return std::nullopt;
+    const TensorType& ot = n.outputs[0];
+    auto move_of = [&](Entry e) -> const Node* {
+      const Node& m = out.node(e.node);
+      return move_kind(m) != Move::kNone ? &m : nullptr;
+    };
+    auto only_reader = [&](Entry e) {
+      return static_cast<size_t>(e.node) < out_uses_.size() &&
+             out_uses_[static_cast<size_t>(e.node)] == 1;
+    };
+    Node f = n;
+    const Node* move = nullptr;
+    if (unary) {
+      move = move_of(n.inputs[0]);
+      if (!move || !only_reader(n.inputs[0])) return std::nullopt;
+      f.inputs[0] = move->inputs[0];
+    } else {
+      const Node* ma = move_of(n.inputs[0]);
+      const Node* mb = move_of(n.inputs[1]);
+      if (ma && mb) {  // both moved the same way
+        if (ma->op != mb->op || !(ma->attrs == mb->attrs) ||
+            out.type_of(ma->inputs[0]).shape != out.type_of(mb->inputs[0]).shape ||
+            out.type_of(n.inputs[0]).shape != ot.shape ||
+            out.type_of(n.inputs[1]).shape != ot.shape)
+          return std::nullopt;
+        move = ma;
+        f.inputs = {ma->inputs[0], mb->inputs[0]};
+      } else {
+        const size_t k = ma ? 0 : 1;  // the moved operand; the other must be a constant
+        move = ma ? ma : mb;
+        const Entry c = n.inputs[1 - k];
+        if (!move || !only_reader(n.inputs[k]) || !out.node(c.node).is_constant() ||
+            out.type_of(n.inputs[k]).shape != ot.shape)
+          return std::nullopt;
+        const Ints& from = out.type_of(move->inputs[0]).shape;
+        std::optional<Ints> cs = padded_shape(out.type_of(c).shape, ot.shape.size());
+        std::optional<Ints> cu = cs ? unmoved_shape(*move, *cs, from, ot.shape) : std::nullopt;
+        if (!cu) return std::nullopt;
+        const Node& cn = out.node(c.node);
+        runtime::NDArray v = runtime::NDArray::empty(*cu, cn.value.dtype());
+        v.copy_from(cn.value.data(), cn.value.nbytes());
+        const std::string suffix = "_unmoved";
+        const bool again =
+            cn.name.size() > suffix.size() &&
+            cn.name.compare(cn.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        const std::string name = names_(again ? cn.name : cn.name + suffix);
+        f.inputs[k] = move->inputs[0];
+        Node m = *move;  // adding a node may move the graph's nodes
+        f.inputs[1 - k] = out.add_constant(name, std::move(v));
+        return add_moved(out, std::move(f), std::move(m), n, readers);
+      }
+    }
+    return add_moved(out, std::move(f), Node(*move), n, readers);
+  }
+
+ private:
+  /// Adds f (on the unmoved operands; moves below it sunk too) and move m of its result, in
+  /// place of `n`, whose result has `readers` readers; returns m's entry.
+  Entry add_moved(Graph& out, Node f, Node m, const Node& n, int readers) {
+    const TensorType ot = n.outputs[0];
+    f.outputs = {TensorType{out.type_of(m.inputs[0]).shape, ot.dtype}};
+    std::optional<Entry> fe = sink(out, f, 1);
+    if (!fe) fe = Entry{out.add_node(std::move(f)), 0};
+    m.name = n.name;
+    m.inputs = {*fe};
+    m.outputs = {ot};
+    const int r = out.add_node(std::move(m));
+    set_readers(r, readers);
+    return Entry{r, 0};
+  }
+
+  void set_readers(int m, int readers) {
+    if (static_cast<size_t>(m) >= out_uses_.size()) out_uses_.resize(static_cast<size_t>(m) + 1, 1);
+    out_uses_[static_cast<size_t>(m)] = readers;
+  }
+
+  std::vector<int> uses_;      // readers of each old node
+  std::vector<int> out_uses_;  // readers of each new node (1 for nodes added without `added`)
+  detail::NameGen names_;
+};
+
 }  // namespace
 
 Graph simplify(const Graph& g) {
   Graph out;
   detail::EntryMap map(g);
+  MoveSinker sinker(g);
   for (int i = 0; i < g.num_nodes(); ++i) {
     Node n = map.remap(g.node(i));
     if (n.is_op()) {
@@ -133,13 +323,20 @@ Graph simplify(const Graph& g) {
             << "simplify: " << detail::describe_node(g, i) << " has no type; run infer_types first";
       }
       Rewrite r = simplify_node(out, n);
+      if (!r.forward) {
+        if (std::optional<Entry> e = sinker.sink(out, n, sinker.readers(i))) r = Rewrite{true, *e};
+      } else {
+        sinker.forwarded(r.entry, i);
+      }
       if (r.forward) {
         map.set(i, 0, r.entry);
         continue;
       }
     }
     int outs = n.num_outputs();
-    map.set_node(i, out.add_node(std::move(n)), outs);
+    const int m = out.add_node(std::move(n));
+    sinker.added(m, i);
+    map.set_node(i, m, outs);
   }
   out.set_outputs(map.outputs(g));
   return out;
