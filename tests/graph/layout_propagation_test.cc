@@ -399,6 +399,34 @@ TEST(AlterLayout, VideoDepthStackStaysBlocked) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 41).max_err, 1e-4);
 }
 
+// A 1-D convolution stack as the ONNX importer writes it: each Conv1d is a conv2d over a unit
+// height between unsqueeze and squeeze, with a bias and a GELU-like tail on [N, C, L] between
+// two. simplify sinks the squeeze below the element-wise ops until it meets the next unsqueeze,
+// and the stack stays blocked.
+TEST(AlterLayout, Conv1dStackStaysBlocked) {
+  std::mt19937 rng(43);
+  const int64_t C = 16, L = 24;
+  Graph g;
+  Entry x = g.add_input("x", {1, C, L}, f32);
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string name = "conv" + std::to_string(layer);
+    Entry u = g.add_op("unsqueeze", {x}, {{"axes", Ints{2}}});
+    Entry w = g.add_constant(name + "_w", random_array({C, C, 1, 3}, rng, -0.25f, 0.25f));
+    Entry y = g.add_op("conv2d", {u, w}, {{"padding", Ints{0, 1, 0, 1}}}, name);
+    y = g.add_op("squeeze", {y}, {{"axes", Ints{2}}});
+    y = g.add_op("add", {y, g.add_constant(name + "_b", random_array({1, C, 1}, rng))});
+    Entry e = g.add_op(
+        "erf", {g.add_op("multiply", {y, g.add_constant(name + "_k", random_array({}, rng))})});
+    x = g.add_op("multiply", {y, e});
+  }
+  g.add_output(x);
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(count_op(o, "squeeze") + count_op(o, "unsqueeze"), 2u) << o.str();
+  EXPECT_EQ(round_trips(o), "") << o.str();
+  EXPECT_EQ(count_op(o, "layout_transform"), 2u) << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 43).max_err, 1e-4);
+}
+
 TEST(LayoutRoundTrips, FindsATensorConvertedBackAndForth) {
   // conv → softmax over channels (an op that needs NCHW) → conv: the softmax's result is
   // blocked again, a round trip of 32 x 5 x 5 values.

@@ -3,7 +3,8 @@
 // and its producers in the graph being built:
 //   identity(x), dropout(x)                     → x
 //   reshape(x) to x's own shape                  → x
-//   reshape(reshape(x))                          → reshape(x) (or x)
+//   reshape(reshape(x))                          → reshape(x) (or x)   (reshape: also flatten,
+//                                                  squeeze, unsqueeze, expand_dims)
 //   transpose(x) by the identity permutation     → x
 //   transpose(transpose(x, q), p)                → transpose(x, q∘p) (or x)
 //   x·1, 1·x, x/1, x+0, 0+x, x−0, x^1            → x   (constant all ones / zeros, and only
@@ -12,8 +13,10 @@
 //   f(m(x)), f(m(x), c), f(m(x), m(y))           → m(f(x)), m(f(x, c')), m(f(x, y))
 // where f is element-wise or broadcasting (no axis attribute), m a transpose or a reshape and
 // c a constant that broadcasts the same way after the move (c' holds c's values in another
-// shape; only where c's extents keep their order). A move sinks past a one-operand or a
-// constant-operand f only when nothing else reads it, so it is never computed twice. Sunk
+// shape; only where c's extents keep their order). A transpose sinks past a one-operand or a
+// constant-operand f only when nothing else reads it, so it is never computed twice; a
+// reshape (free: a view, or index arithmetic inside a fused kernel) sinks from every reader,
+// so a squeeze also sinks through GELU's x·erf(x·k) diamond. Sunk
 // moves meet and cancel: a 3-D convolution runs as conv2d over [N·D, C, H, W] (the ONNX
 // importer) and goes back to [N, C, D, H, W]; its batch norm and ReLU sink that move until
 // the next convolution's move to [N·D, C, H, W] undoes it.
@@ -72,13 +75,16 @@ bool is_identity_perm(const std::vector<int64_t>& p) {
 }
 
 /// The ops that move data without computing: simplify cancels their chains and sinks them
-/// below element-wise ops.
+/// below element-wise ops. Reshape-like are the ops that only reinterpret their one input's
+/// bytes (reshape, flatten, squeeze, unsqueeze, expand_dims: OpDef::in_place with one input).
 enum class Move { kNone, kReshape, kTranspose };
 
 Move move_kind(const Node& n) {
   if (!n.is_op()) return Move::kNone;
-  if (n.op == "reshape") return Move::kReshape;
   if (n.op == "transpose") return Move::kTranspose;
+  const OpDef* def = OpRegistry::global().find(n.op);
+  if (def && def->in_place && def->max_inputs == 1 && n.inputs.size() == 1 && n.num_outputs() == 1)
+    return Move::kReshape;
   return Move::kNone;
 }
 
@@ -100,7 +106,9 @@ Rewrite simplify_node(const Graph& out, Node& n) {
     if (move_kind(p) == Move::kReshape) {
       Entry inner = p.inputs[0];
       if (out.type_of(inner) == n.outputs[0]) return fwd(inner);
+      n.op = "reshape";
       n.inputs[0] = inner;
+      n.attrs = Attrs();
       n.attrs.set("newshape", n.outputs[0].shape);
     }
     return {};
@@ -234,7 +242,10 @@ class MoveSinker {
       const Node& m = out.node(e.node);
       return move_kind(m) != Move::kNone ? &m : nullptr;
     };
-    auto only_reader = [&](Entry e) {
+    // A transpose sinks only from its one reader (else it would be computed twice); a reshape
+    // is free (a view, or index arithmetic where it is fused) and sinks from every reader.
+    auto may_sink = [&](Entry e) {
+      if (move_kind(out.node(e.node)) == Move::kReshape) return true;
       return static_cast<size_t>(e.node) < out_uses_.size() &&
              out_uses_[static_cast<size_t>(e.node)] == 1;
     };
@@ -242,7 +253,7 @@ class MoveSinker {
     const Node* move = nullptr;
     if (unary) {
       move = move_of(n.inputs[0]);
-      if (!move || !only_reader(n.inputs[0])) return std::nullopt;
+      if (!move || !may_sink(n.inputs[0])) return std::nullopt;
       f.inputs[0] = move->inputs[0];
     } else {
       const Node* ma = move_of(n.inputs[0]);
@@ -259,7 +270,7 @@ class MoveSinker {
         const size_t k = ma ? 0 : 1;  // the moved operand; the other must be a constant
         move = ma ? ma : mb;
         const Entry c = n.inputs[1 - k];
-        if (!move || !only_reader(n.inputs[k]) || !out.node(c.node).is_constant() ||
+        if (!move || !may_sink(n.inputs[k]) || !out.node(c.node).is_constant() ||
             out.type_of(n.inputs[k]).shape != ot.shape)
           return std::nullopt;
         const Ints& from = out.type_of(move->inputs[0]).shape;
