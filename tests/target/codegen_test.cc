@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 
 #include "kiln/target/build.h"
@@ -161,6 +162,54 @@ TEST(CodegenLLVM, StridedGatherAndPredicatedStore) {
         EXPECT_TRUE(std::isnan(got)) << "masked lane written";
       }
     }
+  }
+}
+
+TEST(CodegenLLVM, LanePatternLoadsAreAWindowAndAShuffle) {
+  // Vector loads whose lanes read constant offsets from one scalar base become one load of
+  // the window they span and a shuffle (no gather), when the window is at most 4x the lanes:
+  // a broadcast within groups of 4 lanes (a grouped convolution's input channels) and a
+  // stride-2 read. A stride of 9 spans 136 elements for 16 lanes: still a gather.
+  const int lanes = 16, rows = 4, n = 9 * lanes * rows;
+  struct Case {
+    const char* name;
+    std::function<Expr(const Var&)> index;
+    std::function<int(int, int)> ref;  // (row, lane) -> element of A
+    bool gather;
+  };
+  const std::vector<Case> cases = {
+      {"group_broadcast",
+       [&](const Var& i) {
+         Expr r = Ramp::make(i * lanes, Expr(1), lanes);
+         return floordiv(r, Broadcast::make(Expr(4), lanes)) * Broadcast::make(Expr(4), lanes) +
+                Broadcast::make(Expr(3), lanes);
+       },
+       [&](int i, int l) { return i * lanes + (l / 4) * 4 + 3; }, false},
+      {"stride2", [&](const Var& i) { return Ramp::make(i * (2 * lanes) + 1, Expr(2), lanes); },
+       [&](int i, int l) { return i * 2 * lanes + 1 + 2 * l; }, false},
+      {"stride9", [&](const Var& i) { return Ramp::make(Expr(i), Expr(9), lanes); },
+       [&](int i, int l) { return i + 9 * l; }, true},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    FuncBuilder fb;
+    Buffer a = fb.buffer("A", DataType::Float(32), {n});
+    Buffer b = fb.buffer("B", DataType::Float(32), {rows * lanes});
+    Var i("i");
+    Stmt body =
+        loop(i, rows,
+             Store::make(b->data, Load::make(DataType::Float(32, lanes), a->data, k.index(i)),
+                         Ramp::make(i * lanes, Expr(1), lanes)));
+    runtime::Module m = build({fb.make(k.name, body)}, host());
+    std::string ll = codegen::get_source(m, "ll");
+    EXPECT_EQ(ll.find("masked.gather") != std::string::npos, k.gather) << ll;
+    NDArray av = random_f32({n}, 11);
+    NDArray bv = poisoned({rows * lanes}, DataType::Float(32));
+    m.get_function(k.name)(av, bv);
+    for (int r = 0; r < rows; ++r)
+      for (int l = 0; l < lanes; ++l)
+        ASSERT_EQ(bv.data_as<float>()[r * lanes + l], av.data_as<float>()[k.ref(r, l)])
+            << "row " << r << " lane " << l;
   }
 }
 

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "../target_info.h"
 #include "kiln/ir/op.h"
@@ -70,6 +71,85 @@ Modular modular_of(const Expr& e) {
     return {std::gcd(x.coeff, x.base) * std::gcd(y.coeff, y.base), 0};
   }
   return {1, 0};
+}
+
+/// A vector index as a scalar base (undefined: 0) plus a constant offset per lane.
+struct LaneOffsets {
+  Expr base;
+  std::vector<int64_t> offsets;
+};
+
+int64_t floor_div(int64_t a, int64_t c) { return a / c - ((a % c != 0) && ((a < 0) != (c < 0))); }
+
+/// `e` (a vector of `lanes` integers) as base + offsets[lane] when its lane pattern is
+/// constant: broadcasts, ramps with a constant stride, and sums, differences, products by a
+/// constant, and floor division / modulo by a constant of those (the base then a multiple of
+/// the divisor, by modular_of). nullopt otherwise.
+std::optional<LaneOffsets> lane_offsets(const Expr& e, int lanes) {
+  if (e.dtype().lanes() != lanes) return std::nullopt;
+  auto constant_of = [](const Expr& x) -> std::optional<int64_t> {
+    if (const Broadcast* b = x.as<Broadcast>()) return as_const_int(b->value);
+    return std::nullopt;
+  };
+  if (const Broadcast* b = e.as<Broadcast>()) {
+    if (auto c = as_const_int(b->value))
+      return LaneOffsets{Expr(), std::vector<int64_t>(lanes, *c)};
+    return LaneOffsets{b->value, std::vector<int64_t>(lanes, 0)};
+  }
+  if (const Ramp* r = e.as<Ramp>()) {
+    auto st = as_const_int(r->stride);
+    if (!st) return std::nullopt;
+    LaneOffsets l{r->base, std::vector<int64_t>(lanes)};
+    for (int i = 0; i < lanes; ++i) l.offsets[i] = i * *st;
+    if (auto c = as_const_int(r->base)) {
+      for (int64_t& o : l.offsets) o += *c;
+      l.base = Expr();
+    }
+    return l;
+  }
+  auto combine = [&](const Expr& a, const Expr& b, int64_t sign) -> std::optional<LaneOffsets> {
+    std::optional<LaneOffsets> x = lane_offsets(a, lanes), y = lane_offsets(b, lanes);
+    if (!x || !y) return std::nullopt;
+    for (int i = 0; i < lanes; ++i) x->offsets[i] += sign * y->offsets[i];
+    if (y->base.defined()) {
+      Expr yb = sign > 0 ? y->base : make_const(y->base.dtype(), 0) - y->base;
+      x->base = x->base.defined() ? x->base + yb : yb;
+    }
+    return x;
+  };
+  if (const Add* a = e.as<Add>()) return combine(a->a, a->b, 1);
+  if (const Sub* a = e.as<Sub>()) return combine(a->a, a->b, -1);
+  if (const Mul* m = e.as<Mul>()) {
+    std::optional<int64_t> c = constant_of(m->b);
+    Expr other = m->a;
+    if (!c) {
+      c = constant_of(m->a);
+      other = m->b;
+    }
+    if (!c) return std::nullopt;
+    std::optional<LaneOffsets> x = lane_offsets(other, lanes);
+    if (!x) return std::nullopt;
+    for (int64_t& o : x->offsets) o *= *c;
+    if (x->base.defined()) x->base = x->base * make_const(x->base.dtype(), *c);
+    return x;
+  }
+  const FloorDiv* fd = e.as<FloorDiv>();
+  const FloorMod* fm = e.as<FloorMod>();
+  if (fd || fm) {
+    std::optional<int64_t> c = constant_of(fd ? fd->b : fm->b);
+    if (!c || *c <= 0) return std::nullopt;
+    std::optional<LaneOffsets> x = lane_offsets(fd ? fd->a : fm->a, lanes);
+    if (!x) return std::nullopt;
+    if (x->base.defined()) {
+      // floordiv(c·q + o, c) = q + floordiv(o, c); floormod(c·q + o, c) = floormod(o, c).
+      Modular m = modular_of(x->base);
+      if (m.coeff % *c != 0 || m.base % *c != 0) return std::nullopt;
+      x->base = fd ? floordiv(x->base, make_const(x->base.dtype(), *c)) : Expr();
+    }
+    for (int64_t& o : x->offsets) o = fd ? floor_div(o, *c) : o - floor_div(o, *c) * *c;
+    return x;
+  }
+  return std::nullopt;
 }
 
 int64_t largest_pow2_divisor(int64_t v) {
@@ -670,6 +750,26 @@ llvm::Value* CodeGenLLVM::visit(const Load* op) {
     if (unpredicated) return b_->CreateAlignedLoad(vt, ptr, align);
     return b_->CreateMaskedLoad(vt, ptr, align, emit_expr(op->predicate),
                                 llvm::Constant::getNullValue(vt));
+  }
+  if (unpredicated) {
+    // Lanes that read a short window at constant offsets from one scalar base (a channel
+    // shuffle, a group broadcast, a small stride): one load of the window and a shuffle, not
+    // a gather. Every element of the window lies between two that the lanes read.
+    if (std::optional<LaneOffsets> lo = lane_offsets(op->index, t.lanes())) {
+      auto [lo_it, hi_it] = std::minmax_element(lo->offsets.begin(), lo->offsets.end());
+      const int64_t first = *lo_it, span = *hi_it - *lo_it + 1;
+      if (span <= 4 * static_cast<int64_t>(t.lanes())) {
+        const DataType it = op->index.dtype().element_of();
+        Expr start = lo->base.defined() ? lo->base + make_const(it, first) : make_const(it, first);
+        llvm::Value* ptr = element_ptr(op->buffer_var, elem, start);
+        llvm::Type* wt = llvm::FixedVectorType::get(ty(elem), static_cast<unsigned>(span));
+        llvm::Value* window =
+            b_->CreateAlignedLoad(wt, ptr, llvm::Align(std::max(1, elem.bytes())));
+        std::vector<int> mask;
+        for (int64_t o : lo->offsets) mask.push_back(static_cast<int>(o - first));
+        return b_->CreateShuffleVector(window, mask);
+      }
+    }
   }
   llvm::Value* ptrs = buffer_ptr(op->buffer_var, elem, emit_expr(op->index));
   llvm::Value* mask = unpredicated ? nullptr : emit_expr(op->predicate);
