@@ -207,7 +207,7 @@ TEST(Simplify, MovesSinkThroughElementwiseOpsAndCancel) {
   r = g.add_op("transpose", {r}, {{"axes", Ints{0, 2, 1, 3, 4}}});
   g.add_output(g.add_op("reshape", {r}, {{"newshape", Ints{8, 4, 5, 6}}}));
   // Stays: a transpose that another op reads as well; a constant whose values would have to
-  // be reordered ([4, 8] along the swapped axes).
+  // be reordered (its extents 3 and 2 lie along the swapped axes).
   Entry y = g.add_input("y", {2, 3, 4}, f32);
   Entry t = g.add_op("transpose", {y}, {{"axes", Ints{1, 0, 2}}});
   g.add_output(g.add_op("exp", {t}));
