@@ -451,6 +451,7 @@ class ModuleBuilder {
     }
     json j;
     j["version"] = 1;
+    if (target_.kind == "cuda") j["device"] = "cuda";  // storage and kernels on the GPU
     j["nodes"] = nodes;
     j["arg_nodes"] = arg_nodes;
     j["inputs"] = input_names;

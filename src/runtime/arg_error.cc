@@ -73,6 +73,13 @@ extern "C" KILN_DLL void kiln_set_arg_error(const char* prefix, int32_t kind, in
 extern "C" KILN_DLL int32_t kiln_check_array(const KilnArray* a, const char* prefix, int32_t ndim,
                                              int32_t dtype_word, int64_t alignment,
                                              const int64_t* shape_strides) {
+  return kiln_check_array_on(a, prefix, ndim, dtype_word, alignment, shape_strides, kKilnCPU);
+}
+
+extern "C" KILN_DLL int32_t kiln_check_array_on(const KilnArray* a, const char* prefix,
+                                                int32_t ndim, int32_t dtype_word,
+                                                int64_t alignment, const int64_t* shape_strides,
+                                                int32_t device_type) {
   const std::string p = prefix ? prefix : "";
   auto fail = [&](const std::string& what, int32_t kind, int64_t got) {
     kiln_set_arg_error((p + what).c_str(), kind, got);
@@ -85,8 +92,9 @@ extern "C" KILN_DLL int32_t kiln_check_array(const KilnArray* a, const char* pre
   if (word != dtype_word)
     return fail("dtype expected " + format_got(kKilnGotDType, dtype_word) + ", got ", kKilnGotDType,
                 word);
-  if (a->device.device_type != kKilnCPU)
-    return fail("device expected cpu, got ", kKilnGotDevice, a->device.device_type);
+  if (a->device.device_type != device_type)
+    return fail("device expected " + format_got(kKilnGotDevice, device_type) + ", got ",
+                kKilnGotDevice, a->device.device_type);
   for (int32_t d = 0; d < ndim; ++d)
     if (a->shape[d] != shape_strides[d])
       return fail("shape[" + std::to_string(d) + "] expected " + std::to_string(shape_strides[d]) +

@@ -31,6 +31,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/runtime/device_api.h"
 #include "kiln/runtime/params.h"
 #include "kiln/support/error.h"
 #include "kiln/support/file.h"
@@ -130,6 +131,8 @@ struct GraphExecutor::Impl {
   std::vector<int> input_eids, output_eids;
   std::vector<bool> input_set;
   size_t storage_bytes = 0;
+  /// Where the storage lives and the kernels run: graph.json's "device" ("cpu" when absent).
+  Device device = Device::cpu();
 
   void parse(const std::string& text);
   void plan_and_bind(const std::map<std::string, NDArray>& params);
@@ -144,7 +147,7 @@ struct GraphExecutor::Impl {
     const Entry& e = entries[eid];
     NDArray out = NDArray::empty(e.actual, e.dtype);
     size_t bytes = static_cast<size_t>(out.numel()) * static_cast<size_t>(e.dtype.bytes());
-    if (bytes) std::memcpy(out.data(), e.view.data, bytes);
+    device_copy(out.data(), Device::cpu(), e.view.data, device, bytes);
     return out;
   }
 };
@@ -338,6 +341,14 @@ void GraphExecutor::Impl::parse(const std::string& text) {
       cx.fail(where + "another argument node has the same name");
     }
   }
+  if (g.contains("device")) {
+    std::string dev = cx.string(g["device"], "\"device\"");
+    if (dev == "cuda") {
+      device = Device{kKilnCUDA, 0};
+    } else if (dev != "cpu") {
+      cx.fail("\"device\" is '" + dev + "'; this runtime runs graphs on cpu or cuda");
+    }
+  }
   const json& jinputs = cx.array(g, "inputs", "");
   for (const json& x : jinputs) {
     std::string name = cx.string(x, "an element of \"inputs\"");
@@ -483,7 +494,7 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
               " has " + std::to_string(sizes[s]) + " bytes)");
     }
     try {
-      storage[s] = NDArray::empty({static_cast<int64_t>(sizes[s])}, DataType::UInt(8));
+      storage[s] = NDArray::empty({static_cast<int64_t>(sizes[s])}, DataType::UInt(8), device);
     } catch (const Error& e) {
       cx.fail("storage " + std::to_string(s) + " (" + std::to_string(sizes[s]) + " bytes; " +
               std::to_string(storage_bytes) + " bytes in all so far): " + e.what());
@@ -495,7 +506,7 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
   for (Entry& e : entries) {
     e.actual = e.shape;
     e.view.data = static_cast<char*>(storage[e.storage_id].data()) + e.offset;
-    e.view.device = Device::cpu().to_c();
+    e.view.device = device.to_c();
     e.view.ndim = static_cast<int32_t>(e.shape.size());
     e.view.dtype =
         KilnDataType{static_cast<uint8_t>(e.dtype.code()), static_cast<uint8_t>(e.dtype.bits()),
@@ -530,7 +541,7 @@ void GraphExecutor::Impl::plan_and_bind(const std::map<std::string, NDArray>& pa
               shape_str(p.shape()) + " in params, the graph expects " + e.dtype.str() + " " +
               shape_str(e.shape));
     }
-    if (e.nbytes) std::memcpy(e.view.data, p.data(), e.nbytes);
+    device_copy(e.view.data, device, p.data(), p.device(), e.nbytes);
   }
 
   // Functions, looked up once per name, and pre-packed arguments.
@@ -625,9 +636,10 @@ void GraphExecutor::set_input(int index, const NDArray& value) {
   KILN_USER_CHECK(value.shape() == e.shape)
       << "set_input '" << name << "': shape expected " << shape_str(e.shape) << ", got "
       << shape_str(value.shape());
-  KILN_USER_CHECK(value.device() == Device::cpu())
-      << "set_input '" << name << "': array is on " << value.device().str() << ", not cpu:0";
-  if (e.nbytes) std::memcpy(e.view.data, value.data(), e.nbytes);
+  KILN_USER_CHECK(value.device() == Device::cpu() || value.device() == g.device)
+      << "set_input '" << name << "': array is on " << value.device().str() << ", not cpu:0 or "
+      << g.device.str();
+  device_copy(e.view.data, g.device, value.data(), value.device(), e.nbytes);
   g.input_set[index] = true;
 }
 
@@ -644,6 +656,7 @@ void GraphExecutor::run() {
         << "run: input '" << g.input_names[i] << "' was not set (call set_input first)";
   }
   for (const OpCall& op : g.ops) call_op(g, op);
+  if (g.device.type != kKilnCPU) device_synchronize(g.device);
 }
 
 std::vector<NodeTime> GraphExecutor::profile(int repeat) {
@@ -657,6 +670,7 @@ std::vector<NodeTime> GraphExecutor::profile(int repeat) {
     for (size_t i = 0; i < g.ops.size(); ++i) {
       auto t0 = std::chrono::steady_clock::now();
       call_op(g, g.ops[i]);
+      if (g.device.type != kKilnCPU) device_synchronize(g.device);
       r[i].ms +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
           repeat;
@@ -678,7 +692,8 @@ void call_op(GraphExecutor::Impl& g, const OpCall& op) {
   }
   for (int eid : op.bounded) {
     Entry& e = g.entries[eid];
-    int64_t n = *static_cast<const int64_t*>(g.entries[e.extent_eid].view.data);
+    int64_t n = 0;
+    device_copy(&n, Device::cpu(), g.entries[e.extent_eid].view.data, g.device, sizeof(n));
     int64_t bound = e.shape[static_cast<size_t>(e.bounded_axis)];
     KILN_USER_CHECK(n >= 0 && n <= bound)
         << "run: node " << op.node << " ('" << g.nodes[op.node].name << "'), function '"

@@ -2,9 +2,9 @@
 // overflow of the element count or byte size) and the dtype, allocates a 64-byte-aligned
 // buffer with posix_memalign (rounded up to whole 64-byte lines, at least one line, so even an
 // empty array has a valid pointer), and fills the node's KilnArray view (compact row-major,
-// strides NULL, byte_offset 0) that generated code reads. Only host memory can be allocated for
-// now; other device types are refused with a clear error. Copies are plain memcpy after a size
-// check whose error names both sizes.
+// strides NULL, byte_offset 0) that generated code reads. Memory on a CUDA device comes from
+// device_api.h (device_alloc); copies between the host and the array's device go through
+// device_copy after a size check whose error names both sizes.
 #include "kiln/runtime/ndarray.h"
 
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "kiln/runtime/device_api.h"
 #include "kiln/support/error.h"
 
 namespace kiln::runtime {
@@ -60,11 +61,18 @@ NDArrayNode::NDArrayNode(std::vector<int64_t> shape_in, DataType dtype_in, Devic
   array.byte_offset = 0;
 }
 
-NDArrayNode::~NDArrayNode() { std::free(data); }
+NDArrayNode::~NDArrayNode() {
+  if (device.type == kKilnCPU) {
+    std::free(data);
+  } else {
+    device_free(device, data);
+  }
+}
 
 NDArray NDArray::empty(std::vector<int64_t> shape, DataType dtype, Device dev) {
-  KILN_USER_CHECK(dev.type == kKilnCPU) << "NDArray::empty: cannot allocate on device " << dev.str()
-                                        << ": this runtime allocates only cpu memory";
+  KILN_USER_CHECK(dev.type == kKilnCPU || dev.type == kKilnCUDA)
+      << "NDArray::empty: cannot allocate on device " << dev.str()
+      << ": this runtime allocates cpu and cuda memory";
   KILN_USER_CHECK(!dtype.is_void() && dtype.bits() > 0 && dtype.lanes() > 0)
       << "NDArray::empty: dtype " << dtype << " has no size";
   KILN_USER_CHECK(shape.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
@@ -92,6 +100,10 @@ NDArray NDArray::empty(std::vector<int64_t> shape, DataType dtype, Device dev) {
   uint64_t alloc = (nbytes + kArrayAlignment - 1) / kArrayAlignment * kArrayAlignment;
   if (alloc == 0) alloc = kArrayAlignment;
   void* data = nullptr;
+  if (dev.type != kKilnCPU) {
+    data = device_alloc(dev, alloc);
+    return NDArray(make_object<NDArrayNode>(std::move(shape), dtype, dev, data, nbytes));
+  }
   KILN_USER_CHECK(posix_memalign(&data, kArrayAlignment, alloc) == 0)
       << "NDArray::empty: out of memory allocating " << nbytes << " bytes for shape "
       << shape_str(shape) << " of " << dtype;
@@ -122,7 +134,7 @@ void NDArray::copy_from(const void* src, size_t nbytes) const {
       << "NDArray::copy_from: the source has " << nbytes << " bytes but the array (" << n.dtype
       << ", shape " << shape_str(n.shape) << ") holds " << n.nbytes << " bytes";
   KILN_USER_CHECK(src != nullptr || nbytes == 0) << "NDArray::copy_from: the source is NULL";
-  if (nbytes) std::memcpy(n.data, src, nbytes);
+  device_copy(n.data, n.device, src, Device::cpu(), nbytes);
 }
 
 void NDArray::copy_to(void* dst, size_t nbytes) const {
@@ -131,7 +143,14 @@ void NDArray::copy_to(void* dst, size_t nbytes) const {
       << "NDArray::copy_to: the destination has " << nbytes << " bytes but the array (" << n.dtype
       << ", shape " << shape_str(n.shape) << ") holds " << n.nbytes << " bytes";
   KILN_USER_CHECK(dst != nullptr || nbytes == 0) << "NDArray::copy_to: the destination is NULL";
-  if (nbytes) std::memcpy(dst, n.data, nbytes);
+  device_copy(dst, Device::cpu(), n.data, n.device, nbytes);
+}
+
+NDArray NDArray::to(Device dev) const {
+  const NDArrayNode& n = get("to");
+  NDArray r = empty(n.shape, n.dtype, dev);
+  device_copy(r.data(), dev, n.data, n.device, n.nbytes);
+  return r;
 }
 
 std::string NDArray::str() const {

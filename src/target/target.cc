@@ -57,6 +57,7 @@ KindTable& kind_table() {
     cuda.defaults = {{"arch", "sm_75"},
                      {"max_threads_per_block", "1024"},
                      {"max_shared_memory_per_block", "49152"}};
+    cuda.codegen = "cuda";
     TargetKind opencl;
     opencl.name = "opencl";
     opencl.keys = {"opencl", "gpu"};
@@ -223,6 +224,7 @@ Target Target::with_host(const Target& h) const {
 }
 
 std::string Target::triple() const {
+  if (kind == "cuda") return "nvptx64-nvidia-cuda";
   return mtriple.empty() ? target_info::host_triple() : mtriple;
 }
 

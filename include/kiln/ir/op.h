@@ -150,6 +150,12 @@ constexpr const char* kAmxTileDot = "kiln.amx_tile_dot";
 /// 0: non-temporal). It never faults, so the element may lie past the buffer's end: nothing is
 /// loaded. Emitted by Stage::prefetch.
 constexpr const char* kPrefetch = "prefetch";
+/// kiln.device_launch(kernel, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes,
+/// args...) as an Evaluate statement of a host function: launches the device kernel named
+/// `kernel` (a string) of the same module with those launch extents and arguments (buffer data
+/// pointers, then scalars), as tir::split_host_device writes it; the function returns the
+/// runtime's error when the launch fails.
+constexpr const char* kDeviceLaunch = "kiln.device_launch";
 }  // namespace builtin
 
 /// Replaces variables by expressions (by identity).

@@ -107,6 +107,24 @@ KILN_DLL int32_t kiln_check_array(const KilnArray* a, const char* prefix, int32_
                                   int32_t dtype_word, int64_t alignment,
                                   const int64_t* shape_strides);
 
+/// kiln_check_array for a tensor that must live on `device_type` (a KilnDeviceType) instead of
+/// the CPU: "device expected cuda, got cpu".
+KILN_DLL int32_t kiln_check_array_on(const KilnArray* a, const char* prefix, int32_t ndim,
+                                     int32_t dtype_word, int64_t alignment,
+                                     const int64_t* shape_strides, int32_t device_type);
+
+/// Launches kernel `kernel` of a module's CUDA device code (PTX text `ptx`, NUL-terminated) on
+/// the current CUDA device (device 0) with the given grid and block extents, `shared_bytes` of
+/// dynamic shared memory and `args` (num_args pointers to the argument values, cuLaunchKernel's
+/// form), on the runtime's stream; returns without waiting. `module_cache` is the address of a
+/// pointer owned by the calling library, NULL at first: the runtime loads the PTX on the first
+/// launch and keeps what it loaded there. Returns 0, or -1 with the last error naming the
+/// kernel and the CUDA error ("no CUDA device: ..." where the driver or a device is missing).
+KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* ptx, const char* kernel,
+                                  int64_t grid_x, int64_t grid_y, int64_t grid_z, int64_t block_x,
+                                  int64_t block_y, int64_t block_z, int32_t shared_bytes,
+                                  void** args, int32_t num_args);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

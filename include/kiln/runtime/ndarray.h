@@ -60,8 +60,9 @@ class NDArray {
   /// Wraps an existing node.
   explicit NDArray(Ref<NDArrayNode> node) : node_(std::move(node)) {}
 
-  /// Allocates an uninitialised compact array. Throws kiln::Error for a negative extent, a void
-  /// dtype, a size that overflows, or a device other than the CPU.
+  /// Allocates an uninitialised compact array on `dev` (the CPU or a CUDA device,
+  /// device_api.h). Throws kiln::Error for a negative extent, a void dtype, a size that
+  /// overflows, another device, or "no CUDA device: ..." where CUDA cannot be used.
   static NDArray empty(std::vector<int64_t> shape, DataType dtype, Device dev = {});
 
   /// True when this handle refers to an array.
@@ -88,9 +89,13 @@ class NDArray {
   /// The array as the C ABI's KilnArray, owned by the node (stable address; strides NULL).
   KilnArray* raw() const;
 
-  /// Copies `nbytes` bytes from `src` into the array; nbytes must equal this->nbytes().
+  /// A copy of the array on device `dev`.
+  NDArray to(Device dev) const;
+  /// Copies `nbytes` bytes from host memory `src` into the array (on its device); nbytes must
+  /// equal this->nbytes().
   void copy_from(const void* src, size_t nbytes) const;
-  /// Copies the array into `dst`, which holds `nbytes` bytes; nbytes must equal this->nbytes().
+  /// Copies the array into host memory `dst`, which holds `nbytes` bytes; nbytes must equal
+  /// this->nbytes().
   void copy_to(void* dst, size_t nbytes) const;
 
   /// "NDArray(float32, [2, 3], cpu:0)", or "NDArray(undefined)".

@@ -27,8 +27,20 @@ namespace kiln::codegen {
 /// generator cannot translate (naming the node and the function) and for duplicate names.
 runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target);
 
-/// The source of a module returned by build_llvm: "ll" (optimized LLVM IR), "asm" (assembly
-/// for the target). Throws kiln::Error for another format or another kind of module.
+/// Compiles `funcs`, scheduled for a GPU (their loops bound to blockIdx/threadIdx), for a cuda
+/// target: each is split into device kernels (tir::split_host_device), compiled to PTX by LLVM's
+/// NVPTX back end for the target's -arch, and a host function (packed API, for tensors on the
+/// cuda device) built by build_llvm for the host target, which launches the kernels through
+/// kiln_cuda_launch; the PTX travels inside the host library. A function that touches memory
+/// outside a kernel is a user error naming it.
+runtime::Module build_cuda(const std::vector<tir::PrimFunc>& funcs, const Target& target);
+
+/// The PTX of device kernels (attr device_kernel, from tir::split_host_device) for a cuda target.
+std::string build_ptx(const std::vector<tir::PrimFunc>& kernels, const Target& target);
+
+/// The source of a module returned by build_llvm or build_cuda: "ll" (optimized LLVM IR),
+/// "asm" (assembly for the target), "ptx" (the device code of a cuda build). Throws
+/// kiln::Error for another format or another kind of module.
 std::string get_source(const runtime::Module& m, const std::string& fmt);
 
 }  // namespace kiln::codegen

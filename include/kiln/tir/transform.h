@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/tir/function.h"
 
@@ -100,5 +101,23 @@ PrimFunc storage_rewrite(PrimFunc f);
 /// extent 0, ifs with empty branches, lets/attrs/allocates around nothing, and stores of a
 /// location into itself (`A[i] = A[i]`).
 PrimFunc remove_no_op(PrimFunc f);
+
+/// The host function and the device kernels of a function scheduled for a GPU.
+struct HostDeviceSplit {
+  PrimFunc host;
+  std::vector<PrimFunc> kernels;
+};
+
+/// Splits a function whose loops are bound to GPU threads into device kernels and the host code
+/// that launches them. Each region that starts at an `AttrStmt thread_extent` not inside another
+/// becomes a kernel `<f>_kernel<i>` (attrs device_kernel = "1", launch = "gx,gy,gz,bx,by,bz",
+/// threads_per_block): its parameters are the region's free variables, the buffer data handles
+/// first, then the scalars, each in first-use order; the launch extent of each thread axis is the
+/// largest constant extent of a loop bound to it in the region (loops with a smaller one get a
+/// guard in the code generator). In the host function the region becomes an Evaluate of
+/// kiln.device_launch with those extents and arguments. A thread-bound loop with a non-constant
+/// extent, an unknown thread tag or a vthread loop is a user error naming the function.
+/// Run after the pipeline, before make_packed_api (on the host function).
+HostDeviceSplit split_host_device(const PrimFunc& f);
 
 }  // namespace kiln::tir

@@ -15,6 +15,7 @@
 #include "kiln/graph/tuning.h"
 #include "kiln/support/error.h"
 #include "kiln/topi/auto_schedule.h"
+#include "kiln/topi/schedule_gpu.h"
 #include "kiln/topi/schedule_injective.h"
 
 namespace kiln::graph {
@@ -52,8 +53,9 @@ te::Schedule schedule_generic(const std::vector<te::Tensor>& outs, const Target&
   return topi::auto_schedule(outs, target, cfg);
 }
 
-/// The implementation of an op's pattern kind.
-const char* pattern_impl(topi::OpPattern p) {
+/// The implementation of an op's pattern kind; on GPUs the fallback for every kind.
+const char* pattern_impl(topi::OpPattern p, const Target& target) {
+  if (target.has_key("gpu")) return "fallback.gpu";
   if (p <= topi::OpPattern::kInjective) return "injective.generic";
   if (p == topi::OpPattern::kCommReduce) return "reduce.generic";
   return "opaque.generic";
@@ -86,6 +88,7 @@ bool ScheduleInput::epilogue_shape() const {
 }
 
 te::Schedule schedule_by_pattern(const ScheduleInput& in) {
+  if (in.target.has_key("gpu")) return topi::schedule_gpu_fallback(in.outs, in.target);
   topi::OpPattern p = OpRegistry::global().get(in.master.op).pattern;
   if (p <= topi::OpPattern::kInjective) return topi::schedule_injective(in.outs, in.target);
   if (p == topi::OpPattern::kCommReduce) return topi::schedule_reduce(in.outs, in.target);
@@ -147,7 +150,8 @@ std::vector<Choice> strategy_choices(const OpCall& call) {
   // The pattern kind's implementation is the last resort when every choice needs a rewrite
   // (or there is none).
   if (std::all_of(r.begin(), r.end(), [](const Choice& c) { return c.rewrite; }))
-    r.push_back(Choice{pattern_impl(OpRegistry::global().get(n.op).pattern), -1000, false});
+    r.push_back(Choice{pattern_impl(OpRegistry::global().get(n.op).pattern, call.target), -1000,
+                       false});
   return r;
 }
 
@@ -202,6 +206,11 @@ void register_pattern_implementations() {
                              return schedule_generic(in.outs, in.target, cfg);
                            },
                            generic_task, nullptr, "auto_schedule"});
+  // GPUs: one thread per output element (topi/schedule_gpu.h) until an op has a template.
+  register_implementation(
+      {"fallback.gpu",
+       [](const ScheduleInput& in) { return topi::schedule_gpu_fallback(in.outs, in.target); },
+       nullptr, nullptr, ""});
 }
 
 }  // namespace kiln::graph

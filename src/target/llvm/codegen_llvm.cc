@@ -189,6 +189,8 @@ class FreeVarCollector : public IRVisitor {
 // Target machine
 
 std::pair<std::string, std::string> cpu_and_features(const Target& target) {
+  // NVPTX: the GPU architecture, and PTX ISA 7.8 (LLVM 16's newest; it covers sm_90).
+  if (target.kind == "cuda") return {target.attr("arch", "sm_75"), "+ptx78"};
   std::string cpu = target.mcpu;
   std::vector<std::string> feats;
   if (cpu == "native") {
@@ -324,6 +326,8 @@ void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
   fn->setVisibility(llvm::GlobalValue::DefaultVisibility);
   fn->setDSOLocal(false);
   bool packed = f.attr("packed_api") == "1";
+  device_type_ = kKilnCPU;
+  if (std::string d = f.attr("device_type"); !d.empty()) device_type_ = std::stoi(d);
   vars_.clear();
   for (size_t i = 0; i < f->params.size(); ++i) {
     llvm::Argument* a = fn->getArg(i);
@@ -349,6 +353,17 @@ void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
   b_->CreateRet(b_->getInt32(0));
   names_.push_back(f->name);
   vars_.clear();
+}
+
+void CodeGenLLVM::add_device_code(const std::string& ptx) {
+  llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, ptx, true);
+  auto* code = new llvm::GlobalVariable(*module_, init->getType(), true,
+                                        llvm::GlobalValue::ExternalLinkage, init, "__kiln_cuda_ptx");
+  code->setAlignment(llvm::Align(1));
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  new llvm::GlobalVariable(*module_, ptr, false, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(*ctx_)),
+                           "__kiln_cuda_module");
 }
 
 llvm::Function* CodeGenLLVM::emit_outlined(const std::string& name, const std::vector<Var>& params,
@@ -438,6 +453,7 @@ std::unique_ptr<llvm::Module> CodeGenLLVM::finish(const std::vector<std::string>
     KILN_ERROR << "internal error: codegen llvm produced invalid IR: " << err
                << " [this is a Kiln bug]";
   }
+  prepare_module(*module_);
   // O3 (the target's -opt level) with the new pass manager, tuned for the target machine.
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;

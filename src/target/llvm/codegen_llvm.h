@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "kiln/ir/functor.h"
+#include "kiln/runtime/c_runtime_api.h"
+#include "kiln/runtime/module.h"
 #include "kiln/target/target.h"
 #include "kiln/tir/function.h"
 
@@ -37,6 +39,11 @@ std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target)
 /// The CPU name and the feature string LLVM gets for `target` (-mcpu=native: host features).
 std::pair<std::string, std::string> cpu_and_features(const Target& target);
 
+/// build_llvm for a host target, with the device code (PTX) of a CUDA build embedded for the
+/// launches of its functions (kiln.device_launch); "" for none. get_source(m, "ptx") returns it.
+runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
+                                const std::string& device_ptx);
+
 /// Translates PrimFuncs into one llvm::Module.
 class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
                     public StmtFunctor<void(const Stmt&)> {
@@ -48,6 +55,10 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   /// Adds __kiln_func_names listing `name_list` (when not null: one module of a build defines
   /// the list of all its entry points), verifies, optimizes at O3; returns the module.
   std::unique_ptr<llvm::Module> finish(const std::vector<std::string>* name_list);
+  /// Defines the module's device code (PTX) and the runtime's cache for it: the globals
+  /// __kiln_cuda_ptx and __kiln_cuda_module that kiln.device_launch passes to kiln_cuda_launch
+  /// (other parts of a build declare them). Call before add_function.
+  void add_device_code(const std::string& ptx);
   /// Names of the entry points added, in order.
   const std::vector<std::string>& function_names() const { return names_; }
 
@@ -58,7 +69,7 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
 #define KILN_STMT_NODE(T) void visit(const T* op) override;
 #include "kiln/ir/node_kinds.def"
 
- private:
+ protected:
   /// Per-LLVM-function state.
   struct FuncState {
     llvm::Function* fn = nullptr;
@@ -68,6 +79,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
 
   llvm::Type* ty(DataType t);
   llvm::Value* cast_value(DataType from, DataType to, llvm::Value* v);
+  /// Called by finish() on the verified module before it is optimized (the NVPTX generator
+  /// links libdevice here).
+  virtual void prepare_module(llvm::Module& m) {}
   llvm::Value* emit_expr(const Expr& e) { return visit_expr(e); }
   llvm::Value* const_int(DataType t, int64_t v);
   llvm::Value* buffer_ptr(const Var& buffer_var, DataType elem, llvm::Value* index);
@@ -84,7 +98,11 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Align vector_align(const Var& buffer_var, DataType t, const Expr& base);
   llvm::Value* emit_call(const Call* op);
   llvm::Value* emit_builtin(const Call* op);
-  llvm::Value* emit_math(const Call* op);
+  /// Math functions: LLVM intrinsics, inline approximations (exp, tanh, erf of float32) or libm.
+  virtual llvm::Value* emit_math(const Call* op);
+  /// kiln.device_launch (a host function launching a kernel of the module's device code): one
+  /// kiln_cuda_launch call with the kernel's arguments in a table of pointers to their values.
+  void emit_device_launch(const Call* op);
   /// Bit operations (reinterpret, shifts, bitwise, popcount), calls named "llvm.*" (LLVM
   /// intrinsics by name) and the AMX tile product; null for other calls
   /// (codegen_llvm_intrin.cc).
@@ -134,6 +152,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   /// inside get llvm.loop.unroll.disable.
   int no_unroll_ = 0;
   llvm::StructType* array_type_ = nullptr;
+  /// The device (a KilnDeviceType) the current packed function's tensors live on (its attr
+  /// "device_type"; the CPU when absent).
+  int device_type_ = 1;
 };
 
 }  // namespace kiln::codegen

@@ -345,14 +345,24 @@ void CodeGenLLVM::emit_array_check(const Call* op) {
                                          llvm::ConstantArray::get(aty, expect), "array_check");
   table->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
-  llvm::Function* fn =
-      runtime_fn("kiln_check_array", b_->getInt32Ty(),
-                 {ptr, ptr, b_->getInt32Ty(), b_->getInt32Ty(), b_->getInt64Ty(), ptr});
-  llvm::Value* r = b_->CreateCall(
-      fn, {emit_expr(op->args[0]), emit_expr(op->args[1]),
-           cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2])),
-           cast_value(op->args[3].dtype(), DataType::Int(32), emit_expr(op->args[3])),
-           cast_value(op->args[4].dtype(), DataType::Int(64), emit_expr(op->args[4])), table});
+  std::vector<llvm::Value*> args{
+      emit_expr(op->args[0]), emit_expr(op->args[1]),
+      cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2])),
+      cast_value(op->args[3].dtype(), DataType::Int(32), emit_expr(op->args[3])),
+      cast_value(op->args[4].dtype(), DataType::Int(64), emit_expr(op->args[4])), table};
+  llvm::Value* r;
+  if (device_type_ == kKilnCPU) {
+    llvm::Function* fn =
+        runtime_fn("kiln_check_array", b_->getInt32Ty(),
+                   {ptr, ptr, b_->getInt32Ty(), b_->getInt32Ty(), b_->getInt64Ty(), ptr});
+    r = b_->CreateCall(fn, args);
+  } else {
+    llvm::Function* fn = runtime_fn(
+        "kiln_check_array_on", b_->getInt32Ty(),
+        {ptr, ptr, b_->getInt32Ty(), b_->getInt32Ty(), b_->getInt64Ty(), ptr, b_->getInt32Ty()});
+    args.push_back(b_->getInt32(device_type_));
+    r = b_->CreateCall(fn, args);
+  }
   llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "array_check_fail", cur_.fn);
   llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "array_check_ok", cur_.fn);
   llvm::MDBuilder md(*ctx_);
@@ -364,6 +374,42 @@ void CodeGenLLVM::emit_array_check(const Call* op) {
   b_->SetInsertPoint(ok_bb);
 }
 
+void CodeGenLLVM::emit_device_launch(const Call* op) {
+  const size_t n = op->args.size();
+  const StringImm* kernel = n >= 8 ? op->args[0].as<StringImm>() : nullptr;
+  if (!kernel) {
+    fail("kiln.device_launch needs (kernel name, 6 launch extents, shared bytes, args...)");
+  }
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  // The argument table: a pointer to each argument's value, as cuLaunchKernel takes them.
+  const size_t nargs = n - 8;
+  llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
+  b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
+  auto* table_ty = llvm::ArrayType::get(ptr, std::max<size_t>(1, nargs));
+  llvm::AllocaInst* table = b_->CreateAlloca(table_ty, nullptr, "launch_args");
+  std::vector<llvm::AllocaInst*> slots;
+  for (size_t i = 0; i < nargs; ++i)
+    slots.push_back(b_->CreateAlloca(ty(op->args[8 + i].dtype()), nullptr, "launch_arg"));
+  b_->restoreIP(ip);
+  for (size_t i = 0; i < nargs; ++i) {
+    b_->CreateStore(emit_expr(op->args[8 + i]), slots[i]);
+    b_->CreateStore(slots[i], b_->CreateConstInBoundsGEP2_32(table_ty, table, 0, i));
+  }
+  std::vector<llvm::Value*> args{module_->getOrInsertGlobal("__kiln_cuda_module", ptr),
+                                 module_->getOrInsertGlobal("__kiln_cuda_ptx", b_->getInt8Ty()),
+                                 string_ptr(kernel->value)};
+  for (size_t i = 1; i <= 6; ++i)
+    args.push_back(cast_value(op->args[i].dtype(), DataType::Int(64), emit_expr(op->args[i])));
+  args.push_back(cast_value(op->args[7].dtype(), DataType::Int(32), emit_expr(op->args[7])));
+  args.push_back(table);
+  args.push_back(b_->getInt32(static_cast<int32_t>(nargs)));
+  llvm::Type* i64 = b_->getInt64Ty();
+  llvm::Function* fn = runtime_fn(
+      "kiln_cuda_launch", b_->getInt32Ty(),
+      {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, b_->getInt32Ty(), ptr, b_->getInt32Ty()});
+  emit_propagate(b_->CreateCall(fn, args));
+}
+
 void CodeGenLLVM::visit(const Evaluate* op) {
   if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kArgCheck) {
     emit_arg_check(c);
@@ -371,6 +417,10 @@ void CodeGenLLVM::visit(const Evaluate* op) {
   }
   if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kArrayCheck) {
     emit_array_check(c);
+    return;
+  }
+  if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kDeviceLaunch) {
+    emit_device_launch(c);
     return;
   }
   if (is_const(op->value)) return;

@@ -174,11 +174,17 @@ struct ModulePart {
 /// A module compiled by LLVM: object files (one per part), run through ORC LLJIT or exported.
 class LLVMModuleNode : public runtime::ModuleNode {
  public:
-  LLVMModuleNode(std::vector<ModulePart> parts, Target target, std::vector<std::string> names)
-      : parts_(std::move(parts)), target_(std::move(target)), names_(std::move(names)) {}
+  LLVMModuleNode(std::vector<ModulePart> parts, Target target, std::vector<std::string> names,
+                 std::string ptx)
+      : parts_(std::move(parts)),
+        target_(std::move(target)),
+        names_(std::move(names)),
+        ptx_(std::move(ptx)) {}
 
   std::string type_key() const override { return "llvm"; }
-  std::string describe() const override { return "llvm (" + target_.str() + ")"; }
+  std::string describe() const override {
+    return "llvm (" + target_.str() + (ptx_.empty() ? "" : ", with CUDA device code") + ")";
+  }
   std::vector<std::string> function_names() const override { return names_; }
 
   KilnPackedCFunc get_function(const std::string& name) const override {
@@ -234,6 +240,10 @@ class LLVMModuleNode : public runtime::ModuleNode {
   }
 
   std::string get_source(const std::string& fmt) const {
+    if (fmt == "ptx") {
+      KILN_USER_CHECK(!ptx_.empty()) << "get_source: the module has no CUDA device code";
+      return ptx_;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     std::string r;
     for (const ModulePart& part : parts_) {
@@ -244,7 +254,7 @@ class LLVMModuleNode : public runtime::ModuleNode {
         auto clone = llvm::CloneModule(*part.module);
         r += emit(*clone, part.tm.get(), llvm::CGFT_AssemblyFile);
       } else {
-        KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm)";
+        KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm, ptx)";
       }
     }
     return r;
@@ -280,6 +290,7 @@ class LLVMModuleNode : public runtime::ModuleNode {
   std::vector<ModulePart> parts_;
   Target target_;
   std::vector<std::string> names_;
+  std::string ptx_;  ///< the device code (build_cuda), "" for CPU modules
   mutable std::mutex mu_;
   mutable std::unique_ptr<llvm::orc::LLJIT> jit_;
   mutable std::unordered_map<std::string, KilnPackedCFunc> cache_;
@@ -299,6 +310,11 @@ unsigned compile_threads() {
 runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
   KILN_USER_CHECK(target.kind_info().codegen == "llvm")
       << "build_llvm: target '" << target.str() << "' is not served by the llvm code generator";
+  return build_llvm_host(funcs, target, "");
+}
+
+runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
+                                const std::string& device_ptx) {
   // The module's functions; names must be unique across parts.
   std::vector<std::string> names;
   std::set<std::string> seen;
@@ -325,6 +341,7 @@ runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target
         ModulePart& p = parts[i];
         std::string name = funcs.empty() ? "kiln_module" : funcs[i]->name;
         CodeGenLLVM cg(p.ctx.get(), p.tm.get(), target, name);
+        if (i == 0 && !device_ptx.empty()) cg.add_device_code(device_ptx);
         for (size_t k = i; k < funcs.size(); k += nparts) cg.add_function(funcs[k]);
         p.module = cg.finish(i == 0 ? &names : nullptr);
         auto clone = llvm::CloneModule(*p.module);
@@ -341,7 +358,8 @@ runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
-  return runtime::Module(make_object<LLVMModuleNode>(std::move(parts), target, std::move(names)));
+  return runtime::Module(
+      make_object<LLVMModuleNode>(std::move(parts), target, std::move(names), device_ptx));
 }
 
 std::string get_source(const runtime::Module& m, const std::string& fmt) {

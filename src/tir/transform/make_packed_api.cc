@@ -126,6 +126,11 @@ PrimFunc make_packed_api(PrimFunc f) {
     }
   }
 
+  // Where the tensors live: attr device_type (a KilnDeviceType, set for GPU host functions).
+  const int device_type = f.attr("device_type").empty() ? kKilnCPU : std::stoi(f.attr("device_type"));
+  const std::string device_name = device_type == kKilnCPU    ? "cpu"
+                                  : device_type == kKilnCUDA ? "cuda"
+                                                             : std::to_string(device_type);
   VarSet bound_shape_vars;
   std::vector<Step> data_binds;
   for (int i = 0; i < n; ++i) {
@@ -166,7 +171,8 @@ PrimFunc make_packed_api(PrimFunc f) {
     check(word == static_cast<int32_t>(dtype_word(buf->dtype)),
           label + "dtype expected " + buf->dtype.str() + ", got ", kKilnGotDType, word);
     Expr dev = array_get(arr, ArrayField::kDeviceType, DataType::Int(32));
-    check(dev == kKilnCPU, label + "device expected cpu, got ", kKilnGotDevice, dev);
+    check(dev == device_type, label + "device expected " + device_name + ", got ", kKilnGotDevice,
+          dev);
     for (int d = 0; d < ndim; ++d) {
       Expr got = array_get(arr, ArrayField::kShape, DataType::Int(64), d);
       const Expr& s = buf->shape[d];

@@ -1,0 +1,25 @@
+/// \file schedule_gpu.h
+/// \brief The GPU schedule of any fused group that has no GPU template yet.
+///
+/// One GPU thread per output element: every injective stage that is not an output is inlined;
+/// each output stage has its axes fused into one loop, split by the threads per block (at most
+/// 256, and at most the target's max_threads_per_block), the outer part bound to blockIdx.x and
+/// the inner to threadIdx.x; reduction loops run serially inside the thread. A reduction whose
+/// result is not an output (softmax's max and sum) is computed at the thread loop of the output
+/// that reads it, into the thread's registers. Correct for any compute; speed comes from the
+/// templates that replace it op by op.
+#pragma once
+
+#include <vector>
+
+#include "kiln/target/target.h"
+#include "kiln/te/schedule.h"
+
+namespace kiln::topi {
+
+/// The GPU fallback schedule of a fused group's outputs (see the file comment). A user error
+/// naming the stage for what it cannot schedule: a 0-d output, an extern stage, an
+/// intermediate reduction read by two outputs.
+te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Target& target);
+
+}  // namespace kiln::topi

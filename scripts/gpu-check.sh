@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU check of the CUDA back end, in two halves (docs/gpu.md):
+#
+#   scripts/gpu-check.sh prepare [DIR]   here, with the compiler: builds the runtime alone
+#                                        (libkiln_runtime.so, kiln-run; no LLVM), compiles the
+#                                        paper's models and a set of ONNX node tests for
+#                                        `cuda -arch=sm_90`, and writes the CPU build's outputs
+#                                        on the same seeded inputs as the reference.
+#   scripts/gpu-check.sh device [DIR]    on the GPU machine (the device tool, DIR carried):
+#                                        runs every module on the GPU with kiln-run and compares
+#                                        each output with its reference (max abs error, 1e-4
+#                                        relative to the reference's scale); prints one line per
+#                                        check and a summary; exit 1 when any check fails.
+#
+# DIR defaults to gpu-check/ (ignored by git). MODELS and NODE_TESTS override the lists.
+set -euo pipefail
+mode=${1:?usage: gpu-check.sh prepare|device [DIR]}
+dir=${2:-gpu-check}
+MODELS=${MODELS:-"mobilenet_v2 dqn dcgan resnet18"}
+NODE_TESTS=${NODE_TESTS:-"test_relu test_sigmoid test_tanh test_exp test_log test_softmax_axis_1
+test_add_bcast test_mul_bcast test_matmul_2d test_gemm_default_matrix_bias test_conv_with_strides_padding
+test_maxpool_2d_pads test_averagepool_2d_pads test_globalaveragepool test_reduce_mean_keepdims_example
+test_transpose_default test_concat_2d_axis_1 test_batchnorm_example test_leakyrelu test_pow
+test_erf test_gather_0 test_slice test_clip test_layer_normalization_2d_axis1"}
+
+if [ "$mode" = prepare ]; then
+  kiln=${KILN:-build/bin/kiln}
+  mkdir -p "$dir/models" "$dir/nodes"
+  /usr/bin/python3 scripts/export_models.py build/models --models "$(echo $MODELS | tr ' ' ,)" >/dev/null
+  cmake -S . -B "$dir/rt-build" -G Ninja -DKILN_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$dir/rt-build" >/dev/null
+  mkdir -p "$dir/rt/bin" "$dir/rt/lib"
+  cp "$dir/rt-build/bin/kiln-run" "$dir/rt/bin/"
+  cp "$dir/rt-build/lib/libkiln_runtime.so" "$dir/rt/lib/"
+  for m in $MODELS; do
+    "$kiln" compile "build/models/$m.onnx" --target 'cuda -arch=sm_90' -o "$dir/models/$m.cuda" >/dev/null
+    "$kiln" compile "build/models/$m.onnx" -o "$dir/tmp-$m.cpu" >/dev/null
+    "$kiln" run "$dir/tmp-$m.cpu" --seed 7 --output-dir "$dir/models/$m.ref" >/dev/null
+    rm -rf "$dir/tmp-$m.cpu"
+    echo "prepared model $m"
+  done
+  data=/usr/share/libonnx-testdata/data/node
+  for t in $NODE_TESTS; do
+    [ -d "$data/$t" ] || { echo "no node test $t"; continue; }
+    if "$kiln" compile "$data/$t/model.onnx" --target 'cuda -arch=sm_90' -o "$dir/nodes/$t" \
+        >"$dir/nodes/$t.log" 2>&1; then
+      /usr/bin/python3 scripts/onnx_pb_to_npy.py "$data/$t/model.onnx" "$data/$t/test_data_set_0" \
+        "$dir/nodes/$t.data"
+      echo "prepared node test $t"
+    else
+      echo "node test $t does not compile for cuda: $(tail -1 "$dir/nodes/$t.log")"
+    fi
+  done
+  rm -rf "$dir/rt-build"
+  du -sh "$dir"
+  exit 0
+fi
+
+[ "$mode" = device ] || { echo "usage: gpu-check.sh prepare|device [DIR]"; exit 2; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+run=$dir/rt/bin/kiln-run
+fail=0
+compare() {  # compare OUT_DIR REF_DIR LABEL
+  python3 - "$1" "$2" "$3" <<'PY' || fail=1
+import sys, os, numpy as np
+out, ref, label = sys.argv[1:]
+ok = True
+for f in sorted(os.listdir(ref)):
+    if not f.endswith('.npy'): continue
+    a = np.load(os.path.join(out, f)); b = np.load(os.path.join(ref, f))
+    if a.shape != b.shape:
+        print(f"FAIL {label} {f}: shape {a.shape} vs {b.shape}"); ok = False; continue
+    scale = max(1.0, float(np.abs(b.astype(np.float64)).max()) if b.size else 1.0)
+    err = float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max()) if b.size else 0.0
+    good = err <= 1e-4 * scale and np.isfinite(a).all() == np.isfinite(b).all()
+    print(f"{'ok  ' if good else 'FAIL'} {label} {f}: max abs err {err:.3g} (scale {scale:.3g})")
+    ok = ok and good
+sys.exit(0 if ok else 1)
+PY
+}
+for m in $dir/models/*.cuda; do
+  name=$(basename "$m" .cuda)
+  out=$(mktemp -d)
+  if "$run" "$m" --seed 7 --output-dir "$out" > "$out/log" 2>&1; then
+    tail -1 "$out/log"
+    compare "$out" "$dir/models/$name.ref" "model $name"
+  else
+    echo "FAIL model $name: $(tail -3 "$out/log")"; fail=1
+  fi
+done
+for t in $dir/nodes/*.data; do
+  name=$(basename "$t" .data)
+  out=$(mktemp -d)
+  args=()
+  for f in "$t"/input_*.npy; do
+    n=$(basename "$f" .npy); args+=(--input "${n#input_}=$f")
+  done
+  if "$run" "$dir/nodes/$name" "${args[@]}" --output-dir "$out" > "$out/log" 2>&1; then
+    mkdir -p "$out/ref"; for f in "$t"/output_*.npy; do n=$(basename "$f"); cp "$f" "$out/ref/${n#output_}"; done
+    compare "$out" "$out/ref" "node $name"
+  else
+    echo "FAIL node $name: $(tail -3 "$out/log")"; fail=1
+  fi
+done
+echo "gpu-check: $([ $fail = 0 ] && echo all checks passed || echo some checks FAILED)"
+exit $fail

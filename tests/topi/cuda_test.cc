@@ -1,0 +1,210 @@
+// CUDA code generation, tested without a GPU: te computes scheduled for a GPU (by hand and by
+// topi::schedule_gpu_fallback) are split into kernels and host code, compiled to PTX by LLVM's
+// NVPTX back end and assembled by CUDA's ptxas for sm_90 and sm_75 (any ptxas error fails the
+// test; where ptxas is not installed the check is skipped with that reason). The host/device
+// split is checked against golden TIR, the host code's checks and the errors against their
+// messages. Numerics on a GPU: scripts/gpu-check.sh (the device tool) and CUDA.RunsOnTheGpu,
+// which runs where a CUDA device is present and says why it is skipped elsewhere.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "common/error.h"
+#include "common/golden.h"
+#include "kiln/runtime/device_api.h"
+#include "kiln/target/codegen.h"
+#include "kiln/tir/transform.h"
+#include "kiln/topi/conv2d.h"
+#include "kiln/topi/dense.h"
+#include "kiln/topi/elemwise.h"
+#include "kiln/topi/nn_norm.h"
+#include "kiln/topi/schedule_gpu.h"
+#include "topi/topi_test_util.h"
+
+namespace kiln::topi::testing {
+namespace {
+
+using kiln::testing::error_of;
+using ir::Var;
+using ir::make_const;
+
+/// ptxas: KILN_PTXAS, else on PATH, else CUDA's default install; "" when there is none.
+std::string find_ptxas() {
+  if (const char* e = std::getenv("KILN_PTXAS"); e && *e) return e;
+  for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
+/// Assembles `ptx` for `arch` with ptxas; "" on success, else ptxas's output.
+std::string ptxas(const std::string& ptx, const std::string& arch) {
+  std::string tool = find_ptxas();
+  char path[] = "/tmp/kiln_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << ptx;
+  std::string log = std::string(path) + ".log";
+  std::string cmd = tool + " -arch=" + arch + " " + path + " -o /dev/null > " + log + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path);
+  unlink(log.c_str());
+  return rc == 0 ? "" : "ptxas -arch=" + arch + " failed:\n" + out;
+}
+
+const Target& cuda90() {
+  static Target t("cuda -arch=sm_90");
+  return t;
+}
+
+/// A GPU group: inputs, outputs, the CPU reference's inputs.
+struct Group {
+  std::string name;
+  std::vector<te::Tensor> inputs, outs;
+};
+
+std::vector<Group> groups() {
+  std::vector<Group> r;
+  {
+    te::Tensor a = te::placeholder({1000}, f32, "A");
+    te::Tensor b = sigmoid(tanh(exp(a)));
+    te::Tensor c = te::compute(
+        {1000},
+        [&](const std::vector<Var>& i) {
+          return ir::log(b(i[0]) + 1.f) * ir::pow(b(i[0]), make_const(f32, 0.5f));
+        },
+        "logpow", "elemwise");
+    r.push_back({"elementwise", {a}, {c}});
+  }
+  {
+    te::Tensor x = te::placeholder({4, 77}, f32, "X");
+    r.push_back({"softmax", {x}, {softmax(x)}});
+  }
+  {
+    te::Tensor x = te::placeholder({1, 8, 12, 12}, f32, "X");
+    te::Tensor w = te::placeholder({16, 8, 3, 3}, f32, "W");
+    Conv2DParams p;
+    p.padding = Padding2D{1, 1, 1, 1};
+    r.push_back({"conv2d_relu", {x, w}, {relu(conv2d_nchw(x, w, p))}});
+  }
+  {
+    te::Tensor x = te::placeholder({3, 50}, f32, "X");
+    te::Tensor w = te::placeholder({20, 50}, f32, "W");
+    te::Tensor bias = te::placeholder({20}, f32, "bias");
+    r.push_back({"dense_bias", {x, w, bias}, {dense(x, w, bias)}});
+  }
+  return r;
+}
+
+TEST(CUDA, SplitHostDeviceGolden) {
+  te::Tensor a = te::placeholder({1000}, f32, "A");
+  te::Tensor b = te::compute(
+      {1000}, [&](const std::vector<Var>& i) { return a(i[0]) * 2.f + 1.f; }, "B", "elemwise");
+  te::Schedule s = te::create_schedule({b});
+  auto [bx, tx] = s[b].split(s[b].op_axis()[0], make_const(DataType::Int(32), 256));
+  s[b].bind(bx, te::thread_axis("blockIdx.x"));
+  s[b].bind(tx, te::thread_axis("threadIdx.x"));
+  tir::HostDeviceSplit split = tir::split_host_device(tir::lower(s, {a, b}, "affine"));
+  ASSERT_EQ(split.kernels.size(), 1u);
+  std::string text = tir::to_string(split.host) + "\n" + tir::to_string(split.kernels[0]);
+  for (const auto& [k, v] : split.kernels[0]->attrs) text += "\nattr " + k + " = " + v;
+  KILN_EXPECT_GOLDEN("cuda_split_host_device", text);
+}
+
+TEST(CUDA, FallbackKernelsAssembleWithPtxas) {
+  const std::string tool = find_ptxas();
+  for (const Group& g : groups()) {
+    SCOPED_TRACE(g.name);
+    std::vector<te::Tensor> args = g.inputs;
+    args.insert(args.end(), g.outs.begin(), g.outs.end());
+    for (const char* arch : {"sm_90", "sm_75"}) {
+      Target t(std::string("cuda -arch=") + arch);
+      runtime::Module m = build(schedule_gpu_fallback(g.outs, t), args, t, g.name);
+      std::string ptx = codegen::get_source(m, "ptx");
+      EXPECT_NE(ptx.find(".entry " + g.name + "_kernel0"), std::string::npos) << ptx;
+      EXPECT_NE(ptx.find("%tid.x"), std::string::npos);
+      EXPECT_NE(ptx.find(std::string(".target ") + arch), std::string::npos);
+      EXPECT_EQ(ptx.find("__nv_"), std::string::npos) << "libdevice calls must be linked in";
+      EXPECT_EQ(m.function_names(), std::vector<std::string>{g.name});
+      if (!tool.empty()) EXPECT_EQ(ptxas(ptx, arch), "");
+    }
+  }
+  if (tool.empty()) GTEST_SKIP() << "ptxas not found (KILN_PTXAS, /usr/local/cuda/bin): PTX built "
+                                    "but not assembled";
+}
+
+TEST(CUDA, HostCodeChecksTheDevice) {
+  Group g = groups()[0];
+  runtime::Module m =
+      build(schedule_gpu_fallback(g.outs, cuda90()), {g.inputs[0], g.outs[0]}, cuda90(), "f");
+  NDArray a = random_array({1000}, f32, 1), c = poisoned({1000}, f32);
+  std::string msg = error_of([&] { call(m.get_function("f"), {a, c}); });
+  EXPECT_NE(msg.find("f: argument 0 (A): device expected cuda, got cpu"), std::string::npos) << msg;
+}
+
+TEST(CUDA, Errors) {
+  te::Tensor a = te::placeholder({64}, f32, "A");
+  te::Tensor b = te::compute({64}, [&](const std::vector<Var>& i) { return a(i[0]) + 1.f; }, "B");
+  // No loop bound to a thread: the loop would run on the host over device memory.
+  std::string msg = error_of([&] { build(te::create_schedule({b}), {a, b}, cuda90(), "plain"); });
+  EXPECT_NE(msg.find("codegen cuda: function 'plain' reads or writes memory outside a GPU kernel"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] {
+    Target t("cuda -arch=sm_20");
+    build(schedule_gpu_fallback({b}, t), {a, b}, t, "old");
+  });
+  EXPECT_NE(msg.find("option '-arch=sm_20': Kiln generates code for sm_75 to sm_90"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(CUDA, NoDeviceIsAClearError) {
+  std::string why;
+  if (runtime::device_available(runtime::Device{kKilnCUDA, 0}, &why)) {
+    NDArray a = NDArray::empty({3}, f32, runtime::Device{kKilnCUDA, 0});
+    EXPECT_EQ(a.device().str(), "cuda:0");
+    GTEST_SKIP() << "a CUDA device is present: nothing to refuse";
+  }
+  EXPECT_FALSE(why.empty());
+  std::string msg =
+      error_of([] { NDArray::empty({3}, f32, runtime::Device{kKilnCUDA, 0}); });
+  EXPECT_EQ(msg.rfind("no CUDA device: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(why), std::string::npos) << msg;
+}
+
+TEST(CUDA, RunsOnTheGpu) {
+  std::string why;
+  if (!runtime::device_available(runtime::Device{kKilnCUDA, 0}, &why))
+    GTEST_SKIP() << "no CUDA device: " << why;
+  const runtime::Device gpu{kKilnCUDA, 0};
+  uint32_t seed = 10;
+  for (const Group& g : groups()) {
+    SCOPED_TRACE(g.name);
+    std::vector<te::Tensor> args = g.inputs;
+    args.insert(args.end(), g.outs.begin(), g.outs.end());
+    std::vector<NDArray> host_in;
+    for (const te::Tensor& t : g.inputs) host_in.push_back(random_array(shape_of(t), f32, ++seed));
+    std::vector<NDArray> want = run(te::create_schedule(g.outs), g.inputs, g.outs, host_in);
+    runtime::Module m = build(schedule_gpu_fallback(g.outs, cuda90()), args, cuda90(), g.name);
+    std::vector<NDArray> dev;
+    for (const NDArray& h : host_in) dev.push_back(h.to(gpu));
+    std::vector<NDArray> outs;
+    for (const te::Tensor& t : g.outs) {
+      outs.push_back(poisoned(shape_of(t), f32).to(gpu));
+      dev.push_back(outs.back());
+    }
+    call(m.get_function(g.name), dev);
+    runtime::device_synchronize(gpu);
+    for (size_t k = 0; k < outs.size(); ++k)
+      EXPECT_TRUE(all_close(outs[k].to(runtime::Device::cpu()), want[k]));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::topi::testing
