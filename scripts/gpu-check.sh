@@ -12,7 +12,10 @@
 #                                        relative to the reference's scale); prints one line per
 #                                        check and a summary; exit 1 when any check fails.
 #
-# DIR defaults to gpu-check/ (ignored by git). MODELS and NODE_TESTS override the lists.
+# DIR defaults to gpu-check/ (ignored by git). MODELS and NODE_TESTS override the lists (the
+# device tool carries at most 64 MiB: resnet18's params alone are 47 MB, so it goes in a run of
+# its own). On the device, REPEAT (default 30) timed runs per model follow the checked one, and
+# TORCH_MODELS / TORCH_COMPILE name the models bench/gpu_torch.py times in PyTorch.
 set -euo pipefail
 mode=${1:?usage: gpu-check.sh prepare|device [DIR]}
 dir=${2:-gpu-check}
@@ -59,6 +62,7 @@ fi
 [ "$mode" = device ] || { echo "usage: gpu-check.sh prepare|device [DIR]"; exit 2; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 run=$dir/rt/bin/kiln-run
+shopt -s nullglob
 fail=0
 compare() {  # compare OUT_DIR REF_DIR LABEL
   python3 - "$1" "$2" "$3" <<'PY' || fail=1
@@ -81,8 +85,8 @@ PY
 for m in $dir/models/*.cuda; do
   name=$(basename "$m" .cuda)
   out=$(mktemp -d)
-  if "$run" "$m" --seed 7 --output-dir "$out" > "$out/log" 2>&1; then
-    tail -1 "$out/log"
+  if "$run" "$m" --seed 7 --output-dir "$out" --repeat "${REPEAT:-30}" > "$out/log" 2>&1; then
+    echo "kiln $name: $(tail -1 "$out/log")"
     compare "$out" "$dir/models/$name.ref" "model $name"
   else
     echo "FAIL model $name: $(tail -3 "$out/log")"; fail=1
@@ -102,5 +106,10 @@ for t in $dir/nodes/*.data; do
     echo "FAIL node $name: $(tail -3 "$out/log")"; fail=1
   fi
 done
+# PyTorch on the same GPU, the same models (seeded as export_models.py builds them), batch 1.
+if [ -n "${TORCH_MODELS:-}" ]; then
+  timeout "${TORCH_TIMEOUT:-300}" python3 bench/gpu_torch.py --models "$TORCH_MODELS" \
+    --compile "${TORCH_COMPILE:-}" || echo "gpu_torch.py did not finish"
+fi
 echo "gpu-check: $([ $fail = 0 ] && echo all checks passed || echo some checks FAILED)"
 exit $fail

@@ -77,9 +77,8 @@ extern "C" KILN_DLL int32_t kiln_check_array(const KilnArray* a, const char* pre
 }
 
 extern "C" KILN_DLL int32_t kiln_check_array_on(const KilnArray* a, const char* prefix,
-                                                int32_t ndim, int32_t dtype_word,
-                                                int64_t alignment, const int64_t* shape_strides,
-                                                int32_t device_type) {
+                                                int32_t ndim, int32_t dtype_word, int64_t alignment,
+                                                const int64_t* shape_strides, int32_t device_type) {
   const std::string p = prefix ? prefix : "";
   auto fail = [&](const std::string& what, int32_t kind, int64_t got) {
     kiln_set_arg_error((p + what).c_str(), kind, got);

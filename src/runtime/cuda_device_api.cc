@@ -41,8 +41,8 @@ struct Driver {
   CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void**, void**);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
 
@@ -185,8 +185,8 @@ void* device_alloc(Device dev, size_t nbytes) {
   Driver& d = use_device(dev.id);
   CUdeviceptr p = 0;
   CUresult r = d.cuMemAlloc(&p, nbytes == 0 ? 1 : nbytes);
-  KILN_USER_CHECK(r == kSuccess) << "CUDA: cannot allocate " << nbytes << " bytes on "
-                                 << dev.str() << ": " << cu_error(d, r);
+  KILN_USER_CHECK(r == kSuccess) << "CUDA: cannot allocate " << nbytes << " bytes on " << dev.str()
+                                 << ": " << cu_error(d, r);
   return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
 }
 
@@ -261,9 +261,9 @@ extern "C" KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* pt
       auto it = m->kernels.find(kernel);
       if (it == m->kernels.end()) {
         CUresult r = d.cuModuleGetFunction(&fn, m->module, kernel);
-        KILN_USER_CHECK(r == kSuccess) << "CUDA: kernel '" << kernel
-                                       << "' not found in the module's device code: "
-                                       << cu_error(d, r);
+        KILN_USER_CHECK(r == kSuccess)
+            << "CUDA: kernel '" << kernel
+            << "' not found in the module's device code: " << cu_error(d, r);
         m->kernels.emplace(kernel, fn);
       } else {
         fn = it->second;
@@ -275,9 +275,8 @@ extern "C" KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* pt
                                   static_cast<unsigned>(block_y), static_cast<unsigned>(block_z),
                                   static_cast<unsigned>(shared_bytes), nullptr, args, nullptr);
     KILN_USER_CHECK(r == kSuccess) << "CUDA: launching kernel '" << kernel << "' (grid " << grid_x
-                                   << "x" << grid_y << "x" << grid_z << ", block " << block_x
-                                   << "x" << block_y << "x" << block_z
-                                   << ") failed: " << cu_error(d, r);
+                                   << "x" << grid_y << "x" << grid_z << ", block " << block_x << "x"
+                                   << block_y << "x" << block_z << ") failed: " << cu_error(d, r);
     return 0;
   } catch (const std::exception& e) {
     kiln_set_last_error(e.what());

@@ -33,12 +33,14 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
   KILN_USER_CHECK(!outs.empty()) << "schedule_gpu_fallback: no output tensors";
   std::vector<te::Operation> ops;
   for (const te::Tensor& t : outs)
-    if (std::none_of(ops.begin(), ops.end(), [&](const te::Operation& o) { return o.same_as(t.op()); }))
+    if (std::none_of(ops.begin(), ops.end(),
+                     [&](const te::Operation& o) { return o.same_as(t.op()); }))
       ops.push_back(t.op());
   te::Schedule s = te::create_schedule(ops);
   std::unordered_set<const te::OperationNode*> out_set;
   for (const te::Operation& op : ops) out_set.insert(op.get());
-  const int64_t threads = std::clamp<int64_t>(target.attr_int("max_threads_per_block", 1024), 1, 256);
+  const int64_t threads =
+      std::clamp<int64_t>(target.attr_int("max_threads_per_block", 1024), 1, 256);
   // Outputs: one thread per element.
   std::map<const te::OperationNode*, te::IterVar> thread_loop;
   for (const te::Operation& op : ops) {
@@ -80,8 +82,8 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
           << (*reader)->name << "', '" << out->name << "'); it has no GPU schedule yet";
       reader = &out;
     }
-    KILN_ICHECK(reader != nullptr) << "schedule_gpu_fallback: stage '" << op->name
-                                   << "' is read by no output";
+    KILN_ICHECK(reader != nullptr)
+        << "schedule_gpu_fallback: stage '" << op->name << "' is read by no output";
     s[op].compute_at(s[*reader], thread_loop.at(reader->get()));
   }
   return s;

@@ -10,10 +10,15 @@
 #include <atomic>
 
 #include "common/error.h"
+#include "common/ptxas.h"
 #include "graph_test_util.h"
+#include "kiln/graph/build_module.h"
 #include "kiln/graph/op_registry.h"
 #include "kiln/graph/transform.h"
 #include "kiln/graph/tuning.h"
+#include "kiln/runtime/device_api.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/target/codegen.h"
 #include "kiln/topi/schedule_injective.h"
 
 namespace kiln::graph {
@@ -59,9 +64,29 @@ TEST(Strategy, Conv2dChoicesOnACpu) {
   Graph dw = infer_types(conv_relu(32, 14, rng, 32));
   EXPECT_EQ(names(strategy_choices(OpCall{dw, conv, host})),
             (std::vector<std::string>{"depthwise_conv2d_nchwc.cpu", "conv2d_nchw.cpu"}));
-  // A GPU target has no strategy for conv2d yet: the pattern kind's implementation.
+  // A GPU target has no strategy for conv2d yet: the GPU fallback (one thread per element).
   EXPECT_EQ(names(strategy_choices(OpCall{g, conv, Target("cuda")})),
-            (std::vector<std::string>{"opaque.generic"}));
+            (std::vector<std::string>{"fallback.gpu"}));
+}
+
+// A whole graph for a GPU: every node on the GPU fallback, the graph left in NCHW, the module's
+// graph.json on the cuda device, its PTX accepted by ptxas; without a GPU the executor refuses
+// it with the reason.
+TEST(Strategy, AGraphBuildsForCuda) {
+  std::mt19937 rng(3);
+  const Target cuda("cuda -arch=sm_90");
+  CompiledModule m = build_module(conv_relu(16, 10, rng), cuda, BuildOptions{});
+  EXPECT_NE(m.graph_json.find("\"device\": \"cuda\""), std::string::npos) << m.graph_json;
+  EXPECT_NE(m.graph_json.find("\"impl\":\"fallback.gpu\""), std::string::npos) << m.graph_json;
+  EXPECT_EQ(m.graph_json.find("nchwc"), std::string::npos) << m.graph_json;
+  const std::string ptx = codegen::get_source(m.lib, "ptx");
+  EXPECT_NE(ptx.find(".entry "), std::string::npos);
+  if (!kiln::testing::find_ptxas().empty()) EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+  std::string why;
+  if (runtime::device_available(runtime::Device{kKilnCUDA, 0}, &why)) return;
+  std::string msg = kiln::testing::error_of(
+      [&] { runtime::GraphExecutor::create(m.graph_json, m.lib, m.params); });
+  EXPECT_NE(msg.find("no CUDA device: " + why), std::string::npos) << msg;
 }
 
 TEST(Strategy, EveryNodeCarriesItsImplementation) {

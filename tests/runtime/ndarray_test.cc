@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kiln/runtime/device_api.h"
 #include "kiln/support/error.h"
 
 namespace kiln::runtime {
@@ -88,8 +89,15 @@ TEST(NDArray, Errors) {
   std::string msg = error_of([] { NDArray::empty({2, -3}, DataType::Float(32)); });
   EXPECT_NE(msg.find("dimension 1 of shape [2, -3] is negative (-3)"), std::string::npos) << msg;
 
-  msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{kKilnCUDA, 1}); });
-  EXPECT_NE(msg.find("cannot allocate on device cuda:1"), std::string::npos) << msg;
+  msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{kKilnOpenCL, 1}); });
+  EXPECT_NE(msg.find("cannot allocate on device opencl:1: this runtime allocates cpu and cuda"),
+            std::string::npos)
+      << msg;
+  // CUDA memory where there is no driver or device (device_api.h).
+  if (!device_available(Device{kKilnCUDA, 7})) {
+    msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{kKilnCUDA, 7}); });
+    EXPECT_EQ(msg.rfind("no CUDA device: ", 0), 0u) << msg;
+  }
 
   msg = error_of([] { NDArray::empty({2}, DataType::Void()); });
   EXPECT_NE(msg.find("dtype void has no size"), std::string::npos) << msg;

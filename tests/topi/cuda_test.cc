@@ -6,14 +6,10 @@
 // messages. Numerics on a GPU: scripts/gpu-check.sh (the device tool) and CUDA.RunsOnTheGpu,
 // which runs where a CUDA device is present and says why it is skipped elsewhere.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 
 #include "common/error.h"
 #include "common/golden.h"
+#include "common/ptxas.h"
 #include "kiln/runtime/device_api.h"
 #include "kiln/target/codegen.h"
 #include "kiln/tir/transform.h"
@@ -27,35 +23,11 @@
 namespace kiln::topi::testing {
 namespace {
 
-using kiln::testing::error_of;
-using ir::Var;
 using ir::make_const;
-
-/// ptxas: KILN_PTXAS, else on PATH, else CUDA's default install; "" when there is none.
-std::string find_ptxas() {
-  if (const char* e = std::getenv("KILN_PTXAS"); e && *e) return e;
-  for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
-    if (::access(p, X_OK) == 0) return p;
-  return "";
-}
-
-/// Assembles `ptx` for `arch` with ptxas; "" on success, else ptxas's output.
-std::string ptxas(const std::string& ptx, const std::string& arch) {
-  std::string tool = find_ptxas();
-  char path[] = "/tmp/kiln_ptx_XXXXXX";
-  int fd = mkstemp(path);
-  EXPECT_GE(fd, 0);
-  close(fd);
-  std::ofstream(path) << ptx;
-  std::string log = std::string(path) + ".log";
-  std::string cmd = tool + " -arch=" + arch + " " + path + " -o /dev/null > " + log + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  unlink(path);
-  unlink(log.c_str());
-  return rc == 0 ? "" : "ptxas -arch=" + arch + " failed:\n" + out;
-}
+using ir::Var;
+using kiln::testing::error_of;
+using kiln::testing::find_ptxas;
+using kiln::testing::ptxas;
 
 const Target& cuda90() {
   static Target t("cuda -arch=sm_90");
@@ -134,8 +106,9 @@ TEST(CUDA, FallbackKernelsAssembleWithPtxas) {
       if (!tool.empty()) EXPECT_EQ(ptxas(ptx, arch), "");
     }
   }
-  if (tool.empty()) GTEST_SKIP() << "ptxas not found (KILN_PTXAS, /usr/local/cuda/bin): PTX built "
-                                    "but not assembled";
+  if (tool.empty())
+    GTEST_SKIP() << "ptxas not found (KILN_PTXAS, /usr/local/cuda/bin): PTX built "
+                    "but not assembled";
 }
 
 TEST(CUDA, HostCodeChecksTheDevice) {
@@ -149,7 +122,8 @@ TEST(CUDA, HostCodeChecksTheDevice) {
 
 TEST(CUDA, Errors) {
   te::Tensor a = te::placeholder({64}, f32, "A");
-  te::Tensor b = te::compute({64}, [&](const std::vector<Var>& i) { return a(i[0]) + 1.f; }, "B");
+  te::Tensor b = te::compute(
+      {64}, [&](const std::vector<Var>& i) { return a(i[0]) + 1.f; }, "B");
   // No loop bound to a thread: the loop would run on the host over device memory.
   std::string msg = error_of([&] { build(te::create_schedule({b}), {a, b}, cuda90(), "plain"); });
   EXPECT_NE(msg.find("codegen cuda: function 'plain' reads or writes memory outside a GPU kernel"),
@@ -172,8 +146,7 @@ TEST(CUDA, NoDeviceIsAClearError) {
     GTEST_SKIP() << "a CUDA device is present: nothing to refuse";
   }
   EXPECT_FALSE(why.empty());
-  std::string msg =
-      error_of([] { NDArray::empty({3}, f32, runtime::Device{kKilnCUDA, 0}); });
+  std::string msg = error_of([] { NDArray::empty({3}, f32, runtime::Device{kKilnCUDA, 0}); });
   EXPECT_EQ(msg.rfind("no CUDA device: ", 0), 0u) << msg;
   EXPECT_NE(msg.find(why), std::string::npos) << msg;
 }

@@ -150,8 +150,8 @@ std::vector<Choice> strategy_choices(const OpCall& call) {
   // The pattern kind's implementation is the last resort when every choice needs a rewrite
   // (or there is none).
   if (std::all_of(r.begin(), r.end(), [](const Choice& c) { return c.rewrite; }))
-    r.push_back(Choice{pattern_impl(OpRegistry::global().get(n.op).pattern, call.target), -1000,
-                       false});
+    r.push_back(
+        Choice{pattern_impl(OpRegistry::global().get(n.op).pattern, call.target), -1000, false});
   return r;
 }
 

@@ -357,8 +357,8 @@ void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
 
 void CodeGenLLVM::add_device_code(const std::string& ptx) {
   llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, ptx, true);
-  auto* code = new llvm::GlobalVariable(*module_, init->getType(), true,
-                                        llvm::GlobalValue::ExternalLinkage, init, "__kiln_cuda_ptx");
+  auto* code = new llvm::GlobalVariable(
+      *module_, init->getType(), true, llvm::GlobalValue::ExternalLinkage, init, "__kiln_cuda_ptx");
   code->setAlignment(llvm::Align(1));
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
   new llvm::GlobalVariable(*module_, ptr, false, llvm::GlobalValue::ExternalLinkage,

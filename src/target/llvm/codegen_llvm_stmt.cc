@@ -346,10 +346,12 @@ void CodeGenLLVM::emit_array_check(const Call* op) {
   table->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
   std::vector<llvm::Value*> args{
-      emit_expr(op->args[0]), emit_expr(op->args[1]),
+      emit_expr(op->args[0]),
+      emit_expr(op->args[1]),
       cast_value(op->args[2].dtype(), DataType::Int(32), emit_expr(op->args[2])),
       cast_value(op->args[3].dtype(), DataType::Int(32), emit_expr(op->args[3])),
-      cast_value(op->args[4].dtype(), DataType::Int(64), emit_expr(op->args[4])), table};
+      cast_value(op->args[4].dtype(), DataType::Int(64), emit_expr(op->args[4])),
+      table};
   llvm::Value* r;
   if (device_type_ == kKilnCPU) {
     llvm::Function* fn =

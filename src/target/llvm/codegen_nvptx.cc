@@ -13,11 +13,11 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <unistd.h>
 
 #include "codegen_llvm.h"
 #include "kiln/ir/functor.h"
@@ -49,9 +49,9 @@ class CodeGenNVPTX : public CodeGenLLVM {
     // The kernel annotation too: older PTX back ends look only at nvvm.annotations.
     llvm::NamedMDNode* md = module_->getOrInsertNamedMetadata("nvvm.annotations");
     auto annotate = [&](const char* key, int v) {
-      md->addOperand(llvm::MDNode::get(
-          *ctx_, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(*ctx_, key),
-                  llvm::ValueAsMetadata::get(b_->getInt32(v))}));
+      md->addOperand(
+          llvm::MDNode::get(*ctx_, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(*ctx_, key),
+                                    llvm::ValueAsMetadata::get(b_->getInt32(v))}));
     };
     annotate("kernel", 1);
     launch_.clear();
@@ -93,7 +93,8 @@ class CodeGenNVPTX : public CodeGenLLVM {
 
   void visit(const For* op) override {
     if (op->for_kind == ForKind::kParallel) {
-      fail("loop '" + op->loop_var.name() + "' is parallel on the CPU's thread pool; inside a GPU "
+      fail("loop '" + op->loop_var.name() +
+           "' is parallel on the CPU's thread pool; inside a GPU "
            "kernel bind it to a thread axis instead");
     }
     if (op->for_kind != ForKind::kThreadBinding) {
@@ -147,8 +148,8 @@ class CodeGenNVPTX : public CodeGenLLVM {
       }
       llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
       b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
-      llvm::AllocaInst* a = b_->CreateAlloca(llvm::ArrayType::get(b_->getInt8Ty(), bytes),
-                                             nullptr, op->buffer_var.name());
+      llvm::AllocaInst* a = b_->CreateAlloca(llvm::ArrayType::get(b_->getInt8Ty(), bytes), nullptr,
+                                             op->buffer_var.name());
       a->setAlignment(llvm::Align(16));
       b_->restoreIP(ip);
       p = a;
@@ -160,9 +161,8 @@ class CodeGenNVPTX : public CodeGenLLVM {
 
   llvm::Value* emit_math(const Call* op) override {
     static const std::set<std::string> libdevice = {
-        "exp",  "exp2", "log",  "log2",  "log10", "pow",   "sin",   "cos",  "tan",
-        "atan", "asin", "acos", "sinh",  "cosh",  "tanh",  "erf",   "atan2", "log1p",
-        "expm1", "cbrt"};
+        "exp",  "exp2", "log",  "log2", "log10", "pow", "sin",   "cos",   "tan",   "atan",
+        "asin", "acos", "sinh", "cosh", "tanh",  "erf", "atan2", "log1p", "expm1", "cbrt"};
     DataType t = op->dtype;
     const bool f32 = t.is_float() && t.bits() == 32;
     // exp, tanh and erf of float32 stay the inline approximations (plain arithmetic).
@@ -239,8 +239,7 @@ class CodeGenNVPTX : public CodeGenLLVM {
 bool touches_memory(const Stmt& s) {
   bool found = false;
   post_order_visit(s, [&](const IRNode* n) {
-    if (n->kind == NodeKind::Load || n->kind == NodeKind::Store ||
-        n->kind == NodeKind::Allocate)
+    if (n->kind == NodeKind::Load || n->kind == NodeKind::Store || n->kind == NodeKind::Allocate)
       found = true;
   });
   return found;

@@ -127,7 +127,8 @@ PrimFunc make_packed_api(PrimFunc f) {
   }
 
   // Where the tensors live: attr device_type (a KilnDeviceType, set for GPU host functions).
-  const int device_type = f.attr("device_type").empty() ? kKilnCPU : std::stoi(f.attr("device_type"));
+  const int device_type =
+      f.attr("device_type").empty() ? kKilnCPU : std::stoi(f.attr("device_type"));
   const std::string device_name = device_type == kKilnCPU    ? "cpu"
                                   : device_type == kKilnCUDA ? "cuda"
                                                              : std::to_string(device_type);

@@ -124,9 +124,9 @@ class Splitter : public IRMutator {
     }
     args.push_back(make_const(DataType::Int(64), int64_t{0}));  // dynamic shared memory bytes
     for (const Var& v : params) args.push_back(v);
-    PrimFunc k = PrimFunc::make(name, params, {}, region,
-                                {{"device_kernel", "1"}, {"launch", dims},
-                                 {"threads_per_block", std::to_string(threads)}});
+    PrimFunc k = PrimFunc::make(
+        name, params, {}, region,
+        {{"device_kernel", "1"}, {"launch", dims}, {"threads_per_block", std::to_string(threads)}});
     for (const auto& [key, value] : f_->attrs)
       if (key == "fast_math") k = k.with_attr(key, value);
     kernels.push_back(k);

@@ -22,6 +22,7 @@ struct RunOptions {
   std::vector<std::string> inputs;  ///< --input NAME=FILE.npy
   unsigned seed = 0;                ///< --seed of the inputs not given
   int threads = 0;                  ///< --threads (0 = KILN_NUM_THREADS or all cores)
+  int repeat = 0;                   ///< --repeat: timed runs after the first (0 = none)
 };
 
 /// Adds the options of RunOptions to `cmd` (the same flags and help in both programs).
