@@ -54,6 +54,27 @@ if [ "$mode" = prepare ]; then
       echo "node test $t does not compile for cuda: $(tail -1 "$dir/nodes/$t.log")"
     fi
   done
+  # A dense layer the shared-memory template takes (M, N, K multiples of 16), numpy's result.
+  /usr/bin/python3 - "$dir/gemm_tiled" <<'PY'
+import os, sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+out = sys.argv[1]; os.makedirs(out + ".data", exist_ok=True)
+rng = np.random.default_rng(5)
+a = rng.uniform(-1, 1, (128, 256)).astype(np.float32)
+b = rng.uniform(-1, 1, (512, 256)).astype(np.float32)
+c = rng.uniform(-1, 1, (512,)).astype(np.float32)
+g = helper.make_graph(
+    [helper.make_node("Gemm", ["a", "b", "c"], ["g"], transB=1), helper.make_node("Relu", ["g"], ["y"])],
+    "gemm_tiled", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [128, 256])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 512])],
+    [numpy_helper.from_array(b, "b"), numpy_helper.from_array(c, "c")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), out + ".onnx")
+np.save(out + ".data/input_a.npy", a)
+np.save(out + ".data/output_y.npy", np.maximum(a.astype(np.float64) @ b.T.astype(np.float64) + c, 0).astype(np.float32))
+PY
+  "$kiln" compile "$dir/gemm_tiled.onnx" --target 'cuda -arch=sm_90' -o "$dir/nodes/gemm_tiled"
+  mv "$dir/gemm_tiled.data" "$dir/nodes/" && rm "$dir/gemm_tiled.onnx"
+  grep -q dense_tiled.gpu "$dir/nodes/gemm_tiled/graph.json" || echo "gemm_tiled: not on the tiled template"
   rm -rf "$dir/rt-build"
   du -sh "$dir"
   exit 0

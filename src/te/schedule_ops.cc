@@ -4,7 +4,8 @@
 // D, the loops around D's computation split in two: those that also enclose P's attachment
 // point (their variables stay symbolic: P is recomputed per iteration) and the rest (relaxed
 // over their ranges). Evaluating D's reads of P as integer sets under that relaxation gives
-// the region of P that must exist, hence the ranges of P's root axes; split and fuse
+// the region of P that must exist, hence the ranges of P's root axes (a P in shared memory is
+// relaxed over the GPU thread loops too: the block fills it together); split and fuse
 // relations then give the leaf ranges. Loop generation emits, for each stage, its leaf loops
 // outermost first; root-axis values are recovered from leaf variables by inverting the
 // relations (parent = outer * factor + inner + min; outer = fused / inner_extent, …), and
@@ -193,6 +194,14 @@ BoundMap infer_bound(const Schedule& sch) {
   BoundMap b;
   arith::Analyzer ana;
   std::vector<Access> accesses = collect_accesses(s);
+  // Loops bound to a GPU thread index: a stage in shared memory is filled by all the threads
+  // of a block together, so its region is relaxed over them even where they enclose its
+  // attachment point (each thread then copies its part of it: cooperative fetching).
+  std::unordered_set<const IterVarNode*> thread_loops;
+  for (const Stage& st : s->stages)
+    for (const auto& [iv, attr] : st->iter_var_attrs)
+      if (attr.bind_thread.defined() && attr.bind_thread->thread_tag.rfind("threadIdx.", 0) == 0)
+        thread_loops.insert(iv);
   for (auto it = s->stages.rbegin(); it != s->stages.rend(); ++it) {
     const Stage& st = *it;
     const OperationNode* op = st->op.get();
@@ -216,10 +225,27 @@ BoundMap infer_bound(const Schedule& sch) {
         LoopSet reader_loops = enclosing_loops(a.reader);
         for (const IterVar& lv : a.reader->leaf_iter_vars) reader_loops.insert(lv.get());
         for (const IterVarNode* lv : reader_loops) {
-          if (encl.count(lv)) continue;
+          if (encl.count(lv) && !(st->scope == "shared" && thread_loops.count(lv))) continue;
           auto bit = b.find(lv);
           KILN_ICHECK(bit != b.end()) << "no bound for loop " << lv->var.name();
           relax[lv->var] = arith::IntSet::from_range(bit->second);
+        }
+        // In shared memory, a kept loop whose range moves with a relaxed thread loop (a stage
+        // computed per thread, e.g. an accumulator at the thread loop) is relaxed too, over the
+        // values its range takes for all the threads.
+        for (bool changed = st->scope == "shared"; changed;) {
+          changed = false;
+          for (const IterVarNode* lv : reader_loops) {
+            if (relax.count(lv->var)) continue;
+            auto bit = b.find(lv);
+            if (bit == b.end()) continue;
+            const Range& r = bit->second;
+            if (!uses_any(r->min, relax) && !uses_any(r->extent, relax)) continue;
+            arith::IntSet lo = relaxed_set(r->min, relax);
+            arith::IntSet hi = relaxed_set(r->min + r->extent - 1, relax);
+            relax[lv->var] = arith::IntSet::interval(lo.min(), hi.max());
+            changed = true;
+          }
         }
         auto values = pass_up_index(a.reader.get(), b);
         VarMap<Expr> root_values;

@@ -89,4 +89,56 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
   return s;
 }
 
+te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(outs.size() == 1)
+      << "schedule_dense_gpu: expects one output, got " << outs.size();
+  const te::Tensor& out = outs[0];
+  te::Schedule s = te::create_schedule({out});
+  te::Operation dense;
+  for (const te::Operation& op : te::post_dfs_order({out.op()}))
+    if (op->tag == "dense") dense = op;
+  KILN_USER_CHECK(dense.defined())
+      << "schedule_dense_gpu: no dense stage in the group of '" << out.op()->name << "'";
+  const auto* d = static_cast<const te::ComputeOpNode*>(dense.get());
+  std::vector<te::Tensor> ins = dense->input_tensors();
+  const int64_t t = kGpuDenseTile;
+  auto extent = [](const Expr& e) { return as_const_int(e).value_or(-1); };
+  const int64_t m = extent(dense->output_shape(0)[0]), n = extent(dense->output_shape(0)[1]);
+  const int64_t k = d->reduce_axis.size() == 1 ? extent(d->reduce_axis[0]->dom->extent) : -1;
+  KILN_USER_CHECK(ins.size() == 2 && m > 0 && n > 0 && k > 0 && m % t == 0 && n % t == 0 &&
+                  k % t == 0 && out->shape.size() == 2)
+      << "schedule_dense_gpu: '" << dense->name << "' is " << m << "x" << n << "x" << k
+      << "; the template needs M, N and K multiples of " << t << " and a 2-D output";
+  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
+    if (is_compute(op) && !op.same_as(out.op()) && !op.same_as(dense) && !is_reduction(op))
+      s[op].compute_inline();
+  }
+  te::Stage so = s[out];
+  const Expr tile = make_const(DataType::Int(32), static_cast<int32_t>(t));
+  auto [io, ii] = so.split(so.op_axis()[0], tile);
+  auto [jo, ji] = so.split(so.op_axis()[1], tile);
+  so.reorder({io, jo, ii, ji});
+  so.bind(io, te::thread_axis("blockIdx.y"));
+  so.bind(jo, te::thread_axis("blockIdx.x"));
+  so.bind(ii, te::thread_axis("threadIdx.y"));
+  so.bind(ji, te::thread_axis("threadIdx.x"));
+  te::Stage sd = s[dense];
+  if (!dense.same_as(out.op())) {
+    sd.set_scope("local");
+    sd.compute_at(so, ji);
+  }
+  auto [ko, ki] = sd.split(sd.op_reduce_axis()[0], tile);
+  (void)ki;
+  te::Tensor dense_out = dense.output(0);
+  for (const te::Tensor& in : ins) {
+    te::Tensor cached = s.cache_read(in, "shared", {dense_out});
+    te::Stage sc = s[cached];
+    sc.compute_at(sd, ko);
+    sc.bind(sc.op_axis()[0], te::thread_axis("threadIdx.y"));
+    sc.bind(sc.op_axis()[1], te::thread_axis("threadIdx.x"));
+  }
+  (void)target;
+  return s;
+}
+
 }  // namespace kiln::topi

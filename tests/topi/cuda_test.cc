@@ -7,6 +7,8 @@
 // which runs where a CUDA device is present and says why it is skipped elsewhere.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "common/error.h"
 #include "common/golden.h"
 #include "common/ptxas.h"
@@ -34,10 +36,12 @@ const Target& cuda90() {
   return t;
 }
 
-/// A GPU group: inputs, outputs, the CPU reference's inputs.
+/// A GPU group: inputs, outputs, and its GPU schedule.
 struct Group {
   std::string name;
   std::vector<te::Tensor> inputs, outs;
+  std::function<te::Schedule(const std::vector<te::Tensor>&, const Target&)> schedule =
+      schedule_gpu_fallback;
 };
 
 std::vector<Group> groups() {
@@ -70,6 +74,13 @@ std::vector<Group> groups() {
     te::Tensor bias = te::placeholder({20}, f32, "bias");
     r.push_back({"dense_bias", {x, w, bias}, {dense(x, w, bias)}});
   }
+  {
+    // The shared-memory template: 48x32 output tiles of 16x16, K = 64 in 4 steps.
+    te::Tensor x = te::placeholder({48, 64}, f32, "X");
+    te::Tensor w = te::placeholder({32, 64}, f32, "W");
+    te::Tensor bias = te::placeholder({32}, f32, "bias");
+    r.push_back({"dense_tiled", {x, w, bias}, {relu(dense(x, w, bias))}, schedule_dense_gpu});
+  }
   return r;
 }
 
@@ -88,6 +99,40 @@ TEST(CUDA, SplitHostDeviceGolden) {
   KILN_EXPECT_GOLDEN("cuda_split_host_device", text);
 }
 
+// Cooperative fetching into shared memory and the barriers storage_sync places: in the dense
+// template's kernel, one barrier between the tiles' copies and the products that read them,
+// one at the end of the reduction step (before the next step's copies overwrite the tiles),
+// none inside the 16-step product loop; the copies' regions are the block's 16x16 tiles.
+TEST(CUDA, SharedMemoryTilesAndBarriersGolden) {
+  // The product as the output (accumulated in place), then with an epilogue (accumulated in a
+  // register per thread: the tiles' regions are relaxed over the threads of the block).
+  te::Tensor x = te::placeholder({32, 32}, f32, "X");
+  te::Tensor w = te::placeholder({32, 32}, f32, "W");
+  te::Tensor b = te::placeholder({32}, f32, "bias");
+  std::string text;
+  for (te::Tensor y : {dense(x, w), relu(dense(x, w, b))}) {
+    std::vector<te::Tensor> args{x, w, y};
+    if (y.op()->name == "relu") args = {x, w, b, y};
+    tir::PrimFunc f = tir::lower(schedule_dense_gpu({y}, cuda90()), args, "mm");
+    tir::HostDeviceSplit split = tir::split_host_device(f);
+    ASSERT_EQ(split.kernels.size(), 1u);
+    text += tir::to_string(tir::storage_sync(split.kernels[0])) + "\n";
+  }
+  KILN_EXPECT_GOLDEN("cuda_dense_tiled_barriers", text);
+}
+
+// No shared memory, no barrier: the fallback's kernels come back unchanged.
+TEST(CUDA, NoBarrierWithoutSharedMemory) {
+  for (const Group& g : groups()) {
+    if (g.name == "dense_tiled") continue;
+    std::vector<te::Tensor> args = g.inputs;
+    args.insert(args.end(), g.outs.begin(), g.outs.end());
+    tir::HostDeviceSplit split =
+        tir::split_host_device(tir::lower(schedule_gpu_fallback(g.outs, cuda90()), args, g.name));
+    for (const tir::PrimFunc& k : split.kernels) EXPECT_TRUE(tir::storage_sync(k).same_as(k));
+  }
+}
+
 TEST(CUDA, FallbackKernelsAssembleWithPtxas) {
   const std::string tool = find_ptxas();
   for (const Group& g : groups()) {
@@ -96,7 +141,7 @@ TEST(CUDA, FallbackKernelsAssembleWithPtxas) {
     args.insert(args.end(), g.outs.begin(), g.outs.end());
     for (const char* arch : {"sm_90", "sm_75"}) {
       Target t(std::string("cuda -arch=") + arch);
-      runtime::Module m = build(schedule_gpu_fallback(g.outs, t), args, t, g.name);
+      runtime::Module m = build(g.schedule(g.outs, t), args, t, g.name);
       std::string ptx = codegen::get_source(m, "ptx");
       EXPECT_NE(ptx.find(".entry " + g.name + "_kernel0"), std::string::npos) << ptx;
       EXPECT_NE(ptx.find("%tid.x"), std::string::npos);
@@ -164,7 +209,7 @@ TEST(CUDA, RunsOnTheGpu) {
     std::vector<NDArray> host_in;
     for (const te::Tensor& t : g.inputs) host_in.push_back(random_array(shape_of(t), f32, ++seed));
     std::vector<NDArray> want = run(te::create_schedule(g.outs), g.inputs, g.outs, host_in);
-    runtime::Module m = build(schedule_gpu_fallback(g.outs, cuda90()), args, cuda90(), g.name);
+    runtime::Module m = build(g.schedule(g.outs, cuda90()), args, cuda90(), g.name);
     std::vector<NDArray> dev;
     for (const NDArray& h : host_in) dev.push_back(h.to(gpu));
     std::vector<NDArray> outs;

@@ -156,6 +156,10 @@ constexpr const char* kPrefetch = "prefetch";
 /// pointers, then scalars), as tir::split_host_device writes it; the function returns the
 /// runtime's error when the launch fails.
 constexpr const char* kDeviceLaunch = "kiln.device_launch";
+/// kiln.sync_threads() as an Evaluate statement of a GPU kernel: a barrier of the threads of a
+/// block (CUDA's __syncthreads) that also orders their shared-memory accesses; placed by
+/// tir::storage_sync.
+constexpr const char* kSyncThreads = "kiln.sync_threads";
 }  // namespace builtin
 
 /// Replaces variables by expressions (by identity).

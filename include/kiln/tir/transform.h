@@ -102,6 +102,18 @@ PrimFunc storage_rewrite(PrimFunc f);
 /// location into itself (`A[i] = A[i]`).
 PrimFunc remove_no_op(PrimFunc f);
 
+/// Places barriers (kiln.sync_threads) in a GPU kernel so that every access to a buffer in
+/// shared memory (an Allocate with scope "shared") by one thread is ordered with the conflicting
+/// accesses of the others: a barrier goes before a statement that reads a shared buffer written
+/// since the last barrier, or writes one read or written since then; and at the end of the body
+/// of a serial loop whose first accesses (before its first barrier) conflict with those since
+/// the last barrier at its end (the next iteration would overwrite what this one still reads).
+/// Statements are taken whole below the sequence level: a conditional or a vectorized loop is
+/// one statement, and a barrier never goes inside a condition (where threads could diverge).
+/// Loops bound to thread axes are not sequential: their bodies are one pass. A kernel without
+/// shared buffers is returned unchanged.
+PrimFunc storage_sync(PrimFunc f);
+
 /// The host function and the device kernels of a function scheduled for a GPU.
 struct HostDeviceSplit {
   PrimFunc host;

@@ -22,4 +22,16 @@ namespace kiln::topi {
 /// intermediate reduction read by two outputs.
 te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Target& target);
 
+/// Threads per side of the dense template's tiles (schedule_dense_gpu).
+constexpr int64_t kGpuDenseTile = 16;
+
+/// The GPU template of a dense group (topi::dense, with or without an injective epilogue):
+/// 16x16 output tiles, one block each, one thread per output element; the reduction is split
+/// by 16 and at each step the block copies its 16x16 tiles of x and W into shared memory
+/// together (cooperative fetching: each thread one element of each), then every thread
+/// accumulates its 16 products from shared memory. tir::storage_sync puts the barriers. Only
+/// for M, N and K multiples of 16 (a tile's threads must all reach every barrier); a user error
+/// naming the shapes otherwise (the strategy then takes the fallback).
+te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Target& target);
+
 }  // namespace kiln::topi

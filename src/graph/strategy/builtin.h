@@ -15,6 +15,8 @@ void register_pattern_implementations();
 void register_cpu_strategies();
 /// The integer products of quantized models on CPUs (cpu_qnn.cc).
 void register_qnn_strategies();
+/// The GPU templates and their strategies (gpu.cc); every other op takes fallback.gpu.
+void register_gpu_strategies();
 
 /// The logical workload of a conv2d node whose data is a float32 NCHW tensor and whose weights
 /// are a float32 constant, else nothing.

@@ -274,6 +274,7 @@ void register_builtin_strategies() {
   register_pattern_implementations();
   register_cpu_strategies();
   register_qnn_strategies();
+  register_gpu_strategies();
 }
 
 }  // namespace kiln::graph

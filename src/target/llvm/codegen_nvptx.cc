@@ -128,6 +128,14 @@ class CodeGenNVPTX : public CodeGenLLVM {
     b_->SetInsertPoint(end_bb);
   }
 
+  void visit(const Evaluate* op) override {
+    if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kSyncThreads) {
+      b_->CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+      return;
+    }
+    CodeGenLLVM::visit(op);
+  }
+
   void visit(const Allocate* op) override {
     int64_t n = op->constant_size();
     if (n < 0) fail("allocation '" + op->buffer_var.name() + "' needs a constant size in a kernel");
@@ -279,7 +287,7 @@ runtime::Module build_cuda(const std::vector<tir::PrimFunc>& funcs, const Target
         << "kernel; bind its outer loops to blockIdx/threadIdx (every buffer lives on the GPU)";
     hosts.push_back(
         tir::make_packed_api(split.host.with_attr("device_type", std::to_string(kKilnCUDA))));
-    kernels.insert(kernels.end(), split.kernels.begin(), split.kernels.end());
+    for (const tir::PrimFunc& k : split.kernels) kernels.push_back(tir::storage_sync(k));
   }
   std::string ptx = build_ptx(kernels, target);
   return build_llvm_host(hosts, target.host_or_default(), ptx);

@@ -1,0 +1,33 @@
+// GPU strategies (targets with the key "gpu"): the templates of topi/schedule_gpu.h where they
+// apply, the one-thread-per-element fallback otherwise.
+#include "builtin.h"
+#include "kiln/topi/schedule_gpu.h"
+
+namespace kiln::graph {
+
+void register_gpu_strategies() {
+  // Dense: shared-memory tiles when M, N and K are multiples of the tile (every thread of a
+  // block must reach every barrier); a group the template cannot take falls back.
+  register_implementation({"dense_tiled.gpu",
+                           [](const ScheduleInput& in) {
+                             try {
+                               return topi::schedule_dense_gpu(in.outs, in.target);
+                             } catch (const Error&) {
+                               return topi::schedule_gpu_fallback(in.outs, in.target);
+                             }
+                           },
+                           nullptr, nullptr, ""});
+  register_strategy("dense", "gpu", [](const OpCall& c) {
+    std::vector<Choice> r;
+    const TensorType& x = c.input_type(0);
+    const TensorType& w = c.input_type(1);
+    const int64_t t = topi::kGpuDenseTile;
+    if (x.shape.size() == 2 && w.shape.size() == 2 && x.shape[0] % t == 0 && w.shape[0] % t == 0 &&
+        x.shape[1] % t == 0)
+      r.push_back(Choice{"dense_tiled.gpu", 10});
+    r.push_back(Choice{"fallback.gpu", 0});
+    return r;
+  });
+}
+
+}  // namespace kiln::graph
