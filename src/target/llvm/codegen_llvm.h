@@ -100,6 +100,10 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_builtin(const Call* op);
   /// Math functions: LLVM intrinsics, inline approximations (exp, tanh, erf of float32) or libm.
   virtual llvm::Value* emit_math(const Call* op);
+  /// Calls the pure scalar function `fname` (element type of `t`) on `args`, once per lane of
+  /// `t` (libm, libdevice).
+  llvm::Value* emit_lane_calls(const std::string& fname, DataType t,
+                               const std::vector<llvm::Value*>& args);
   /// kiln.device_launch (a host function launching a kernel of the module's device code): one
   /// kiln_cuda_launch call with the kernel's arguments in a table of pointers to their values.
   void emit_device_launch(const Call* op);

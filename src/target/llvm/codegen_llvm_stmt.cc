@@ -169,14 +169,18 @@ llvm::Value* CodeGenLLVM::emit_math(const Call* op) {
   if (!t.is_float() || (t.bits() != 32 && t.bits() != 64)) {
     fail("math function '" + op->name + "' on type " + t.str());
   }
+  return emit_lane_calls(op->name + (t.bits() == 32 ? "f" : ""), t, args);
+}
+
+llvm::Value* CodeGenLLVM::emit_lane_calls(const std::string& fname, DataType t,
+                                          const std::vector<llvm::Value*>& args) {
   llvm::Type* st = ty(t.element_of());
-  std::string fname = op->name + (t.bits() == 32 ? "f" : "");
   std::vector<llvm::Type*> ptys(args.size(), st);
   llvm::Function* fn = runtime_fn(fname, st, ptys);
   fn->setDoesNotAccessMemory();
   fn->setDoesNotThrow();
   if (t.is_scalar()) return b_->CreateCall(fn, args);
-  // Scalarize: one libm call per lane.
+  // Scalarize: one call per lane.
   llvm::Value* out = llvm::PoisonValue::get(ty(t));
   for (int i = 0; i < t.lanes(); ++i) {
     std::vector<llvm::Value*> lane;

@@ -8,12 +8,10 @@
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LegacyPassManager.h>
-#include <llvm/IR/Verifier.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <map>
@@ -181,18 +179,8 @@ class CodeGenNVPTX : public CodeGenLLVM {
     }
     std::vector<llvm::Value*> args;
     for (const Expr& a : op->args) args.push_back(emit_expr(a));
-    llvm::Type* st = ty(t.element_of());
-    std::vector<llvm::Type*> ptys(args.size(), st);
-    llvm::Function* fn = runtime_fn("__nv_" + op->name + (f32 ? "f" : ""), st, ptys);
     uses_libdevice_ = true;
-    if (t.is_scalar()) return b_->CreateCall(fn, args);
-    llvm::Value* out = llvm::PoisonValue::get(ty(t));
-    for (int i = 0; i < t.lanes(); ++i) {
-      std::vector<llvm::Value*> lane;
-      for (llvm::Value* a : args) lane.push_back(b_->CreateExtractElement(a, i));
-      out = b_->CreateInsertElement(out, b_->CreateCall(fn, lane), i);
-    }
-    return out;
+    return emit_lane_calls("__nv_" + op->name + (f32 ? "f" : ""), t, args);
   }
 
   void prepare_module(llvm::Module& m) override {
