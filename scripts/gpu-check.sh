@@ -75,6 +75,29 @@ PY
   "$kiln" compile "$dir/gemm_tiled.onnx" --target 'cuda -arch=sm_90' -o "$dir/nodes/gemm_tiled"
   mv "$dir/gemm_tiled.data" "$dir/nodes/" && rm "$dir/gemm_tiled.onnx"
   grep -q dense_tiled.gpu "$dir/nodes/gemm_tiled/graph.json" || echo "gemm_tiled: not on the tiled template"
+  # The paper's conv layers C1-C12 (bench/paper_layers.h), each a model, for timing against
+  # cuDNN on the device (LAYERS=1).
+  if [ "${LAYERS:-0}" = 1 ]; then
+    mkdir -p "$dir/layers"
+    /usr/bin/python3 - "$dir/layers" <<'PY'
+import sys, numpy as np
+from onnx import helper, numpy_helper, TensorProto, save
+layers = [("C1",224,3,64,7,2),("C2",56,64,64,3,1),("C3",56,64,64,1,1),("C4",56,64,128,3,2),
+          ("C5",56,64,128,1,2),("C6",28,128,128,3,1),("C7",28,128,256,3,2),("C8",28,128,256,1,2),
+          ("C9",14,256,256,3,1),("C10",14,256,512,3,2),("C11",14,256,512,1,2),("C12",7,512,512,3,1)]
+rng = np.random.default_rng(9)
+for name, hw, ic, oc, k, st in layers:
+    w = rng.uniform(-0.1, 0.1, (oc, ic, k, k)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4, strides=[st, st])],
+        name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, ic, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{sys.argv[1]}/{name}.onnx")
+    open(f"{sys.argv[1]}/{name}.shape", "w").write(f"{hw} {ic} {oc} {k} {st}\n")
+PY
+    for f in "$dir"/layers/*.onnx; do
+      "$kiln" compile "$f" --target 'cuda -arch=sm_90' -o "${f%.onnx}.cuda" >/dev/null && rm "$f"
+    done
+  fi
   rm -rf "$dir/rt-build"
   du -sh "$dir"
   exit 0
@@ -127,6 +150,29 @@ for t in $dir/nodes/*.data; do
     echo "FAIL node $name: $(tail -3 "$out/log")"; fail=1
   fi
 done
+# The paper's conv layers: Kiln, then PyTorch's conv2d (cuDNN) on the same shapes.
+for l in $dir/layers/*.cuda; do
+  name=$(basename "$l" .cuda)
+  echo "kiln $name: $("$run" "$l" --repeat "${REPEAT:-30}" 2>&1 | tail -1)"
+done
+if [ -d "$dir/layers" ]; then
+  python3 - "$dir/layers" <<'PY'
+import sys, glob, os, torch
+torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.allow_tf32 = False  # fp32, as Kiln computes
+for f in sorted(glob.glob(sys.argv[1] + "/*.shape")):
+    hw, ic, oc, k, st = map(int, open(f).read().split())
+    x = torch.randn(1, ic, hw, hw, device="cuda"); w = torch.randn(oc, ic, k, k, device="cuda")
+    fn = lambda: torch.nn.functional.conv2d(x, w, stride=st, padding=k // 2)
+    for _ in range(10): fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(100): fn()
+    e.record(); e.synchronize()
+    print(f"cudnn {os.path.basename(f)[:-6]}: {s.elapsed_time(e) / 100:.4f} ms")
+PY
+fi
 # PyTorch on the same GPU, the same models (seeded as export_models.py builds them), batch 1.
 if [ -n "${TORCH_MODELS:-}" ]; then
   timeout "${TORCH_TIMEOUT:-300}" python3 bench/gpu_torch.py --models "$TORCH_MODELS" \
