@@ -283,3 +283,16 @@ extern "C" KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* pt
     return -1;
   }
 }
+
+extern "C" KILN_DLL void* kiln_cuda_workspace_alloc(uint64_t nbytes) {
+  try {
+    return kiln::runtime::device_alloc(kiln::runtime::Device{kKilnCUDA, 0}, nbytes);
+  } catch (const std::exception& e) {
+    kiln_set_last_error(e.what());
+    return nullptr;
+  }
+}
+
+extern "C" KILN_DLL void kiln_cuda_workspace_free(void* ptr) {
+  kiln::runtime::device_free(kiln::runtime::Device{kKilnCUDA, 0}, ptr);
+}

@@ -494,7 +494,7 @@ class NestBuilder {
     for (size_t i = 0; i < e->output_buffers.size(); ++i)
       bind(e->output_buffers[i], st->origin_op.output(static_cast<int>(i)));
     for (size_t i = 0; i < e->inputs.size(); ++i) bind(e->input_buffers[i], e->inputs[i]);
-    return body;
+    return AttrStmt::make(Ref<Object>(), attr::kExternScope, StringImm::make(st->name()), body);
   }
 
   const ScheduleNode* s_;

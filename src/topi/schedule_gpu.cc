@@ -66,9 +66,8 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
   }
   // Intermediate stages: injective ones inlined, the others computed in the reading thread.
   for (const te::Operation& op : te::post_dfs_order(ops)) {
-    KILN_USER_CHECK(op->kind != te::OpKind::kExtern)
-        << "schedule_gpu_fallback: stage '" << op->name
-        << "' is an extern stage (hand-written loops); it has no GPU schedule yet";
+    // An extern stage (hand-written loops) stays at the root: it runs on one GPU thread
+    // (tir::bind_extern_stages).
     if (!is_compute(op) || out_set.count(op.get())) continue;
     if (!is_reduction(op) && is_injective_tag(op->tag)) {
       s[op].compute_inline();

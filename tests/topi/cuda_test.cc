@@ -20,6 +20,7 @@
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/schedule_gpu.h"
+#include "kiln/topi/transform.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -131,6 +132,26 @@ TEST(CUDA, NoBarrierWithoutSharedMemory) {
         tir::split_host_device(tir::lower(schedule_gpu_fallback(g.outs, cuda90()), args, g.name));
     for (const tir::PrimFunc& k : split.kernels) EXPECT_TRUE(tir::storage_sync(k).same_as(k));
   }
+}
+
+// An extern stage (Gather's index check, hand-written loops) runs on one GPU thread, its
+// argument check a trap in the kernel; the result stays a GPU function that ptxas accepts.
+TEST(CUDA, ExternStagesRunOnOneThread) {
+  te::Tensor x = te::placeholder({10, 4}, f32, "X");
+  te::Tensor idx = te::placeholder({3}, i64, "I");
+  te::Tensor y = take(x, idx, 0);
+  tir::PrimFunc f = tir::lower(schedule_gpu_fallback({y}, cuda90()), {x, idx, y}, "gather");
+  tir::PrimFunc bound = tir::bind_extern_stages(f);
+  tir::HostDeviceSplit split = tir::split_host_device(bound);
+  ASSERT_EQ(split.kernels.size(), 2u) << tir::to_string(bound);
+  const std::string k0 = tir::to_string(split.kernels[0]);
+  EXPECT_EQ(split.kernels[0].attr("launch"), "1,1,1,1,1,1") << k0;
+  EXPECT_NE(k0.find("// attr extern_scope = \"take_indices\""), std::string::npos) << k0;
+  EXPECT_NE(k0.find("kiln.arg_check"), std::string::npos) << k0;
+  runtime::Module m = build(schedule_gpu_fallback({y}, cuda90()), {x, idx, y}, cuda90(), "gather");
+  std::string ptx = codegen::get_source(m, "ptx");
+  EXPECT_NE(ptx.find("trap;"), std::string::npos);
+  if (!find_ptxas().empty()) EXPECT_EQ(ptxas(ptx, "sm_90"), "");
 }
 
 TEST(CUDA, FallbackKernelsAssembleWithPtxas) {

@@ -125,6 +125,11 @@ KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* ptx, const ch
                                   int64_t block_y, int64_t block_z, int32_t shared_bytes,
                                   void** args, int32_t num_args);
 
+/// Scratch memory on CUDA device 0 for the host code of a GPU function (an intermediate buffer
+/// between its kernels); NULL with the last error set on failure.
+KILN_DLL void* kiln_cuda_workspace_alloc(uint64_t nbytes);
+KILN_DLL void kiln_cuda_workspace_free(void* ptr);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -17,9 +17,10 @@
 
 namespace kiln::topi {
 
-/// The GPU fallback schedule of a fused group's outputs (see the file comment). A user error
-/// naming the stage for what it cannot schedule: a 0-d output, an extern stage, an
-/// intermediate reduction read by two outputs.
+/// The GPU fallback schedule of a fused group's outputs (see the file comment). An extern stage
+/// (hand-written loops) stays at the root and runs on one GPU thread (tir::bind_extern_stages).
+/// A user error naming the stage for what it cannot schedule: a 0-d output, a symbolic shape,
+/// an intermediate reduction read by two outputs.
 te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Target& target);
 
 /// Threads per side of the dense template's tiles (schedule_dense_gpu).

@@ -403,7 +403,8 @@ std::vector<Var> CodeGenLLVM::free_vars(const Stmt& s) {
 
 void CodeGenLLVM::emit_error_return(llvm::Value* rc) {
   llvm::Function* free_fn =
-      runtime_fn("kiln_workspace_free", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
+      runtime_fn(device_type_ != kKilnCPU ? "kiln_cuda_workspace_free" : "kiln_workspace_free",
+                 b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
   for (auto it = cur_.heap_allocs.rbegin(); it != cur_.heap_allocs.rend(); ++it) {
     b_->CreateCall(free_fn, {*it});
   }

@@ -618,7 +618,9 @@ void CodeGenLLVM::visit(const Allocate* op) {
   int64_t n = op->constant_size();
   int64_t elem_bytes = std::max(1, op->dtype.bytes());
   llvm::Value* p;
-  bool heap = n < 0 || n * elem_bytes > kMaxStackAllocBytes;
+  // In the host code of a GPU function every buffer lives on the device.
+  const bool device = device_type_ != kKilnCPU;
+  bool heap = device || n < 0 || n * elem_bytes > kMaxStackAllocBytes;
   if (!heap) {
     llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
     b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
@@ -634,7 +636,8 @@ void CodeGenLLVM::visit(const Allocate* op) {
       bytes = b_->CreateMul(bytes, cast_value(e.dtype(), DataType::Int(64), emit_expr(e)));
     }
     llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
-    llvm::Function* alloc = runtime_fn("kiln_workspace_alloc", ptr, {b_->getInt64Ty()});
+    llvm::Function* alloc = runtime_fn(
+        device ? "kiln_cuda_workspace_alloc" : "kiln_workspace_alloc", ptr, {b_->getInt64Ty()});
     p = b_->CreateCall(alloc, {bytes}, op->buffer_var.name());
     llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "alloc_fail", cur_.fn);
     llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "alloc_ok", cur_.fn);
@@ -653,7 +656,8 @@ void CodeGenLLVM::visit(const Allocate* op) {
   if (heap) {
     cur_.heap_allocs.pop_back();
     llvm::Function* free_fn =
-        runtime_fn("kiln_workspace_free", b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
+        runtime_fn(device ? "kiln_cuda_workspace_free" : "kiln_workspace_free", b_->getVoidTy(),
+                   {llvm::PointerType::getUnqual(*ctx_)});
     b_->CreateCall(free_fn, {p});
   }
 }

@@ -127,8 +127,21 @@ class CodeGenNVPTX : public CodeGenLLVM {
   }
 
   void visit(const Evaluate* op) override {
-    if (const Call* c = op->value.as<Call>(); c && c->name == builtin::kSyncThreads) {
+    const Call* c = op->value.as<Call>();
+    if (c && c->name == builtin::kSyncThreads) {
       b_->CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+      return;
+    }
+    if (c && c->name == builtin::kArgCheck) {
+      // A kernel cannot set the host's error message: a failed check (an index out of range)
+      // stops the kernel with a trap, reported by the next synchronize.
+      llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "check_fail", cur_.fn);
+      llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "check_ok", cur_.fn);
+      b_->CreateCondBr(emit_expr(c->args.at(0)), ok_bb, fail_bb);
+      b_->SetInsertPoint(fail_bb);
+      b_->CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+      b_->CreateUnreachable();
+      b_->SetInsertPoint(ok_bb);
       return;
     }
     CodeGenLLVM::visit(op);
@@ -231,14 +244,20 @@ class CodeGenNVPTX : public CodeGenLLVM {
   bool uses_libdevice_ = false;
 };
 
-/// True when `s` reads or writes a buffer, or allocates one.
+/// True when `s` reads or writes a buffer (a Load under address_of is an address, not a read;
+/// allocations in the host code of a GPU function are device memory).
 bool touches_memory(const Stmt& s) {
-  bool found = false;
-  post_order_visit(s, [&](const IRNode* n) {
-    if (n->kind == NodeKind::Load || n->kind == NodeKind::Store || n->kind == NodeKind::Allocate)
-      found = true;
-  });
-  return found;
+  struct Finder : IRVisitor {
+    bool found = false;
+    using IRVisitor::visit;
+    void visit(const Load* op) override { found = true; }
+    void visit(const Store* op) override { found = true; }
+    void visit(const Call* op) override {
+      if (op->name != builtin::kAddressOf) IRVisitor::visit(op);
+    }
+  } f;
+  f.visit_stmt(s);
+  return f.found;
 }
 
 }  // namespace
@@ -269,7 +288,7 @@ std::string build_ptx(const std::vector<tir::PrimFunc>& kernels, const Target& t
 runtime::Module build_cuda(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
   std::vector<tir::PrimFunc> hosts, kernels;
   for (const tir::PrimFunc& f : funcs) {
-    tir::HostDeviceSplit split = tir::split_host_device(f);
+    tir::HostDeviceSplit split = tir::split_host_device(tir::bind_extern_stages(f));
     KILN_USER_CHECK(!touches_memory(split.host->body))
         << "codegen cuda: function '" << f->name << "' reads or writes memory outside a GPU "
         << "kernel; bind its outer loops to blockIdx/threadIdx (every buffer lives on the GPU)";
