@@ -6,7 +6,7 @@
 ///   "llvm -mcpu=native"                      the host CPU with all its features
 ///   "llvm -mcpu=skylake-avx512 -mattr=+avx512f,-avx512bw"
 ///   "llvm -mtriple=aarch64-linux-gnu"        cross-compilation
-///   "cuda -arch=sm_90"                       an NVIDIA GPU (no code generator yet)
+///   "cuda -arch=sm_90"                       an NVIDIA GPU (PTX; docs/gpu.md)
 ///   "opencl -max_threads_per_block=256"      an OpenCL device (no code generator yet)
 /// Kinds are data (TargetKind): each says which options its strings accept, the keys that op
 /// strategies match on ("cpu", "x86", "arm", "gpu", …, most specific first) and which code
