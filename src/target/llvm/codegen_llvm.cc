@@ -316,13 +316,7 @@ llvm::Value* CodeGenLLVM::string_ptr(const std::string& s) {
 void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
   func_name_ = f->name;
   KILN_USER_CHECK(!f->name.empty()) << "codegen llvm: a function has no name";
-  KILN_USER_CHECK(module_->getFunction(f->name) == nullptr)
-      << "codegen llvm: two functions are named '" << f->name << "'";
-  std::vector<llvm::Type*> ptys;
-  for (const Var& p : f->params) ptys.push_back(ty(p.dtype()));
-  auto* ft = llvm::FunctionType::get(b_->getInt32Ty(), ptys, false);
-  llvm::Function* fn =
-      llvm::Function::Create(ft, llvm::Function::ExternalLinkage, f->name, module_.get());
+  llvm::Function* fn = declare_function(f, b_->getInt32Ty());
   fn->setVisibility(llvm::GlobalValue::DefaultVisibility);
   fn->setDSOLocal(false);
   bool packed = f.attr("packed_api") == "1";
@@ -342,6 +336,23 @@ void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
       }
     }
   }
+  begin_body(f, fn);
+  visit_stmt(f->body);
+  b_->CreateRet(b_->getInt32(0));
+  names_.push_back(f->name);
+  vars_.clear();
+}
+
+llvm::Function* CodeGenLLVM::declare_function(const tir::PrimFunc& f, llvm::Type* ret) {
+  KILN_USER_CHECK(module_->getFunction(f->name) == nullptr)
+      << "codegen llvm: two functions are named '" << f->name << "'";
+  std::vector<llvm::Type*> ptys;
+  for (const Var& p : f->params) ptys.push_back(ty(p.dtype()));
+  auto* ft = llvm::FunctionType::get(ret, ptys, false);
+  return llvm::Function::Create(ft, llvm::Function::ExternalLinkage, f->name, module_.get());
+}
+
+void CodeGenLLVM::begin_body(const tir::PrimFunc& f, llvm::Function* fn) {
   cur_ = FuncState{fn, llvm::BasicBlock::Create(*ctx_, "entry", fn), {}};
   b_->SetInsertPoint(cur_.entry);
   if (f.attr("fast_math") == "1") {
@@ -349,10 +360,6 @@ void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
   } else {
     b_->clearFastMathFlags();
   }
-  visit_stmt(f->body);
-  b_->CreateRet(b_->getInt32(0));
-  names_.push_back(f->name);
-  vars_.clear();
 }
 
 void CodeGenLLVM::add_device_code(const std::string& ptx) {

@@ -79,6 +79,11 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
 
   llvm::Type* ty(DataType t);
   llvm::Value* cast_value(DataType from, DataType to, llvm::Value* v);
+  /// Creates the function `f->name` with f's parameter types and result `ret`; a user error
+  /// when the module has one of that name.
+  llvm::Function* declare_function(const tir::PrimFunc& f, llvm::Type* ret);
+  /// Starts emitting `f`'s body into `fn`: a fresh entry block, fast-math flags by f's attr.
+  void begin_body(const tir::PrimFunc& f, llvm::Function* fn);
   /// Called by finish() on the verified module before it is optimized (the NVPTX generator
   /// links libdevice here).
   virtual void prepare_module(llvm::Module& m) {}

@@ -36,13 +36,7 @@ class CodeGenNVPTX : public CodeGenLLVM {
 
   void add_kernel(const tir::PrimFunc& f) {
     func_name_ = f->name;
-    KILN_USER_CHECK(module_->getFunction(f->name) == nullptr)
-        << "codegen cuda: two kernels are named '" << f->name << "'";
-    std::vector<llvm::Type*> ptys;
-    for (const Var& p : f->params) ptys.push_back(ty(p.dtype()));
-    auto* ft = llvm::FunctionType::get(b_->getVoidTy(), ptys, false);
-    llvm::Function* fn =
-        llvm::Function::Create(ft, llvm::Function::ExternalLinkage, f->name, module_.get());
+    llvm::Function* fn = declare_function(f, b_->getVoidTy());
     fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
     // The kernel annotation too: older PTX back ends look only at nvvm.annotations.
     llvm::NamedMDNode* md = module_->getOrInsertNamedMetadata("nvvm.annotations");
@@ -71,20 +65,11 @@ class CodeGenNVPTX : public CodeGenLLVM {
       if (f->params[i].dtype().is_handle()) a->addAttr(llvm::Attribute::NoAlias);
       vars_[f->params[i].get()] = a;
     }
-    cur_ = FuncState{fn, llvm::BasicBlock::Create(*ctx_, "entry", fn), {}};
-    b_->SetInsertPoint(cur_.entry);
-    if (f.attr("fast_math") == "1") {
-      b_->setFastMathFlags(llvm::FastMathFlags::getFast());
-    } else {
-      b_->clearFastMathFlags();
-    }
+    begin_body(f, fn);
     visit_stmt(f->body);
     b_->CreateRetVoid();
     vars_.clear();
   }
-
-  /// True when a kernel calls a libdevice function.
-  bool uses_libdevice() const { return uses_libdevice_; }
 
  protected:
   using CodeGenLLVM::visit;
