@@ -451,7 +451,8 @@ class ModuleBuilder {
     }
     json j;
     j["version"] = 1;
-    if (target_.kind == "cuda") j["device"] = "cuda";  // storage and kernels on the GPU
+    // Storage and kernels on the GPU.
+    if (target_.kind == "cuda" || target_.kind == "opencl") j["device"] = target_.kind;
     j["nodes"] = nodes;
     j["arg_nodes"] = arg_nodes;
     j["inputs"] = input_names;

@@ -1,5 +1,5 @@
-// CUDA through the driver API, loaded with dlopen at run time (device_api.h): memory, copies and
-// kiln_cuda_launch. Nothing here links against CUDA; the entry points are looked up by name.
+// CUDA through the driver API, loaded with dlopen at run time (device_backend.h): memory,
+// copies and launches. Nothing here links against CUDA; the entry points are looked up by name.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/runtime/c_runtime_api.h"
-#include "kiln/runtime/device_api.h"
+#include "device_backend.h"
 #include "kiln/support/error.h"
 
 namespace kiln::runtime {
@@ -141,106 +140,70 @@ void check(const Driver& d, CUresult r, const char* what) {
   KILN_USER_CHECK(r == kSuccess) << "CUDA: " << what << " failed: " << cu_error(d, r);
 }
 
-/// What kiln_cuda_launch keeps in a library's module cache: the loaded module and its kernels.
+/// What a launch keeps in a library's module cache: the loaded module and its kernels.
 struct LoadedModule {
   CUmodule module = nullptr;
   std::map<std::string, CUfunction> kernels;
 };
 
-}  // namespace
-
-bool device_available(Device dev, std::string* why) {
-  if (dev.type == kKilnCPU) return true;
-  std::string reason;
-  if (dev.type != kKilnCUDA) {
-    reason = "device " + dev.str() + " is not supported by this runtime (cpu and cuda are)";
-  } else {
+class CudaBackend final : public DeviceBackend {
+ public:
+  std::string unavailable(int id) override {
     Driver& d = driver();
-    if (!d.error.empty()) {
-      reason = d.error;
-    } else if (dev.id < 0 || dev.id >= d.device_count) {
-      reason = "device " + std::to_string(dev.id) + " requested, the driver reports " +
-               std::to_string(d.device_count);
+    if (!d.error.empty()) return d.error;
+    if (id < 0 || id >= d.device_count) {
+      return "device " + std::to_string(id) + " requested, the driver reports " +
+             std::to_string(d.device_count);
+    }
+    return "";
+  }
+
+  std::string name(int id) override {
+    Driver& d = use_device(id);
+    char name[256] = {};
+    CUdevice cd;
+    check(d, d.cuDeviceGet(&cd, id), "cuDeviceGet");
+    check(d, d.cuDeviceGetName(name, sizeof(name) - 1, cd), "cuDeviceGetName");
+    return name;
+  }
+
+  void* alloc(int id, size_t nbytes) override {
+    Driver& d = use_device(id);
+    CUdeviceptr p = 0;
+    CUresult r = d.cuMemAlloc(&p, nbytes == 0 ? 1 : nbytes);
+    KILN_USER_CHECK(r == kSuccess) << "CUDA: cannot allocate " << nbytes << " bytes on cuda:" << id
+                                   << ": " << cu_error(d, r);
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+  }
+
+  void free(int id, void* ptr) noexcept override {
+    try {
+      Driver& d = use_device(id);
+      d.cuMemFree(dptr(ptr));
+    } catch (...) {
     }
   }
-  if (why) *why = reason;
-  return reason.empty();
-}
 
-std::string device_name(Device dev) {
-  if (dev.type == kKilnCPU) return "cpu";
-  KILN_USER_CHECK(dev.type == kKilnCUDA) << "device_name: unsupported device " << dev.str();
-  Driver& d = use_device(dev.id);
-  char name[256] = {};
-  CUdevice cd;
-  check(d, d.cuDeviceGet(&cd, dev.id), "cuDeviceGet");
-  check(d, d.cuDeviceGetName(name, sizeof(name) - 1, cd), "cuDeviceGetName");
-  return name;
-}
-
-void* device_alloc(Device dev, size_t nbytes) {
-  KILN_USER_CHECK(dev.type == kKilnCUDA)
-      << "device_alloc: cannot allocate on device " << dev.str() << " (cpu memory comes from "
-      << "NDArray::empty; cuda is the only other device this runtime supports)";
-  Driver& d = use_device(dev.id);
-  CUdeviceptr p = 0;
-  CUresult r = d.cuMemAlloc(&p, nbytes == 0 ? 1 : nbytes);
-  KILN_USER_CHECK(r == kSuccess) << "CUDA: cannot allocate " << nbytes << " bytes on " << dev.str()
-                                 << ": " << cu_error(d, r);
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
-}
-
-void device_free(Device dev, void* ptr) noexcept {
-  if (ptr == nullptr || dev.type != kKilnCUDA) return;
-  try {
-    Driver& d = use_device(dev.id);
-    d.cuMemFree(static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr)));
-  } catch (...) {
+  void copy(int id, void* dst, bool dst_on_device, const void* src, bool src_on_device,
+            size_t nbytes) override {
+    Driver& d = use_device(id);
+    if (dst_on_device && src_on_device) {
+      check(d, d.cuMemcpyDtoD(dptr(dst), dptr(src), nbytes), "cuMemcpyDtoD");
+    } else if (dst_on_device) {
+      check(d, d.cuMemcpyHtoD(dptr(dst), src, nbytes), "cuMemcpyHtoD");
+    } else {
+      check(d, d.cuMemcpyDtoH(dst, dptr(src), nbytes), "cuMemcpyDtoH");
+    }
   }
-}
 
-void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
-  if (nbytes == 0) return;
-  if (dst_dev.type == kKilnCPU && src_dev.type == kKilnCPU) {
-    std::memcpy(dst, src, nbytes);
-    return;
+  void synchronize(int id) override {
+    Driver& d = use_device(id);
+    check(d, d.cuCtxSynchronize(), "a kernel (reported at synchronize)");
   }
-  auto dptr = [](const void* p) {
-    return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
-  };
-  KILN_USER_CHECK((dst_dev.type == kKilnCPU || dst_dev.type == kKilnCUDA) &&
-                  (src_dev.type == kKilnCPU || src_dev.type == kKilnCUDA))
-      << "device_copy: cannot copy from " << src_dev.str() << " to " << dst_dev.str();
-  if (dst_dev.type == kKilnCUDA && src_dev.type == kKilnCUDA) {
-    KILN_USER_CHECK(dst_dev.id == src_dev.id)
-        << "device_copy: copies between two CUDA devices are not supported";
-    Driver& d = use_device(dst_dev.id);
-    check(d, d.cuMemcpyDtoD(dptr(dst), dptr(src), nbytes), "cuMemcpyDtoD");
-  } else if (dst_dev.type == kKilnCUDA) {
-    Driver& d = use_device(dst_dev.id);
-    check(d, d.cuMemcpyHtoD(dptr(dst), src, nbytes), "cuMemcpyHtoD");
-  } else {
-    Driver& d = use_device(src_dev.id);
-    check(d, d.cuMemcpyDtoH(dst, dptr(src), nbytes), "cuMemcpyDtoH");
-  }
-}
 
-void device_synchronize(Device dev) {
-  if (dev.type == kKilnCPU) return;
-  KILN_USER_CHECK(dev.type == kKilnCUDA) << "device_synchronize: unsupported device " << dev.str();
-  Driver& d = use_device(dev.id);
-  check(d, d.cuCtxSynchronize(), "a kernel (reported at synchronize)");
-}
-
-}  // namespace kiln::runtime
-
-extern "C" KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* ptx,
-                                             const char* kernel, int64_t grid_x, int64_t grid_y,
-                                             int64_t grid_z, int64_t block_x, int64_t block_y,
-                                             int64_t block_z, int32_t shared_bytes, void** args,
-                                             int32_t num_args) {
-  using namespace kiln::runtime;  // NOLINT
-  try {
+  void launch(void** module_cache, const char* ptx, const char* kernel, const int64_t dims[6],
+              int32_t shared_bytes, void** args, const int32_t* /*arg_sizes*/,
+              int32_t /*num_args*/) override {
     Driver& d = use_device(0);
     CUfunction fn = nullptr;
     {
@@ -269,30 +232,26 @@ extern "C" KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* pt
         fn = it->second;
       }
     }
-    (void)num_args;
-    CUresult r = d.cuLaunchKernel(fn, static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
-                                  static_cast<unsigned>(grid_z), static_cast<unsigned>(block_x),
-                                  static_cast<unsigned>(block_y), static_cast<unsigned>(block_z),
+    auto u = [&](int i) { return static_cast<unsigned>(dims[i]); };
+    CUresult r = d.cuLaunchKernel(fn, u(0), u(1), u(2), u(3), u(4), u(5),
                                   static_cast<unsigned>(shared_bytes), nullptr, args, nullptr);
-    KILN_USER_CHECK(r == kSuccess) << "CUDA: launching kernel '" << kernel << "' (grid " << grid_x
-                                   << "x" << grid_y << "x" << grid_z << ", block " << block_x << "x"
-                                   << block_y << "x" << block_z << ") failed: " << cu_error(d, r);
-    return 0;
-  } catch (const std::exception& e) {
-    kiln_set_last_error(e.what());
-    return -1;
+    KILN_USER_CHECK(r == kSuccess) << "CUDA: launching kernel '" << kernel << "' (grid " << dims[0]
+                                   << "x" << dims[1] << "x" << dims[2] << ", block " << dims[3]
+                                   << "x" << dims[4] << "x" << dims[5]
+                                   << ") failed: " << cu_error(d, r);
   }
+
+ private:
+  static CUdeviceptr dptr(const void* p) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+  }
+};
+
+}  // namespace
+
+DeviceBackend& cuda_backend() {
+  static CudaBackend b;
+  return b;
 }
 
-extern "C" KILN_DLL void* kiln_cuda_workspace_alloc(uint64_t nbytes) {
-  try {
-    return kiln::runtime::device_alloc(kiln::runtime::Device{kKilnCUDA, 0}, nbytes);
-  } catch (const std::exception& e) {
-    kiln_set_last_error(e.what());
-    return nullptr;
-  }
-}
-
-extern "C" KILN_DLL void kiln_cuda_workspace_free(void* ptr) {
-  kiln::runtime::device_free(kiln::runtime::Device{kKilnCUDA, 0}, ptr);
-}
+}  // namespace kiln::runtime

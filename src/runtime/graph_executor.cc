@@ -345,8 +345,10 @@ void GraphExecutor::Impl::parse(const std::string& text) {
     std::string dev = cx.string(g["device"], "\"device\"");
     if (dev == "cuda") {
       device = Device{kKilnCUDA, 0};
+    } else if (dev == "opencl") {
+      device = Device{kKilnOpenCL, 0};
     } else if (dev != "cpu") {
-      cx.fail("\"device\" is '" + dev + "'; this runtime runs graphs on cpu or cuda");
+      cx.fail("\"device\" is '" + dev + "'; this runtime runs graphs on cpu, cuda or opencl");
     }
   }
   const json& jinputs = cx.array(g, "inputs", "");

@@ -2,7 +2,7 @@
 // overflow of the element count or byte size) and the dtype, allocates a 64-byte-aligned
 // buffer with posix_memalign (rounded up to whole 64-byte lines, at least one line, so even an
 // empty array has a valid pointer), and fills the node's KilnArray view (compact row-major,
-// strides NULL, byte_offset 0) that generated code reads. Memory on a CUDA device comes from
+// strides NULL, byte_offset 0) that generated code reads. Memory on a GPU comes from
 // device_api.h (device_alloc); copies between the host and the array's device go through
 // device_copy after a size check whose error names both sizes.
 #include "kiln/runtime/ndarray.h"
@@ -70,9 +70,9 @@ NDArrayNode::~NDArrayNode() {
 }
 
 NDArray NDArray::empty(std::vector<int64_t> shape, DataType dtype, Device dev) {
-  KILN_USER_CHECK(dev.type == kKilnCPU || dev.type == kKilnCUDA)
+  KILN_USER_CHECK(dev.type == kKilnCPU || dev.type == kKilnCUDA || dev.type == kKilnOpenCL)
       << "NDArray::empty: cannot allocate on device " << dev.str()
-      << ": this runtime allocates cpu and cuda memory";
+      << ": this runtime allocates cpu, cuda and opencl memory";
   KILN_USER_CHECK(!dtype.is_void() && dtype.bits() > 0 && dtype.lanes() > 0)
       << "NDArray::empty: dtype " << dtype << " has no size";
   KILN_USER_CHECK(shape.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()))

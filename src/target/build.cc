@@ -1,5 +1,5 @@
 // build(): the last steps of compilation, packed-API wrapping then the code generator chosen
-// by the target's kind (TargetKind::codegen: llvm for CPUs, cuda for NVIDIA GPUs).
+// by the target's kind (TargetKind::codegen: llvm for CPUs, cuda and opencl for GPUs).
 #include "kiln/target/build.h"
 
 #include "kiln/support/error.h"
@@ -10,7 +10,7 @@ namespace kiln {
 
 runtime::Module build(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
   const TargetKind& kind = target.kind_info();
-  if (kind.codegen == "cuda") return codegen::build_cuda(funcs, target);
+  if (kind.codegen == "cuda" || kind.codegen == "opencl") return codegen::build_gpu(funcs, target);
   std::vector<tir::PrimFunc> packed;
   packed.reserve(funcs.size());
   for (const tir::PrimFunc& f : funcs) packed.push_back(tir::make_packed_api(f));

@@ -63,6 +63,7 @@ KindTable& kind_table() {
     opencl.keys = {"opencl", "gpu"};
     opencl.options = {"device", "max_threads_per_block", "max_shared_memory_per_block"};
     opencl.defaults = {{"max_threads_per_block", "256"}, {"max_shared_memory_per_block", "16384"}};
+    opencl.codegen = "opencl";
     TargetKind vdla;
     vdla.name = "vdla";
     vdla.keys = {"vdla", "accel"};

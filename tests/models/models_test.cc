@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/ndarray_access.h"
+#include "common/opencl.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/runtime/graph_executor.h"
@@ -32,11 +33,15 @@ using Clock = std::chrono::steady_clock;
 constexpr double kMaxRelError = 1e-4;
 
 struct ModelCase {
-  std::string model;  ///< file stem in KILN_MODELS_DIR
-  int opt_level;      ///< graph::BuildOptions::opt_level
+  std::string model;   ///< file stem in KILN_MODELS_DIR
+  int opt_level;       ///< graph::BuildOptions::opt_level
+  std::string target;  ///< "" for the host CPU, else a GPU target ("opencl": PoCL on this CPU)
 };
 
-std::string case_name(const ModelCase& c) { return c.model + "_O" + std::to_string(c.opt_level); }
+std::string case_name(const ModelCase& c) {
+  std::string n = c.model + "_O" + std::to_string(c.opt_level);
+  return c.target.empty() ? n : n + "_" + c.target;
+}
 
 /// How gtest prints a case in failure messages.
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << case_name(c); }
@@ -78,6 +83,10 @@ TEST_P(ModelsTest, MatchesPyTorch) {
                                 << " (the ctest fixture kiln-test-models-export does; for the "
                                 << "zoo's NAME_small, bench/zoo/export_zoo.py --small "
                                 << dir.string() << ", the fixture kiln-test-zoo-export)";
+  if (c.target == "opencl") {
+    std::string why;
+    if (!kiln::testing::opencl_device(&why)) GTEST_SKIP() << "no OpenCL device: " << why;
+  }
   NDArray input = runtime::load_npy(input_file.string());
   NDArray ref = runtime::load_npy(ref_file.string());
 
@@ -97,7 +106,8 @@ TEST_P(ModelsTest, MatchesPyTorch) {
   t0 = Clock::now();
   graph::CompiledModule m;
   try {
-    m = graph::compile_to_directory(g, Target::host(), opt, module_dir.string());
+    m = graph::compile_to_directory(g, c.target.empty() ? Target::host() : Target(c.target), opt,
+                                    module_dir.string());
   } catch (const Error& e) {
     FAIL() << c.model << ": compile (opt level " << c.opt_level << ") failed: " << e.what();
   }
@@ -146,6 +156,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ModelCase{"resnet18", kDefaultOpt}, ModelCase{"mobilenet_v2", kDefaultOpt},
                       ModelCase{"dqn", kDefaultOpt}, ModelCase{"dcgan", kDefaultOpt},
                       ModelCase{"lstm_lm", kDefaultOpt}, ModelCase{"resnet18", 0}),
+    [](const ::testing::TestParamInfo<ModelCase>& info) { return case_name(info.param); });
+
+// The five models compiled for OpenCL (GPU schedules: thread binding, shared-memory tiles,
+// barriers) and run on PoCL on this CPU.
+INSTANTIATE_TEST_SUITE_P(
+    OpenCL, ModelsTest,
+    ::testing::Values(ModelCase{"resnet18", kDefaultOpt, "opencl"},
+                      ModelCase{"mobilenet_v2", kDefaultOpt, "opencl"},
+                      ModelCase{"dqn", kDefaultOpt, "opencl"},
+                      ModelCase{"dcgan", kDefaultOpt, "opencl"},
+                      ModelCase{"lstm_lm", kDefaultOpt, "opencl"}),
     [](const ::testing::TestParamInfo<ModelCase>& info) { return case_name(info.param); });
 
 // The model zoo of kiln-bench-zoo (issue 27) in its small CI variants (bench/zoo/export_zoo.py

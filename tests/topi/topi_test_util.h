@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/ndarray_access.h"
+#include "kiln/runtime/device_api.h"
 #include "kiln/ir/op.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
@@ -166,19 +167,28 @@ inline void call(const runtime::PackedFunc& f, const std::vector<NDArray>& args)
   f.call_packed(v.data(), c.data(), static_cast<int32_t>(args.size()));
 }
 
-/// Builds `s` with `inputs` then `outs` as arguments and runs it once on `data`.
+/// Builds `s` with `inputs` then `outs` as arguments for `target` and runs it once on `data`
+/// (host arrays) on `dev`: inputs and poisoned outputs are copied there, the outputs back.
 inline std::vector<NDArray> run(const te::Schedule& s, const std::vector<te::Tensor>& inputs,
                                 const std::vector<te::Tensor>& outs,
-                                const std::vector<NDArray>& data) {
+                                const std::vector<NDArray>& data,
+                                const Target& target = host_target(),
+                                runtime::Device dev = runtime::Device::cpu()) {
   std::vector<te::Tensor> args = inputs;
   args.insert(args.end(), outs.begin(), outs.end());
-  runtime::Module m = build(s, args, host_target(), "f");
-  std::vector<NDArray> all = data, res;
+  runtime::Module m = build(s, args, target, "f");
+  std::vector<NDArray> all, res;
+  for (const NDArray& d : data) all.push_back(dev.type == kKilnCPU ? d : d.to(dev));
   for (const te::Tensor& t : outs) {
-    res.push_back(poisoned(shape_of(t), t->dtype));
+    NDArray p = poisoned(shape_of(t), t->dtype);
+    res.push_back(dev.type == kKilnCPU ? p : p.to(dev));
     all.push_back(res.back());
   }
   call(m.get_function("f"), all);
+  if (dev.type != kKilnCPU) {
+    runtime::device_synchronize(dev);
+    for (NDArray& r : res) r = r.to(runtime::Device::cpu());
+  }
   return res;
 }
 

@@ -113,22 +113,26 @@ KILN_DLL int32_t kiln_check_array_on(const KilnArray* a, const char* prefix, int
                                      int32_t dtype_word, int64_t alignment,
                                      const int64_t* shape_strides, int32_t device_type);
 
-/// Launches kernel `kernel` of a module's CUDA device code (PTX text `ptx`, NUL-terminated) on
-/// the current CUDA device (device 0) with the given grid and block extents, `shared_bytes` of
-/// dynamic shared memory and `args` (num_args pointers to the argument values, cuLaunchKernel's
-/// form), on the runtime's stream; returns without waiting. `module_cache` is the address of a
-/// pointer owned by the calling library, NULL at first: the runtime loads the PTX on the first
-/// launch and keeps what it loaded there. Returns 0, or -1 with the last error naming the
-/// kernel and the CUDA error ("no CUDA device: ..." where the driver or a device is missing).
-KILN_DLL int32_t kiln_cuda_launch(void** module_cache, const char* ptx, const char* kernel,
-                                  int64_t grid_x, int64_t grid_y, int64_t grid_z, int64_t block_x,
-                                  int64_t block_y, int64_t block_z, int32_t shared_bytes,
-                                  void** args, int32_t num_args);
+/// Launches kernel `kernel` of a module's device code on device 0 of `device_type` (a
+/// KilnDeviceType: kKilnCUDA, whose `code` is PTX text; kKilnOpenCL, OpenCL C source; both
+/// NUL-terminated) with `dims` = grid x, y, z then block x, y, z (OpenCL: work-groups and
+/// work-group size), `shared_bytes` of dynamic shared memory (CUDA only) and `args`: num_args
+/// pointers to the argument values, cuLaunchKernel's form; arg_sizes[i] is 0 for a device
+/// buffer (a pointer from device memory) and the value's size in bytes for a scalar. It runs on
+/// the runtime's one stream or queue per device and returns without waiting. `module_cache` is
+/// the address of a pointer owned by the calling library, NULL at first: the runtime loads or
+/// compiles the code on the first launch and keeps what it made there. Returns 0, or -1 with
+/// the last error naming the kernel and the driver's error ("no CUDA device: ...", "no OpenCL
+/// device: ..." where the driver or a device is missing).
+KILN_DLL int32_t kiln_device_launch(int32_t device_type, void** module_cache, const char* code,
+                                    const char* kernel, const int64_t* dims,
+                                    int32_t shared_bytes, void** args, const int32_t* arg_sizes,
+                                    int32_t num_args);
 
-/// Scratch memory on CUDA device 0 for the host code of a GPU function (an intermediate buffer
-/// between its kernels); NULL with the last error set on failure.
-KILN_DLL void* kiln_cuda_workspace_alloc(uint64_t nbytes);
-KILN_DLL void kiln_cuda_workspace_free(void* ptr);
+/// Scratch memory on device 0 of `device_type` for the host code of a GPU function (an
+/// intermediate buffer between its kernels); NULL with the last error set on failure.
+KILN_DLL void* kiln_device_workspace_alloc(int32_t device_type, uint64_t nbytes);
+KILN_DLL void kiln_device_workspace_free(int32_t device_type, void* ptr);
 
 #ifdef __cplusplus
 }  // extern "C"

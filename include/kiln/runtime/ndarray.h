@@ -60,9 +60,9 @@ class NDArray {
   /// Wraps an existing node.
   explicit NDArray(Ref<NDArrayNode> node) : node_(std::move(node)) {}
 
-  /// Allocates an uninitialised compact array on `dev` (the CPU or a CUDA device,
+  /// Allocates an uninitialised compact array on `dev` (the CPU, a CUDA or an OpenCL device,
   /// device_api.h). Throws kiln::Error for a negative extent, a void dtype, a size that
-  /// overflows, another device, or "no CUDA device: ..." where CUDA cannot be used.
+  /// overflows, another device, or "no CUDA device: ..." / "no OpenCL device: ..." where it cannot be used.
   static NDArray empty(std::vector<int64_t> shape, DataType dtype, Device dev = {});
 
   /// True when this handle refers to an array.

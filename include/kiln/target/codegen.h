@@ -27,19 +27,36 @@ namespace kiln::codegen {
 /// generator cannot translate (naming the node and the function) and for duplicate names.
 runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target);
 
+/// build_llvm for a host target, with device code embedded for the launches of its functions
+/// (kiln.device_launch): `device_format` "ptx" (CUDA) or "cl" (OpenCL C), "" with no code.
+/// get_source(m, device_format) returns the code.
+runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
+                                const std::string& device_format,
+                                const std::string& device_code);
+
 /// Compiles `funcs`, scheduled for a GPU (their loops bound to blockIdx/threadIdx), for a cuda
-/// target: each is split into device kernels (tir::split_host_device), compiled to PTX by LLVM's
-/// NVPTX back end for the target's -arch, and a host function (packed API, for tensors on the
-/// cuda device) built by build_llvm for the host target, which launches the kernels through
-/// kiln_cuda_launch; the PTX travels inside the host library. A function that touches memory
-/// outside a kernel is a user error naming it.
-runtime::Module build_cuda(const std::vector<tir::PrimFunc>& funcs, const Target& target);
+/// or opencl target: each is split into device kernels (tir::split_host_device, barriers by
+/// tir::storage_sync), compiled to PTX (build_ptx) or OpenCL C (build_opencl_source), and a
+/// host function (packed API, for tensors on that device) built by the CPU code generator for
+/// the host target, which launches the kernels through kiln_device_launch; the device code
+/// travels inside the host library. A function that touches memory outside a kernel is a user
+/// error naming it.
+runtime::Module build_gpu(const std::vector<tir::PrimFunc>& funcs, const Target& target);
 
 /// The PTX of device kernels (attr device_kernel, from tir::split_host_device) for a cuda target.
 std::string build_ptx(const std::vector<tir::PrimFunc>& kernels, const Target& target);
 
-/// The source of a module returned by build_llvm or build_cuda: "ll" (optimized LLVM IR),
-/// "asm" (assembly for the target), "ptx" (the device code of a cuda build). Throws
+/// The OpenCL C source of device kernels (attr device_kernel) for an opencl target: one
+/// `__kernel` per kernel with its buffers as `__global` pointers, its scalars, and a last
+/// argument `__global int* kiln_error` that a failed run-time check sets (the runtime reads it
+/// at synchronize); thread loops read get_group_id / get_local_id, shared allocations are
+/// `__local` arrays at kernel scope, kiln.sync_threads is barrier(CLK_LOCAL_MEM_FENCE). Throws
+/// kiln::Error for IR OpenCL C cannot express (vectors, extern calls), naming the kernel.
+std::string build_opencl_source(const std::vector<tir::PrimFunc>& kernels, const Target& target);
+
+/// The source of a module returned by build_llvm or build_gpu: "ll" (optimized LLVM IR),
+/// "asm" (assembly for the host target), "ptx" / "cl" (the device code of a cuda / opencl
+/// build). Throws
 /// kiln::Error for another format or another kind of module.
 std::string get_source(const runtime::Module& m, const std::string& fmt);
 

@@ -362,15 +362,16 @@ void CodeGenLLVM::begin_body(const tir::PrimFunc& f, llvm::Function* fn) {
   }
 }
 
-void CodeGenLLVM::add_device_code(const std::string& ptx) {
-  llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, ptx, true);
-  auto* code = new llvm::GlobalVariable(
-      *module_, init->getType(), true, llvm::GlobalValue::ExternalLinkage, init, "__kiln_cuda_ptx");
+void CodeGenLLVM::add_device_code(const std::string& device_code) {
+  llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, device_code, true);
+  auto* code = new llvm::GlobalVariable(*module_, init->getType(), true,
+                                        llvm::GlobalValue::ExternalLinkage, init,
+                                        "__kiln_device_code");
   code->setAlignment(llvm::Align(1));
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
   new llvm::GlobalVariable(*module_, ptr, false, llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(*ctx_)),
-                           "__kiln_cuda_module");
+                           "__kiln_device_module");
 }
 
 llvm::Function* CodeGenLLVM::emit_outlined(const std::string& name, const std::vector<Var>& params,
@@ -408,12 +409,20 @@ std::vector<Var> CodeGenLLVM::free_vars(const Stmt& s) {
   return c.vars;
 }
 
+void CodeGenLLVM::emit_workspace_free(llvm::Value* p) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
+  if (device_type_ != kKilnCPU) {
+    b_->CreateCall(
+        runtime_fn("kiln_device_workspace_free", b_->getVoidTy(), {b_->getInt32Ty(), ptr}),
+        {b_->getInt32(device_type_), p});
+  } else {
+    b_->CreateCall(runtime_fn("kiln_workspace_free", b_->getVoidTy(), {ptr}), {p});
+  }
+}
+
 void CodeGenLLVM::emit_error_return(llvm::Value* rc) {
-  llvm::Function* free_fn =
-      runtime_fn(device_type_ != kKilnCPU ? "kiln_cuda_workspace_free" : "kiln_workspace_free",
-                 b_->getVoidTy(), {llvm::PointerType::getUnqual(*ctx_)});
   for (auto it = cur_.heap_allocs.rbegin(); it != cur_.heap_allocs.rend(); ++it) {
-    b_->CreateCall(free_fn, {*it});
+    emit_workspace_free(*it);
   }
   b_->CreateRet(rc);
   b_->SetInsertPoint(llvm::BasicBlock::Create(*ctx_, "after_return", cur_.fn));

@@ -39,11 +39,6 @@ std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target)
 /// The CPU name and the feature string LLVM gets for `target` (-mcpu=native: host features).
 std::pair<std::string, std::string> cpu_and_features(const Target& target);
 
-/// build_llvm for a host target, with the device code (PTX) of a CUDA build embedded for the
-/// launches of its functions (kiln.device_launch); "" for none. get_source(m, "ptx") returns it.
-runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
-                                const std::string& device_ptx);
-
 /// Translates PrimFuncs into one llvm::Module.
 class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
                     public StmtFunctor<void(const Stmt&)> {
@@ -55,10 +50,10 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   /// Adds __kiln_func_names listing `name_list` (when not null: one module of a build defines
   /// the list of all its entry points), verifies, optimizes at O3; returns the module.
   std::unique_ptr<llvm::Module> finish(const std::vector<std::string>* name_list);
-  /// Defines the module's device code (PTX) and the runtime's cache for it: the globals
-  /// __kiln_cuda_ptx and __kiln_cuda_module that kiln.device_launch passes to kiln_cuda_launch
-  /// (other parts of a build declare them). Call before add_function.
-  void add_device_code(const std::string& ptx);
+  /// Defines the module's device code (PTX, OpenCL C) and the runtime's cache for it: the
+  /// globals __kiln_device_code and __kiln_device_module that kiln.device_launch passes to
+  /// kiln_device_launch (other parts of a build declare them). Call before add_function.
+  void add_device_code(const std::string& device_code);
   /// Names of the entry points added, in order.
   const std::vector<std::string>& function_names() const { return names_; }
 
@@ -110,8 +105,11 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_lane_calls(const std::string& fname, DataType t,
                                const std::vector<llvm::Value*>& args);
   /// kiln.device_launch (a host function launching a kernel of the module's device code): one
-  /// kiln_cuda_launch call with the kernel's arguments in a table of pointers to their values.
+  /// kiln_device_launch call with the kernel's arguments in a table of pointers to their values.
   void emit_device_launch(const Call* op);
+  /// Frees a workspace block (kiln_workspace_free, or the device's in a GPU function's host
+  /// code).
+  void emit_workspace_free(llvm::Value* p);
   /// Bit operations (reinterpret, shifts, bitwise, popcount), calls named "llvm.*" (LLVM
   /// intrinsics by name) and the AMX tile product; null for other calls
   /// (codegen_llvm_intrin.cc).

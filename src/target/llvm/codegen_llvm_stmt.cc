@@ -401,18 +401,36 @@ void CodeGenLLVM::emit_device_launch(const Call* op) {
     b_->CreateStore(emit_expr(op->args[8 + i]), slots[i]);
     b_->CreateStore(slots[i], b_->CreateConstInBoundsGEP2_32(table_ty, table, 0, i));
   }
-  std::vector<llvm::Value*> args{module_->getOrInsertGlobal("__kiln_cuda_module", ptr),
-                                 module_->getOrInsertGlobal("__kiln_cuda_ptx", b_->getInt8Ty()),
-                                 string_ptr(kernel->value)};
-  for (size_t i = 1; i <= 6; ++i)
-    args.push_back(cast_value(op->args[i].dtype(), DataType::Int(64), emit_expr(op->args[i])));
-  args.push_back(cast_value(op->args[7].dtype(), DataType::Int(32), emit_expr(op->args[7])));
-  args.push_back(table);
-  args.push_back(b_->getInt32(static_cast<int32_t>(nargs)));
+  // The launch extents, then each argument's size (0: a device buffer), as constant tables.
   llvm::Type* i64 = b_->getInt64Ty();
-  llvm::Function* fn = runtime_fn(
-      "kiln_cuda_launch", b_->getInt32Ty(),
-      {ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, b_->getInt32Ty(), ptr, b_->getInt32Ty()});
+  llvm::Type* i32 = b_->getInt32Ty();
+  auto* dims_ty = llvm::ArrayType::get(i64, 6);
+  ip = b_->saveIP();
+  b_->SetInsertPoint(cur_.entry, cur_.entry->getFirstInsertionPt());
+  llvm::AllocaInst* dims = b_->CreateAlloca(dims_ty, nullptr, "launch_dims");
+  b_->restoreIP(ip);
+  for (size_t i = 1; i <= 6; ++i) {
+    b_->CreateStore(cast_value(op->args[i].dtype(), DataType::Int(64), emit_expr(op->args[i])),
+                    b_->CreateConstInBoundsGEP2_32(dims_ty, dims, 0, i - 1));
+  }
+  std::vector<llvm::Constant*> sizes;
+  for (size_t i = 0; i < nargs; ++i) {
+    DataType t = op->args[8 + i].dtype();
+    sizes.push_back(b_->getInt32(t.is_handle() ? 0 : std::max(1, t.bytes())));
+  }
+  if (sizes.empty()) sizes.push_back(b_->getInt32(0));
+  auto* sizes_ty = llvm::ArrayType::get(i32, sizes.size());
+  auto* sizes_gv = new llvm::GlobalVariable(*module_, sizes_ty, true,
+                                            llvm::GlobalValue::PrivateLinkage,
+                                            llvm::ConstantArray::get(sizes_ty, sizes),
+                                            kernel->value + "_arg_sizes");
+  std::vector<llvm::Value*> args{
+      b_->getInt32(device_type_), module_->getOrInsertGlobal("__kiln_device_module", ptr),
+      module_->getOrInsertGlobal("__kiln_device_code", b_->getInt8Ty()), string_ptr(kernel->value),
+      dims, cast_value(op->args[7].dtype(), DataType::Int(32), emit_expr(op->args[7])), table,
+      sizes_gv, b_->getInt32(static_cast<int32_t>(nargs))};
+  llvm::Function* fn = runtime_fn("kiln_device_launch", i32,
+                                  {i32, ptr, ptr, ptr, ptr, i32, ptr, ptr, i32});
   emit_propagate(b_->CreateCall(fn, args));
 }
 
@@ -636,9 +654,11 @@ void CodeGenLLVM::visit(const Allocate* op) {
       bytes = b_->CreateMul(bytes, cast_value(e.dtype(), DataType::Int(64), emit_expr(e)));
     }
     llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
-    llvm::Function* alloc = runtime_fn(
-        device ? "kiln_cuda_workspace_alloc" : "kiln_workspace_alloc", ptr, {b_->getInt64Ty()});
-    p = b_->CreateCall(alloc, {bytes}, op->buffer_var.name());
+    p = device ? b_->CreateCall(runtime_fn("kiln_device_workspace_alloc", ptr,
+                                           {b_->getInt32Ty(), b_->getInt64Ty()}),
+                                {b_->getInt32(device_type_), bytes}, op->buffer_var.name())
+               : b_->CreateCall(runtime_fn("kiln_workspace_alloc", ptr, {b_->getInt64Ty()}),
+                                {bytes}, op->buffer_var.name());
     llvm::BasicBlock* fail_bb = llvm::BasicBlock::Create(*ctx_, "alloc_fail", cur_.fn);
     llvm::BasicBlock* ok_bb = llvm::BasicBlock::Create(*ctx_, "alloc_ok", cur_.fn);
     llvm::MDBuilder md(*ctx_);
@@ -655,10 +675,7 @@ void CodeGenLLVM::visit(const Allocate* op) {
   vars_.erase(op->buffer_var.get());
   if (heap) {
     cur_.heap_allocs.pop_back();
-    llvm::Function* free_fn =
-        runtime_fn(device ? "kiln_cuda_workspace_free" : "kiln_workspace_free", b_->getVoidTy(),
-                   {llvm::PointerType::getUnqual(*ctx_)});
-    b_->CreateCall(free_fn, {p});
+    emit_workspace_free(p);
   }
 }
 

@@ -1,5 +1,5 @@
-// CUDA code generation: device kernels through LLVM's NVPTX back end (PTX text), the host code
-// that launches them through the CPU code generator (codegen.h, build_cuda).
+// CUDA code generation: device kernels through LLVM's NVPTX back end (PTX text); build_gpu
+// (src/target/build_gpu.cc) adds the host code that launches them.
 //
 // A kernel (tir::split_host_device) becomes a `ptx_kernel` function returning void; each loop
 // bound to a thread axis becomes that axis's special register (guarded where its extent is
@@ -21,8 +21,6 @@
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
 #include "kiln/target/codegen.h"
-#include "kiln/tir/packed_api.h"
-#include "kiln/tir/transform.h"
 #include "llvm_common.h"
 
 namespace kiln::codegen {
@@ -229,22 +227,6 @@ class CodeGenNVPTX : public CodeGenLLVM {
   bool uses_libdevice_ = false;
 };
 
-/// True when `s` reads or writes a buffer (a Load under address_of is an address, not a read;
-/// allocations in the host code of a GPU function are device memory).
-bool touches_memory(const Stmt& s) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    using IRVisitor::visit;
-    void visit(const Load* op) override { found = true; }
-    void visit(const Store* op) override { found = true; }
-    void visit(const Call* op) override {
-      if (op->name != builtin::kAddressOf) IRVisitor::visit(op);
-    }
-  } f;
-  f.visit_stmt(s);
-  return f.found;
-}
-
 }  // namespace
 
 std::string build_ptx(const std::vector<tir::PrimFunc>& kernels, const Target& target) {
@@ -268,21 +250,6 @@ std::string build_ptx(const std::vector<tir::PrimFunc>& kernels, const Target& t
       << "the NVPTX target machine cannot emit PTX";
   pm.run(*m);
   return std::string(out.data(), out.size());
-}
-
-runtime::Module build_cuda(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
-  std::vector<tir::PrimFunc> hosts, kernels;
-  for (const tir::PrimFunc& f : funcs) {
-    tir::HostDeviceSplit split = tir::split_host_device(tir::bind_extern_stages(f));
-    KILN_USER_CHECK(!touches_memory(split.host->body))
-        << "codegen cuda: function '" << f->name << "' reads or writes memory outside a GPU "
-        << "kernel; bind its outer loops to blockIdx/threadIdx (every buffer lives on the GPU)";
-    hosts.push_back(
-        tir::make_packed_api(split.host.with_attr("device_type", std::to_string(kKilnCUDA))));
-    for (const tir::PrimFunc& k : split.kernels) kernels.push_back(tir::storage_sync(k));
-  }
-  std::string ptx = build_ptx(kernels, target);
-  return build_llvm_host(hosts, target.host_or_default(), ptx);
 }
 
 }  // namespace kiln::codegen

@@ -175,15 +175,16 @@ struct ModulePart {
 class LLVMModuleNode : public runtime::ModuleNode {
  public:
   LLVMModuleNode(std::vector<ModulePart> parts, Target target, std::vector<std::string> names,
-                 std::string ptx)
+                 std::string device_format, std::string device_code)
       : parts_(std::move(parts)),
         target_(std::move(target)),
         names_(std::move(names)),
-        ptx_(std::move(ptx)) {}
+        device_format_(std::move(device_format)),
+        device_code_(std::move(device_code)) {}
 
   std::string type_key() const override { return "llvm"; }
   std::string describe() const override {
-    return "llvm (" + target_.str() + (ptx_.empty() ? "" : ", with CUDA device code") + ")";
+    return "llvm (" + target_.str() + (device_code_.empty() ? "" : ", with " + device_format_ + " device code") + ")";
   }
   std::vector<std::string> function_names() const override { return names_; }
 
@@ -240,9 +241,11 @@ class LLVMModuleNode : public runtime::ModuleNode {
   }
 
   std::string get_source(const std::string& fmt) const {
-    if (fmt == "ptx") {
-      KILN_USER_CHECK(!ptx_.empty()) << "get_source: the module has no CUDA device code";
-      return ptx_;
+    if (fmt == "ptx" || fmt == "cl") {
+      KILN_USER_CHECK(fmt == device_format_)
+          << "get_source: the module has no " << (fmt == "ptx" ? "CUDA" : "OpenCL")
+          << " device code";
+      return device_code_;
     }
     std::lock_guard<std::mutex> lock(mu_);
     std::string r;
@@ -254,7 +257,7 @@ class LLVMModuleNode : public runtime::ModuleNode {
         auto clone = llvm::CloneModule(*part.module);
         r += emit(*clone, part.tm.get(), llvm::CGFT_AssemblyFile);
       } else {
-        KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm, ptx)";
+        KILN_ERROR << "get_source: unknown format '" << fmt << "' (known: ll, asm, ptx, cl)";
       }
     }
     return r;
@@ -290,7 +293,8 @@ class LLVMModuleNode : public runtime::ModuleNode {
   std::vector<ModulePart> parts_;
   Target target_;
   std::vector<std::string> names_;
-  std::string ptx_;  ///< the device code (build_cuda), "" for CPU modules
+  std::string device_format_;  ///< "ptx", "cl" (build_gpu), "" for CPU modules
+  std::string device_code_;
   mutable std::mutex mu_;
   mutable std::unique_ptr<llvm::orc::LLJIT> jit_;
   mutable std::unordered_map<std::string, KilnPackedCFunc> cache_;
@@ -310,11 +314,12 @@ unsigned compile_threads() {
 runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target& target) {
   KILN_USER_CHECK(target.kind_info().codegen == "llvm")
       << "build_llvm: target '" << target.str() << "' is not served by the llvm code generator";
-  return build_llvm_host(funcs, target, "");
+  return build_llvm_host(funcs, target, "", "");
 }
 
 runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
-                                const std::string& device_ptx) {
+                                const std::string& device_format,
+                                const std::string& device_code) {
   // The module's functions; names must be unique across parts.
   std::vector<std::string> names;
   std::set<std::string> seen;
@@ -341,7 +346,7 @@ runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const T
         ModulePart& p = parts[i];
         std::string name = funcs.empty() ? "kiln_module" : funcs[i]->name;
         CodeGenLLVM cg(p.ctx.get(), p.tm.get(), target, name);
-        if (i == 0 && !device_ptx.empty()) cg.add_device_code(device_ptx);
+        if (i == 0 && !device_code.empty()) cg.add_device_code(device_code);
         for (size_t k = i; k < funcs.size(); k += nparts) cg.add_function(funcs[k]);
         p.module = cg.finish(i == 0 ? &names : nullptr);
         auto clone = llvm::CloneModule(*p.module);
@@ -359,7 +364,8 @@ runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const T
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   return runtime::Module(
-      make_object<LLVMModuleNode>(std::move(parts), target, std::move(names), device_ptx));
+      make_object<LLVMModuleNode>(std::move(parts), target, std::move(names), device_format,
+                                            device_code));
 }
 
 std::string get_source(const runtime::Module& m, const std::string& fmt) {
