@@ -6,6 +6,7 @@
 #include "kiln/target/codegen.h"
 #include "kiln/tir/packed_api.h"
 #include "kiln/tir/transform.h"
+#include "kiln/tir/verify.h"
 
 namespace kiln::codegen {
 namespace {
@@ -33,6 +34,11 @@ runtime::Module build_gpu(const std::vector<tir::PrimFunc>& funcs, const Target&
   KILN_USER_CHECK(codegen == "cuda" || codegen == "opencl")
       << "build_gpu: target '" << target.str() << "' is not a GPU target (cuda, opencl)";
   const int device_type = codegen == "cuda" ? kKilnCUDA : kKilnOpenCL;
+  tir::GpuLimits limits;
+  limits.max_threads_per_block =
+      target.attr_int("max_threads_per_block", limits.max_threads_per_block);
+  limits.max_shared_memory_per_block =
+      target.attr_int("max_shared_memory_per_block", limits.max_shared_memory_per_block);
   std::vector<tir::PrimFunc> hosts, kernels;
   for (const tir::PrimFunc& f : funcs) {
     tir::HostDeviceSplit split = tir::split_host_device(tir::bind_extern_stages(f));
@@ -42,7 +48,10 @@ runtime::Module build_gpu(const std::vector<tir::PrimFunc>& funcs, const Target&
            "blockIdx/threadIdx (every buffer lives on the GPU)";
     hosts.push_back(
         tir::make_packed_api(split.host.with_attr("device_type", std::to_string(device_type))));
-    for (const tir::PrimFunc& k : split.kernels) kernels.push_back(tir::storage_sync(k));
+    for (const tir::PrimFunc& k : split.kernels) {
+      tir::verify_gpu_kernel(k, limits);
+      kernels.push_back(tir::storage_sync(k));
+    }
   }
   if (codegen == "cuda") {
     return build_llvm_host(hosts, target.host_or_default(), "ptx", build_ptx(kernels, target));

@@ -142,6 +142,34 @@ TEST(OpenCL, Errors) {
   EXPECT_NE(msg.find("codegen opencl: kernel 'vec_kernel0': vector"), std::string::npos) << msg;
 }
 
+// The GPU verifier: a block over the target's thread or shared-memory limit is refused before
+// code generation, naming the kernel, the amount and the option that sets the limit.
+TEST(OpenCL, KernelsOverTheTargetsLimitsAreRefused) {
+  te::Tensor a = te::placeholder({4096}, f32, "A");
+  te::Tensor b = te::compute(
+      {4096}, [&](const std::vector<Var>& i) { return a(i[0]) * 3.f; }, "B");
+  te::Schedule s = te::create_schedule({b});
+  auto [bx, tx] = s[b].split(s[b].op_axis()[0], make_const(DataType::Int(32), 512));
+  s[b].bind(bx, te::thread_axis("blockIdx.x"));
+  s[b].bind(tx, te::thread_axis("threadIdx.x"));
+  std::string msg = error_of([&] { build(s, {a, b}, opencl(), "wide"); });
+  EXPECT_NE(msg.find("kernel 'wide_kernel0' uses 512 threads per block; the target allows 256 "
+                     "(-max_threads_per_block)"),
+            std::string::npos)
+      << msg;
+  build(s, {a, b}, Target("opencl -max_threads_per_block=512"), "wide");  // allowed there
+  // The dense template's two 16x16 float tiles: 2048 bytes of shared memory per block.
+  te::Tensor x = te::placeholder({32, 32}, f32, "X");
+  te::Tensor w = te::placeholder({32, 32}, f32, "W");
+  te::Tensor y = dense(x, w);
+  Target small("opencl -max_shared_memory_per_block=1024");
+  msg = error_of([&] { build(schedule_dense_gpu({y}, small), {x, w, y}, small, "mm"); });
+  EXPECT_NE(msg.find("kernel 'mm_kernel0' uses 2048 bytes of shared memory per block; the "
+                     "target allows 1024 (-max_shared_memory_per_block)"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(OpenCL, NoDeviceIsAClearErrorOrArraysLiveThere) {
   std::string why;
   if (opencl_device(&why)) {

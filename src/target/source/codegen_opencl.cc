@@ -25,6 +25,20 @@ namespace {
 
 using namespace kiln::ir;  // NOLINT
 
+/// Kiln's math calls and the OpenCL C builtins that compute them.
+const std::map<std::string, std::string>& math_functions() {
+  static const std::map<std::string, std::string> m = {
+      {"exp", "exp"},       {"exp2", "exp2"},      {"log", "log"},     {"log2", "log2"},
+      {"log10", "log10"},   {"sqrt", "sqrt"},      {"rsqrt", "rsqrt"}, {"fabs", "fabs"},
+      {"floor", "floor"},   {"ceil", "ceil"},      {"round", "round"}, {"trunc", "trunc"},
+      {"nearbyint", "rint"}, {"pow", "pow"},       {"fma", "fma"},     {"sin", "sin"},
+      {"cos", "cos"},       {"tan", "tan"},        {"atan", "atan"},   {"asin", "asin"},
+      {"acos", "acos"},     {"sinh", "sinh"},      {"cosh", "cosh"},   {"tanh", "tanh"},
+      {"erf", "erf"},       {"atan2", "atan2"},    {"log1p", "log1p"}, {"expm1", "expm1"},
+      {"cbrt", "cbrt"},     {"copysign", "copysign"}};
+  return m;
+}
+
 class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
                       public StmtFunctor<void(const Stmt&)> {
  public:
@@ -118,11 +132,31 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
   std::string name_of(const Var& v) {
     auto it = names_.find(v.get());
     if (it != names_.end()) return it->second;
-    std::string base = ident(v.name());
+    return names_[v.get()] = fresh_name(v.name());
+  }
+  /// An identifier for `name` not used in the kernel yet and not an OpenCL C word or builtin.
+  std::string fresh_name(const std::string& name) {
+    static const std::set<std::string> reserved = [] {
+      std::set<std::string> r = {
+          "kiln_error", "auto",     "break",    "case",     "char",     "const",    "continue",
+          "default",    "do",       "double",   "else",     "enum",     "extern",   "float",
+          "for",        "goto",     "if",       "inline",   "int",      "long",     "register",
+          "restrict",   "return",   "short",    "signed",   "sizeof",   "static",   "struct",
+          "switch",     "typedef",  "union",    "unsigned", "void",     "volatile", "while",
+          "bool",       "half",     "uchar",    "ushort",   "uint",     "ulong",    "size_t",
+          "kernel",     "global",   "local",    "private",  "constant", "barrier",  "popcount",
+          "get_group_id", "get_local_id", "min", "max", "fmin", "fmax", "fmod", "select",
+          "mad", "clamp", "sign", "step", "mix", "dot", "abs", "NAN", "INFINITY"};
+      for (const auto& [k, fn] : math_functions()) r.insert(fn);
+      return r;
+    }();
+    std::string base = ident(name);
+    if (reserved.count(base) || base.rfind("kiln_", 0) == 0 || base.rfind("as_", 0) == 0 ||
+        base.rfind("__", 0) == 0)
+      base += "_";
     std::string n = base;
-    for (int i = 1; used_names_.count(n) || n == "kiln_error"; ++i) n = base + "_" + std::to_string(i);
+    for (int i = 1; used_names_.count(n); ++i) n = base + "_" + std::to_string(i);
     used_names_.insert(n);
-    names_[v.get()] = n;
     return n;
   }
 
@@ -278,11 +312,25 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
   std::string visit(const Ramp* op) override { fail("vector ramp (kernels are scalar)"); }
   std::string visit(const Broadcast* op) override { fail("vector broadcast (kernels are scalar)"); }
   std::string visit(const Let* op) override {
-    // Declared before the statement that uses it; the value is pure.
+    if (cond_depth_ > 0) {
+      // Under a branch that is evaluated only when chosen (if_then_else: a guarded load), the
+      // value must not move out of it: substituted instead.
+      return print(substitute(op->body, VarMap<Expr>{{op->var, op->value}}));
+    }
+    // Declared before the statement that uses it (the value is pure), under a fresh name: the
+    // same Let may be printed more than once in one block.
     std::string v = print(op->value);
-    std::string n = name_of(op->var);
+    std::string n = fresh_name(op->var.name());
     line(type(op->var.dtype()) + " " + n + " = " + v + ";");
-    return print(op->body);
+    auto saved = names_.find(op->var.get()) == names_.end() ? std::string() : names_[op->var.get()];
+    names_[op->var.get()] = n;
+    std::string r = print(op->body);
+    if (saved.empty()) {
+      names_.erase(op->var.get());
+    } else {
+      names_[op->var.get()] = saved;
+    }
+    return r;
   }
   std::string visit(const Reduce* op) override { fail("a Reduce node (lower it first)"); }
   std::string visit(const ProducerLoad* op) override { fail("a ProducerLoad (flatten it first)"); }
@@ -296,7 +344,13 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
     if (op->call_kind == CallKind::kExtern || op->call_kind == CallKind::kPureExtern)
       fail("extern function '" + n + "' cannot be called from an OpenCL kernel");
     if (n == builtin::kLikely) return arg(0);
-    if (n == builtin::kIfThenElse) return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+    if (n == builtin::kIfThenElse) {
+      std::string c = arg(0);
+      ++cond_depth_;
+      std::string t = arg(1), f = arg(2);
+      --cond_depth_;
+      return "(" + c + " ? " + t + " : " + f + ")";
+    }
     if (n == builtin::kShiftRight) return binary(arg(0), ">>", arg(1));
     if (n == builtin::kShiftLeft) return binary(arg(0), "<<", arg(1));
     if (n == builtin::kBitwiseAnd) return binary(arg(0), "&", arg(1));
@@ -309,15 +363,7 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
       if (!l) fail("address_of needs one Load argument");
       return "(&" + element(l->buffer_var, mem_type(l->dtype), l->index) + ")";
     }
-    static const std::map<std::string, std::string> math = {
-        {"exp", "exp"},     {"exp2", "exp2"},   {"log", "log"},        {"log2", "log2"},
-        {"log10", "log10"}, {"sqrt", "sqrt"},   {"rsqrt", "rsqrt"},    {"fabs", "fabs"},
-        {"floor", "floor"}, {"ceil", "ceil"},   {"round", "round"},    {"trunc", "trunc"},
-        {"nearbyint", "rint"}, {"pow", "pow"},  {"fma", "fma"},        {"sin", "sin"},
-        {"cos", "cos"},     {"tan", "tan"},     {"atan", "atan"},      {"asin", "asin"},
-        {"acos", "acos"},   {"sinh", "sinh"},   {"cosh", "cosh"},      {"tanh", "tanh"},
-        {"erf", "erf"},     {"atan2", "atan2"}, {"log1p", "log1p"},    {"expm1", "expm1"},
-        {"cbrt", "cbrt"},   {"copysign", "copysign"}};
+    const std::map<std::string, std::string>& math = math_functions();
     auto it = math.find(n);
     if (it != math.end()) {
       if (!op->dtype.is_float()) fail("math function '" + n + "' on type " + op->dtype.str());
@@ -458,6 +504,7 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
   std::map<std::string, std::string> helpers_;
   std::ostringstream out_, body_;
   int indent_ = 1;
+  int cond_depth_ = 0;  // inside branches of if_then_else
   bool uses_double_ = false;
 };
 
