@@ -20,6 +20,7 @@ PKGS=(
   clang-16 libclang-rt-16-dev                                        # libFuzzer + ASan/UBSan: make fuzz (fuzz/)
   stress-ng                                                          # scripts/flaky-check.sh's CPU load
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user                # aarch64: cross linker, runtime, tests under qemu
+  ocl-icd-libopencl1 pocl-opencl-icd                                 # OpenCL: the ICD loader and PoCL (GPU kernels run on the CPU)
 )
 
 missing=()

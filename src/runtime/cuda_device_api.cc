@@ -171,8 +171,8 @@ class CudaBackend final : public DeviceBackend {
     Driver& d = use_device(id);
     CUdeviceptr p = 0;
     CUresult r = d.cuMemAlloc(&p, nbytes == 0 ? 1 : nbytes);
-    KILN_USER_CHECK(r == kSuccess) << "CUDA: cannot allocate " << nbytes << " bytes on cuda:" << id
-                                   << ": " << cu_error(d, r);
+    KILN_USER_CHECK(r == kSuccess)
+        << "CUDA: cannot allocate " << nbytes << " bytes on cuda:" << id << ": " << cu_error(d, r);
     return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
   }
 
@@ -235,10 +235,10 @@ class CudaBackend final : public DeviceBackend {
     auto u = [&](int i) { return static_cast<unsigned>(dims[i]); };
     CUresult r = d.cuLaunchKernel(fn, u(0), u(1), u(2), u(3), u(4), u(5),
                                   static_cast<unsigned>(shared_bytes), nullptr, args, nullptr);
-    KILN_USER_CHECK(r == kSuccess) << "CUDA: launching kernel '" << kernel << "' (grid " << dims[0]
-                                   << "x" << dims[1] << "x" << dims[2] << ", block " << dims[3]
-                                   << "x" << dims[4] << "x" << dims[5]
-                                   << ") failed: " << cu_error(d, r);
+    KILN_USER_CHECK(r == kSuccess)
+        << "CUDA: launching kernel '" << kernel << "' (grid " << dims[0] << "x" << dims[1] << "x"
+        << dims[2] << ", block " << dims[3] << "x" << dims[4] << "x" << dims[5]
+        << ") failed: " << cu_error(d, r);
   }
 
  private:

@@ -122,8 +122,9 @@ Api& api() {
     if (!err.empty()) return api;
     cl_uint nplat = 0;
     if (api->clGetPlatformIDs(0, nullptr, &nplat) != kSuccess || nplat == 0) {
-      err = "the OpenCL ICD loader finds no platform (is a driver such as pocl-opencl-icd "
-            "installed?)";
+      err =
+          "the OpenCL ICD loader finds no platform (is a driver such as pocl-opencl-icd "
+          "installed?)";
       return api;
     }
     std::vector<cl_platform_id> plats(nplat);
@@ -146,23 +147,23 @@ Api& api() {
       if (api->device) break;
     }
     if (api->device == nullptr) {
-      err = "no OpenCL device supports shared virtual memory (OpenCL 2.0 coarse-grained "
-            "buffers), which Kiln's OpenCL modules need" +
-            (seen.empty() ? std::string() : "; found: " + seen);
+      err =
+          "no OpenCL device supports shared virtual memory (OpenCL 2.0 coarse-grained "
+          "buffers), which Kiln's OpenCL modules need" +
+          (seen.empty() ? std::string() : "; found: " + seen);
       return api;
     }
     cl_int rc = kSuccess;
     api->context = api->clCreateContext(nullptr, 1, &api->device, nullptr, nullptr, &rc);
-    if (rc == kSuccess)
-      api->queue = api->clCreateCommandQueue(api->context, api->device, 0, &rc);
+    if (rc == kSuccess) api->queue = api->clCreateCommandQueue(api->context, api->device, 0, &rc);
     if (rc == kSuccess) {
-      api->error_flag = static_cast<int32_t*>(
-          api->clSVMAlloc(api->context, kMemReadWrite, sizeof(int32_t), 0));
+      api->error_flag =
+          static_cast<int32_t*>(api->clSVMAlloc(api->context, kMemReadWrite, sizeof(int32_t), 0));
       const int32_t zero = 0;
-      rc = api->error_flag == nullptr ? -4 /*CL_MEM_OBJECT_ALLOCATION_FAILURE*/
-                                      : api->clEnqueueSVMMemcpy(api->queue, 1, api->error_flag,
-                                                                &zero, sizeof(zero), 0, nullptr,
-                                                                nullptr);
+      rc = api->error_flag == nullptr
+               ? -4 /*CL_MEM_OBJECT_ALLOCATION_FAILURE*/
+               : api->clEnqueueSVMMemcpy(api->queue, 1, api->error_flag, &zero, sizeof(zero), 0,
+                                         nullptr, nullptr);
     }
     if (rc != kSuccess)
       err = "cannot set up a context on '" + api->device_name + "' (OpenCL error " +
@@ -227,7 +228,7 @@ class OpenCLBackend final : public DeviceBackend {
       const int32_t zero = 0;
       a.clEnqueueSVMMemcpy(a.queue, 1, a.error_flag, &zero, sizeof(zero), 0, nullptr, nullptr);
       KILN_ERROR << "OpenCL: a run-time check inside a kernel failed (an index out of "
-                         "range, e.g. Gather's indices); the outputs are not valid";
+                    "range, e.g. Gather's indices); the outputs are not valid";
     }
   }
 
@@ -250,7 +251,7 @@ class OpenCLBackend final : public DeviceBackend {
         std::string log(n, '\0');
         a.clGetProgramBuildInfo(p, a.device, kProgramBuildLog, n, log.data(), nullptr);
         KILN_ERROR << "OpenCL: cannot build the module's device code on '" << a.device_name
-                        << "' (OpenCL error " << rc << "): " << log;
+                   << "' (OpenCL error " << rc << "): " << log;
       }
       m = new LoadedProgram{p, {}};  // lives as long as the process: libraries may unload
       *module_cache = m;
@@ -269,8 +270,8 @@ class OpenCLBackend final : public DeviceBackend {
       cl_int rc = arg_sizes[i] == 0
                       ? a.clSetKernelArgSVMPointer(k, i, *static_cast<void**>(args[i]))
                       : a.clSetKernelArg(k, i, static_cast<size_t>(arg_sizes[i]), args[i]);
-      check(rc, std::string("setting argument ") + std::to_string(i) + " of kernel '" + kernel +
-                    "'");
+      check(rc,
+            std::string("setting argument ") + std::to_string(i) + " of kernel '" + kernel + "'");
     }
     check(a.clSetKernelArgSVMPointer(k, num_args, a.error_flag),
           std::string("setting the error flag of kernel '") + kernel + "'");

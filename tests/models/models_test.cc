@@ -160,14 +160,15 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The five models compiled for OpenCL (GPU schedules: thread binding, shared-memory tiles,
 // barriers) and run on PoCL on this CPU.
-INSTANTIATE_TEST_SUITE_P(
-    OpenCL, ModelsTest,
-    ::testing::Values(ModelCase{"resnet18", kDefaultOpt, "opencl"},
-                      ModelCase{"mobilenet_v2", kDefaultOpt, "opencl"},
-                      ModelCase{"dqn", kDefaultOpt, "opencl"},
-                      ModelCase{"dcgan", kDefaultOpt, "opencl"},
-                      ModelCase{"lstm_lm", kDefaultOpt, "opencl"}),
-    [](const ::testing::TestParamInfo<ModelCase>& info) { return case_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(OpenCL, ModelsTest,
+                         ::testing::Values(ModelCase{"resnet18", kDefaultOpt, "opencl"},
+                                           ModelCase{"mobilenet_v2", kDefaultOpt, "opencl"},
+                                           ModelCase{"dqn", kDefaultOpt, "opencl"},
+                                           ModelCase{"dcgan", kDefaultOpt, "opencl"},
+                                           ModelCase{"lstm_lm", kDefaultOpt, "opencl"}),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           return case_name(info.param);
+                         });
 
 // The model zoo of kiln-bench-zoo (issue 27) in its small CI variants (bench/zoo/export_zoo.py
 // --small, run by the ctest fixture kiln-test-zoo-export into the same directory): the CNNs at

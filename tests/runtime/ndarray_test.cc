@@ -89,10 +89,14 @@ TEST(NDArray, Errors) {
   std::string msg = error_of([] { NDArray::empty({2, -3}, DataType::Float(32)); });
   EXPECT_NE(msg.find("dimension 1 of shape [2, -3] is negative (-3)"), std::string::npos) << msg;
 
-  msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{kKilnOpenCL, 1}); });
-  EXPECT_NE(msg.find("cannot allocate on device opencl:1: this runtime allocates cpu and cuda"),
+  msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{7, 0}); });
+  EXPECT_NE(msg.find("cannot allocate on device device_type(7):0: this runtime allocates cpu, "
+                     "cuda and opencl memory"),
             std::string::npos)
       << msg;
+  // OpenCL: one device (device_api.h), or none here.
+  msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{kKilnOpenCL, 1}); });
+  EXPECT_EQ(msg.rfind("no OpenCL device: ", 0), 0u) << msg;
   // CUDA memory where there is no driver or device (device_api.h).
   if (!device_available(Device{kKilnCUDA, 7})) {
     msg = error_of([] { NDArray::empty({2}, DataType::Float(32), Device{kKilnCUDA, 7}); });

@@ -4,6 +4,8 @@
 // loops on the CPU (random inputs, poisoned outputs). The generated source is checked against
 // golden text (shared-memory tiles and barriers), errors against their messages. Where no
 // OpenCL device with SVM exists, the numeric tests are skipped with the runtime's reason.
+#include "common/opencl.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,7 +13,6 @@
 
 #include "common/error.h"
 #include "common/golden.h"
-#include "common/opencl.h"
 #include "kiln/runtime/device_api.h"
 #include "kiln/target/codegen.h"
 #include "kiln/topi/dense.h"
@@ -35,9 +36,9 @@ const Target& opencl() {
 }
 const runtime::Device kGpu{kKilnOpenCL, 0};
 
-#define KILN_REQUIRE_OPENCL()                                            \
-  do {                                                                   \
-    std::string why;                                                     \
+#define KILN_REQUIRE_OPENCL()                                              \
+  do {                                                                     \
+    std::string why;                                                       \
     if (!opencl_device(&why)) GTEST_SKIP() << "no OpenCL device: " << why; \
   } while (0)
 
@@ -129,8 +130,9 @@ TEST(OpenCL, Errors) {
   te::Tensor b = te::compute(
       {64}, [&](const std::vector<Var>& i) { return a(i[0]) + 1.f; }, "B");
   std::string msg = error_of([&] { build(te::create_schedule({b}), {a, b}, opencl(), "plain"); });
-  EXPECT_NE(msg.find("codegen opencl: function 'plain' reads or writes memory outside a GPU kernel"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("codegen opencl: function 'plain' reads or writes memory outside a GPU kernel"),
+      std::string::npos)
       << msg;
   te::Schedule s = te::create_schedule({b});
   auto [bx, tx] = s[b].split(s[b].op_axis()[0], make_const(DataType::Int(32), 16));

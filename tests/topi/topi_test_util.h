@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/ndarray_access.h"
-#include "kiln/runtime/device_api.h"
 #include "kiln/ir/op.h"
+#include "kiln/runtime/device_api.h"
 #include "kiln/runtime/module.h"
 #include "kiln/runtime/ndarray.h"
 #include "kiln/support/error.h"

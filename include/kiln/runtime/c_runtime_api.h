@@ -125,9 +125,8 @@ KILN_DLL int32_t kiln_check_array_on(const KilnArray* a, const char* prefix, int
 /// the last error naming the kernel and the driver's error ("no CUDA device: ...", "no OpenCL
 /// device: ..." where the driver or a device is missing).
 KILN_DLL int32_t kiln_device_launch(int32_t device_type, void** module_cache, const char* code,
-                                    const char* kernel, const int64_t* dims,
-                                    int32_t shared_bytes, void** args, const int32_t* arg_sizes,
-                                    int32_t num_args);
+                                    const char* kernel, const int64_t* dims, int32_t shared_bytes,
+                                    void** args, const int32_t* arg_sizes, int32_t num_args);
 
 /// Scratch memory on device 0 of `device_type` for the host code of a GPU function (an
 /// intermediate buffer between its kernels); NULL with the last error set on failure.

@@ -19,7 +19,8 @@
 namespace kiln::runtime {
 
 /// True when `dev` can be used: the CPU always; a CUDA device when the driver loads and has a
-/// device of that index; OpenCL device 0 when a platform has a device with SVM. Otherwise false, with the reason in `why` when it is not null.
+/// device of that index; OpenCL device 0 when a platform has a device with SVM. Otherwise false,
+/// with the reason in `why` when it is not null.
 bool device_available(Device dev, std::string* why = nullptr);
 /// The device's name ("NVIDIA H100 80GB HBM3", "cpu").
 std::string device_name(Device dev);

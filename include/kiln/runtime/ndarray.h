@@ -62,7 +62,8 @@ class NDArray {
 
   /// Allocates an uninitialised compact array on `dev` (the CPU, a CUDA or an OpenCL device,
   /// device_api.h). Throws kiln::Error for a negative extent, a void dtype, a size that
-  /// overflows, another device, or "no CUDA device: ..." / "no OpenCL device: ..." where it cannot be used.
+  /// overflows, another device, or "no CUDA device: ..." / "no OpenCL device: ..." where it cannot
+  /// be used.
   static NDArray empty(std::vector<int64_t> shape, DataType dtype, Device dev = {});
 
   /// True when this handle refers to an array.

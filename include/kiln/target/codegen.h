@@ -31,8 +31,7 @@ runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target
 /// (kiln.device_launch): `device_format` "ptx" (CUDA) or "cl" (OpenCL C), "" with no code.
 /// get_source(m, device_format) returns the code.
 runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
-                                const std::string& device_format,
-                                const std::string& device_code);
+                                const std::string& device_format, const std::string& device_code);
 
 /// Compiles `funcs`, scheduled for a GPU (their loops bound to blockIdx/threadIdx), for a cuda
 /// or opencl target: each is split into device kernels (tir::split_host_device, barriers by

@@ -364,9 +364,9 @@ void CodeGenLLVM::begin_body(const tir::PrimFunc& f, llvm::Function* fn) {
 
 void CodeGenLLVM::add_device_code(const std::string& device_code) {
   llvm::Constant* init = llvm::ConstantDataArray::getString(*ctx_, device_code, true);
-  auto* code = new llvm::GlobalVariable(*module_, init->getType(), true,
-                                        llvm::GlobalValue::ExternalLinkage, init,
-                                        "__kiln_device_code");
+  auto* code =
+      new llvm::GlobalVariable(*module_, init->getType(), true, llvm::GlobalValue::ExternalLinkage,
+                               init, "__kiln_device_code");
   code->setAlignment(llvm::Align(1));
   llvm::Type* ptr = llvm::PointerType::getUnqual(*ctx_);
   new llvm::GlobalVariable(*module_, ptr, false, llvm::GlobalValue::ExternalLinkage,

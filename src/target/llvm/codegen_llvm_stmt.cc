@@ -420,17 +420,21 @@ void CodeGenLLVM::emit_device_launch(const Call* op) {
   }
   if (sizes.empty()) sizes.push_back(b_->getInt32(0));
   auto* sizes_ty = llvm::ArrayType::get(i32, sizes.size());
-  auto* sizes_gv = new llvm::GlobalVariable(*module_, sizes_ty, true,
-                                            llvm::GlobalValue::PrivateLinkage,
-                                            llvm::ConstantArray::get(sizes_ty, sizes),
-                                            kernel->value + "_arg_sizes");
+  auto* sizes_gv = new llvm::GlobalVariable(
+      *module_, sizes_ty, true, llvm::GlobalValue::PrivateLinkage,
+      llvm::ConstantArray::get(sizes_ty, sizes), kernel->value + "_arg_sizes");
   std::vector<llvm::Value*> args{
-      b_->getInt32(device_type_), module_->getOrInsertGlobal("__kiln_device_module", ptr),
-      module_->getOrInsertGlobal("__kiln_device_code", b_->getInt8Ty()), string_ptr(kernel->value),
-      dims, cast_value(op->args[7].dtype(), DataType::Int(32), emit_expr(op->args[7])), table,
-      sizes_gv, b_->getInt32(static_cast<int32_t>(nargs))};
-  llvm::Function* fn = runtime_fn("kiln_device_launch", i32,
-                                  {i32, ptr, ptr, ptr, ptr, i32, ptr, ptr, i32});
+      b_->getInt32(device_type_),
+      module_->getOrInsertGlobal("__kiln_device_module", ptr),
+      module_->getOrInsertGlobal("__kiln_device_code", b_->getInt8Ty()),
+      string_ptr(kernel->value),
+      dims,
+      cast_value(op->args[7].dtype(), DataType::Int(32), emit_expr(op->args[7])),
+      table,
+      sizes_gv,
+      b_->getInt32(static_cast<int32_t>(nargs))};
+  llvm::Function* fn =
+      runtime_fn("kiln_device_launch", i32, {i32, ptr, ptr, ptr, ptr, i32, ptr, ptr, i32});
   emit_propagate(b_->CreateCall(fn, args));
 }
 

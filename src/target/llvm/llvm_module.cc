@@ -184,7 +184,8 @@ class LLVMModuleNode : public runtime::ModuleNode {
 
   std::string type_key() const override { return "llvm"; }
   std::string describe() const override {
-    return "llvm (" + target_.str() + (device_code_.empty() ? "" : ", with " + device_format_ + " device code") + ")";
+    return "llvm (" + target_.str() +
+           (device_code_.empty() ? "" : ", with " + device_format_ + " device code") + ")";
   }
   std::vector<std::string> function_names() const override { return names_; }
 
@@ -318,8 +319,7 @@ runtime::Module build_llvm(const std::vector<tir::PrimFunc>& funcs, const Target
 }
 
 runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const Target& target,
-                                const std::string& device_format,
-                                const std::string& device_code) {
+                                const std::string& device_format, const std::string& device_code) {
   // The module's functions; names must be unique across parts.
   std::vector<std::string> names;
   std::set<std::string> seen;
@@ -363,9 +363,8 @@ runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const T
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
-  return runtime::Module(
-      make_object<LLVMModuleNode>(std::move(parts), target, std::move(names), device_format,
-                                            device_code));
+  return runtime::Module(make_object<LLVMModuleNode>(std::move(parts), target, std::move(names),
+                                                     device_format, device_code));
 }
 
 std::string get_source(const runtime::Module& m, const std::string& fmt) {

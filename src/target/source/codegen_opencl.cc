@@ -28,14 +28,14 @@ using namespace kiln::ir;  // NOLINT
 /// Kiln's math calls and the OpenCL C builtins that compute them.
 const std::map<std::string, std::string>& math_functions() {
   static const std::map<std::string, std::string> m = {
-      {"exp", "exp"},       {"exp2", "exp2"},      {"log", "log"},     {"log2", "log2"},
-      {"log10", "log10"},   {"sqrt", "sqrt"},      {"rsqrt", "rsqrt"}, {"fabs", "fabs"},
-      {"floor", "floor"},   {"ceil", "ceil"},      {"round", "round"}, {"trunc", "trunc"},
-      {"nearbyint", "rint"}, {"pow", "pow"},       {"fma", "fma"},     {"sin", "sin"},
-      {"cos", "cos"},       {"tan", "tan"},        {"atan", "atan"},   {"asin", "asin"},
-      {"acos", "acos"},     {"sinh", "sinh"},      {"cosh", "cosh"},   {"tanh", "tanh"},
-      {"erf", "erf"},       {"atan2", "atan2"},    {"log1p", "log1p"}, {"expm1", "expm1"},
-      {"cbrt", "cbrt"},     {"copysign", "copysign"}};
+      {"exp", "exp"},        {"exp2", "exp2"},        {"log", "log"},     {"log2", "log2"},
+      {"log10", "log10"},    {"sqrt", "sqrt"},        {"rsqrt", "rsqrt"}, {"fabs", "fabs"},
+      {"floor", "floor"},    {"ceil", "ceil"},        {"round", "round"}, {"trunc", "trunc"},
+      {"nearbyint", "rint"}, {"pow", "pow"},          {"fma", "fma"},     {"sin", "sin"},
+      {"cos", "cos"},        {"tan", "tan"},          {"atan", "atan"},   {"asin", "asin"},
+      {"acos", "acos"},      {"sinh", "sinh"},        {"cosh", "cosh"},   {"tanh", "tanh"},
+      {"erf", "erf"},        {"atan2", "atan2"},      {"log1p", "log1p"}, {"expm1", "expm1"},
+      {"cbrt", "cbrt"},      {"copysign", "copysign"}};
   return m;
 }
 
@@ -113,7 +113,8 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
       }
       fail("type " + t.str() + " (float16 needs cl_khr_fp16, not generated yet)");
     }
-    static const std::map<int, std::string> ints = {{8, "char"}, {16, "short"}, {32, "int"}, {64, "long"}};
+    static const std::map<int, std::string> ints = {
+        {8, "char"}, {16, "short"}, {32, "int"}, {64, "long"}};
     auto it = ints.find(t.bits());
     if (!t.is_integer() || it == ints.end()) fail("type " + t.str() + " has no OpenCL C type");
     return t.is_uint() ? "u" + it->second : it->second;
@@ -138,15 +139,16 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
   std::string fresh_name(const std::string& name) {
     static const std::set<std::string> reserved = [] {
       std::set<std::string> r = {
-          "kiln_error", "auto",     "break",    "case",     "char",     "const",    "continue",
-          "default",    "do",       "double",   "else",     "enum",     "extern",   "float",
-          "for",        "goto",     "if",       "inline",   "int",      "long",     "register",
-          "restrict",   "return",   "short",    "signed",   "sizeof",   "static",   "struct",
-          "switch",     "typedef",  "union",    "unsigned", "void",     "volatile", "while",
-          "bool",       "half",     "uchar",    "ushort",   "uint",     "ulong",    "size_t",
-          "kernel",     "global",   "local",    "private",  "constant", "barrier",  "popcount",
-          "get_group_id", "get_local_id", "min", "max", "fmin", "fmax", "fmod", "select",
-          "mad", "clamp", "sign", "step", "mix", "dot", "abs", "NAN", "INFINITY"};
+          "kiln_error",   "auto",         "break",   "case",     "char",     "const",    "continue",
+          "default",      "do",           "double",  "else",     "enum",     "extern",   "float",
+          "for",          "goto",         "if",      "inline",   "int",      "long",     "register",
+          "restrict",     "return",       "short",   "signed",   "sizeof",   "static",   "struct",
+          "switch",       "typedef",      "union",   "unsigned", "void",     "volatile", "while",
+          "bool",         "half",         "uchar",   "ushort",   "uint",     "ulong",    "size_t",
+          "kernel",       "global",       "local",   "private",  "constant", "barrier",  "popcount",
+          "get_group_id", "get_local_id", "min",     "max",      "fmin",     "fmax",     "fmod",
+          "select",       "mad",          "clamp",   "sign",     "step",     "mix",      "dot",
+          "abs",          "NAN",          "INFINITY"};
       for (const auto& [k, fn] : math_functions()) r.insert(fn);
       return r;
     }();
@@ -241,7 +243,8 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
     DataType t = op->dtype;
     const std::string ct = type(t);
     if (std::isnan(op->value)) return "((" + ct + ")NAN)";
-    if (std::isinf(op->value)) return op->value > 0 ? "((" + ct + ")INFINITY)" : "(-(" + ct + ")INFINITY)";
+    if (std::isinf(op->value))
+      return op->value > 0 ? "((" + ct + ")INFINITY)" : "(-(" + ct + ")INFINITY)";
     char buf[64];
     auto r = t.bits() == 32 ? std::to_chars(buf, buf + sizeof(buf), static_cast<float>(op->value))
                             : std::to_chars(buf, buf + sizeof(buf), op->value);
@@ -294,8 +297,12 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
     if (op->dtype.is_float()) fail("floormod on floating-point " + op->dtype.str());
     return call2(helper("floormod", op->dtype), op->a, op->b);
   }
-  std::string visit(const Min* op) override { return call2(helper("min", op->dtype), op->a, op->b); }
-  std::string visit(const Max* op) override { return call2(helper("max", op->dtype), op->a, op->b); }
+  std::string visit(const Min* op) override {
+    return call2(helper("min", op->dtype), op->a, op->b);
+  }
+  std::string visit(const Max* op) override {
+    return call2(helper("max", op->dtype), op->a, op->b);
+  }
   std::string visit(const Not* op) override { return "(!" + print(op->a) + ")"; }
   std::string visit(const Select* op) override {
     // Both sides are evaluated (select semantics), which a ternary on pure values does not
@@ -436,11 +443,12 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
     std::string var = name_of(op->loop_var);
     std::string vt = type(op->loop_var.dtype());
     if (op->for_kind == ForKind::kParallel)
-      fail("loop '" + op->loop_var.name() + "' is parallel on the CPU's thread pool; bind it to a thread axis instead");
+      fail("loop '" + op->loop_var.name() +
+           "' is parallel on the CPU's thread pool; bind it to a thread axis instead");
     if (op->for_kind == ForKind::kThreadBinding) {
       static const std::map<std::string, std::string> ids = {
-          {"blockIdx.x", "get_group_id(0)"}, {"blockIdx.y", "get_group_id(1)"},
-          {"blockIdx.z", "get_group_id(2)"}, {"threadIdx.x", "get_local_id(0)"},
+          {"blockIdx.x", "get_group_id(0)"},  {"blockIdx.y", "get_group_id(1)"},
+          {"blockIdx.z", "get_group_id(2)"},  {"threadIdx.x", "get_local_id(0)"},
           {"threadIdx.y", "get_local_id(1)"}, {"threadIdx.z", "get_local_id(2)"}};
       auto it = ids.find(op->thread_tag);
       if (it == ids.end()) fail("unknown thread axis '" + op->thread_tag + "'");
@@ -460,7 +468,8 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
     }
     if (op->for_kind == ForKind::kUnrolled) line("#pragma unroll");
     std::string lo = print(op->min);
-    std::string hi = is_const_int(op->min, 0) ? print(op->extent) : "(" + lo + " + " + print(op->extent) + ")";
+    std::string hi =
+        is_const_int(op->min, 0) ? print(op->extent) : "(" + lo + " + " + print(op->extent) + ")";
     line("for (" + vt + " " + var + " = " + lo + "; " + var + " < " + hi + "; ++" + var + ") {");
     block(op->body);
     line("}");
