@@ -194,14 +194,18 @@ BoundMap infer_bound(const Schedule& sch) {
   BoundMap b;
   arith::Analyzer ana;
   std::vector<Access> accesses = collect_accesses(s);
-  // Loops bound to a GPU thread index: a stage in shared memory is filled by all the threads
-  // of a block together, so its region is relaxed over them even where they enclose its
-  // attachment point (each thread then copies its part of it: cooperative fetching).
+  // Loops bound to a GPU thread index or a virtual thread: a stage in shared memory is filled
+  // by all the threads of a block together, so its region is relaxed over them even where they
+  // enclose its attachment point (each thread then copies its part of it: cooperative
+  // fetching).
   std::unordered_set<const IterVarNode*> thread_loops;
-  for (const Stage& st : s->stages)
-    for (const auto& [iv, attr] : st->iter_var_attrs)
-      if (attr.bind_thread.defined() && attr.bind_thread->thread_tag.rfind("threadIdx.", 0) == 0)
-        thread_loops.insert(iv);
+  for (const Stage& st : s->stages) {
+    for (const auto& [iv, attr] : st->iter_var_attrs) {
+      if (!attr.bind_thread.defined()) continue;
+      const std::string& tag = attr.bind_thread->thread_tag;
+      if (tag.rfind("threadIdx.", 0) == 0 || tag.rfind("vthread", 0) == 0) thread_loops.insert(iv);
+    }
+  }
   for (auto it = s->stages.rbegin(); it != s->stages.rend(); ++it) {
     const Stage& st = *it;
     const OperationNode* op = st->op.get();

@@ -29,8 +29,10 @@ PassHooks<PrimFunc> tir_hooks(const VerifyOptions& guarantees) {
 
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = {
-      "storage_flatten", "simplify", "loop_partition",  "simplify",    "vectorize",
-      "unroll",          "simplify", "storage_rewrite", "remove_no_op"};
+      "storage_flatten", "simplify", "inject_virtual_thread",
+      "loop_partition",  "simplify", "vectorize",
+      "unroll",          "simplify", "storage_rewrite",
+      "remove_no_op"};
   return names;
 }
 
@@ -42,6 +44,7 @@ PrimFunc run_pipeline(PrimFunc f, const PipelineOptions& opt) {
             [&](const PrimFunc& g) { return storage_flatten(g, opt.extern_buffers); });
   guarantees.flattened = true;
   f = p.run("simplify", f, simplify);
+  f = p.run("inject_virtual_thread", f, inject_virtual_thread);
   f = p.run("loop_partition", f, loop_partition);
   f = p.run("simplify", f, simplify);
   f = p.run("vectorize", f, [&](const PrimFunc& g) { return vectorize(g, opt.vectorize); });

@@ -55,9 +55,10 @@ struct Lowering {
 };
 
 TEST(Pipeline, PassNamesInOrder) {
-  std::vector<std::string> expected = {"storage_flatten", "simplify",        "loop_partition",
-                                       "simplify",        "vectorize",       "unroll",
-                                       "simplify",        "storage_rewrite", "remove_no_op"};
+  std::vector<std::string> expected = {"storage_flatten", "simplify", "inject_virtual_thread",
+                                       "loop_partition",  "simplify", "vectorize",
+                                       "unroll",          "simplify", "storage_rewrite",
+                                       "remove_no_op"};
   EXPECT_EQ(pipeline_pass_names(), expected);
 }
 

@@ -187,3 +187,64 @@ TEST(OpenCL, NoDeviceIsAClearErrorOrArraysLiveThere) {
 
 }  // namespace
 }  // namespace kiln::topi::testing
+
+namespace kiln::topi::testing {
+namespace {
+
+/// A matmul with 2x2 virtual threads per GPU thread, each virtual thread a 2x2 register tile
+/// accumulated in `local` memory: block (by, bx) of 8x8 outputs, vthreads (vy, vx), threads
+/// (ty, tx), inner (yi, xi).
+te::Schedule vthread_matmul(const te::Tensor& c) {
+  te::Schedule s = te::create_schedule({c});
+  te::Tensor cl = s.cache_write(c, "local");
+  auto i32c = [](int v) { return make_const(DataType::Int(32), v); };
+  auto [by, i1] = s[c].split(s[c].op_axis()[0], i32c(8));
+  auto [bx, j1] = s[c].split(s[c].op_axis()[1], i32c(8));
+  auto [vy, i2] = s[c].split_nparts(i1, i32c(2));
+  auto [vx, j2] = s[c].split_nparts(j1, i32c(2));
+  auto [ty, yi] = s[c].split(i2, i32c(2));
+  auto [tx, xi] = s[c].split(j2, i32c(2));
+  s[c].reorder({by, bx, vy, vx, ty, tx, yi, xi});
+  s[c].bind(by, te::thread_axis("blockIdx.y"));
+  s[c].bind(bx, te::thread_axis("blockIdx.x"));
+  s[c].bind(vy, te::thread_axis("vthread"));
+  s[c].bind(vx, te::thread_axis("vthread"));
+  s[c].bind(ty, te::thread_axis("threadIdx.y"));
+  s[c].bind(tx, te::thread_axis("threadIdx.x"));
+  s[cl].compute_at(s[c], tx);
+  return s;
+}
+
+te::Tensor matmul(const te::Tensor& a, const te::Tensor& b) {
+  te::IterVar k = te::reduce_axis({0, a->shape[1]}, "k");
+  return te::compute(
+      {a->shape[0], b->shape[1]},
+      [&](const std::vector<Var>& i) { return te::sum(a(i[0], k->var) * b(k->var, i[1]), {k}); },
+      "C");
+}
+
+// Virtual threads: the vthread loops disappear; every statement that depends on them is written
+// once per virtual thread, side by side (the four accumulator updates of one k step together),
+// and the local accumulator gets one 2x2 copy per virtual thread (16 floats).
+TEST(VirtualThread, LoweringGolden) {
+  te::Tensor a = te::placeholder({16, 4}, f32, "A");
+  te::Tensor b = te::placeholder({4, 16}, f32, "B");
+  te::Tensor c = matmul(a, b);
+  tir::PrimFunc f = tir::lower(vthread_matmul(c), {a, b, c}, "vmm");
+  KILN_EXPECT_GOLDEN("vthread_matmul", tir::to_string(f));
+}
+
+TEST(VirtualThread, RunsOnOpenCL) {
+  te::Tensor a = te::placeholder({32, 24}, f32, "A");
+  te::Tensor b = te::placeholder({24, 48}, f32, "B");
+  te::Tensor c = matmul(a, b);
+  std::vector<NDArray> data = {random_array({32, 24}, f32, 7), random_array({24, 48}, f32, 8)};
+  std::vector<NDArray> want = run(te::create_schedule({c}), {a, b}, {c}, data);
+  std::string why;
+  if (!opencl_device(&why)) GTEST_SKIP() << "no OpenCL device: " << why;
+  EXPECT_TRUE(all_close(
+      run(vthread_matmul(c), {a, b}, {c}, data, Target("opencl"), {kKilnOpenCL, 0})[0], want[0]));
+}
+
+}  // namespace
+}  // namespace kiln::topi::testing

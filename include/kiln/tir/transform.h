@@ -39,6 +39,17 @@ PrimFunc storage_flatten(PrimFunc f, const ExternBufferMap& extern_buffers);
 /// ranges, constant folding, provable ifs folded, extent-0 loops removed).
 PrimFunc simplify(PrimFunc f);
 
+/// Lowers loops bound to a virtual thread (`bind(axis, thread_axis("vthread"))`): the loop
+/// disappears and each innermost statement that depends on it (its variable, or a buffer it
+/// wrote) is written once per virtual thread, the copies side by side (a serial loop over them
+/// beyond 16), so the virtual threads' work interleaves in one thread: register tiling with
+/// independent chains for latency hiding. The loop is pushed inwards through sequences, loops,
+/// conditions and lets that do not depend on it; statements that do not depend on it (a
+/// cooperative fetch into shared memory) run once. An allocation inside the loop that a
+/// virtual thread writes gets one copy per virtual thread (element i of copy v at v*size + i).
+/// A vthread loop needs a constant extent (a user error names the loop otherwise).
+PrimFunc inject_virtual_thread(PrimFunc f);
+
 /// Splits loops around `if (likely(cond))` guards (from non-divisible splits).
 ///
 /// For a serial, parallel or unrolled loop with constant extent whose body holds an
