@@ -2,9 +2,12 @@
 #include "kiln/topi/schedule_gpu.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_set>
 
+#include "kiln/arith/analyzer.h"
+#include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
 #include "kiln/topi/op_pattern.h"
 
@@ -137,6 +140,185 @@ te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Targe
     sc.bind(sc.op_axis()[1], te::thread_axis("threadIdx.x"));
   }
   (void)target;
+  return s;
+}
+
+}  // namespace kiln::topi
+
+namespace kiln::topi {
+namespace {
+
+/// The largest divisor of `n` that is at most `cap` (at least 1).
+int64_t divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t d = std::min(n, cap); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+/// Cooperative fetching: the copy stage's loops fused and dealt to the block's threads
+/// (threadIdx.x fastest), the rest a serial loop; a guard where the copy is not a multiple of
+/// the block.
+void fetch_with_threads(te::Stage sc, const std::array<int64_t, 3>& threads) {
+  te::IterVar f = sc.fuse(sc.op_axis());
+  const char* tags[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  std::vector<te::IterVar> bound;
+  for (int d = 0; d < 3; ++d) {
+    auto [outer, inner] =
+        sc.split(f, make_const(DataType::Int(32), static_cast<int32_t>(threads[d])));
+    bound.push_back(inner);
+    f = outer;
+  }
+  sc.reorder({f, bound[2], bound[1], bound[0]});
+  for (int d = 0; d < 3; ++d) sc.bind(bound[d], te::thread_axis(tags[d]));
+}
+
+/// The strides and dilations (h then w) of a conv2d_nchw compute: the coefficients of the
+/// output's and the kernel's spatial loop variables in the index of its `data` read.
+std::array<int64_t, 4> strides_and_dilations(const te::ComputeOpNode* c, const te::Tensor& data) {
+  const Expr& body = c->body.at(0);
+  const auto* red = body.as<Reduce>();
+  KILN_ICHECK(red && red->source.size() == 1);
+  std::vector<Expr> idx;
+  struct Finder : IRVisitor {
+    const te::Tensor* data;
+    std::vector<Expr>* idx;
+    using IRVisitor::visit;
+    void visit(const ProducerLoad* op) override {
+      if (op->producer.get() == data->get() && idx->empty()) *idx = op->indices;
+      IRVisitor::visit(op);
+    }
+  } f;
+  f.data = &data;
+  f.idx = &idx;
+  f.visit_expr(red->source[0]);
+  KILN_ICHECK(idx.size() == 4) << "conv2d_nchw '" << c->name << "' does not read its data";
+  std::vector<Var> vars;
+  for (const te::IterVar& iv : c->axis) vars.push_back(iv->var);
+  for (const te::IterVar& iv : c->reduce_axis) vars.push_back(iv->var);
+  auto coef = [&](const Expr& e, const Var& v) {
+    VarMap<Expr> at0, at1;
+    for (const Var& u : vars) {
+      at0[u] = make_const(u.dtype(), 0);
+      at1[u] = make_const(u.dtype(), u.same_as(v) ? 1 : 0);
+    }
+    auto a = as_const_int(arith::simplify(substitute(e, at1)));
+    auto b = as_const_int(arith::simplify(substitute(e, at0)));
+    KILN_ICHECK(a && b) << "conv2d_nchw '" << c->name << "': a non-affine data index";
+    return std::max<int64_t>(1, *a - *b);
+  };
+  return {coef(idx[2], c->axis[2]->var), coef(idx[2], c->reduce_axis[1]->var),
+          coef(idx[3], c->axis[3]->var), coef(idx[3], c->reduce_axis[2]->var)};
+}
+
+}  // namespace
+
+te::Schedule schedule_conv2d_gpu(const std::vector<te::Tensor>& outs, const Target& target) {
+  KILN_USER_CHECK(outs.size() == 1)
+      << "schedule_conv2d_gpu: expects one output, got " << outs.size();
+  const te::Tensor& out = outs[0];
+  te::Schedule s = te::create_schedule({out});
+  te::Operation conv;
+  for (const te::Operation& op : te::post_dfs_order({out.op()}))
+    if (op->tag == "conv2d_nchw") conv = op;
+  KILN_USER_CHECK(conv.defined()) << "schedule_conv2d_gpu: no conv2d_nchw stage in the group of '"
+                                  << out.op()->name << "'";
+  std::vector<int64_t> os;
+  for (const Expr& e : conv->output_shape(0)) os.push_back(as_const_int(e).value_or(-1));
+  std::vector<int64_t> out_shape;
+  for (const Expr& e : out->shape) out_shape.push_back(as_const_int(e).value_or(-1));
+  const auto* c = static_cast<const te::ComputeOpNode*>(conv.get());
+  std::vector<te::Tensor> ins = conv->input_tensors();
+  KILN_USER_CHECK(os.size() == 4 && out_shape == os && ins.size() == 2 &&
+                  c->reduce_axis.size() == 3 &&
+                  std::all_of(os.begin(), os.end(), [](int64_t v) { return v > 0; }))
+      << "schedule_conv2d_gpu: '" << conv->name << "' needs a static 4-D output equal to the "
+      << "group's output";
+  const int64_t rc_extent = as_const_int(c->reduce_axis[0]->dom->extent).value_or(-1);
+  // Output channels of the kernel: groups == 1 iff the kernel's input channels are the
+  // reduction's and the data's channel count.
+  const int64_t data_c = as_const_int(ins[0]->shape[1]).value_or(-1);
+  KILN_USER_CHECK(rc_extent == data_c)
+      << "schedule_conv2d_gpu: '" << conv->name << "' is a grouped convolution";
+
+  // The block's tile: Wb x Hb output pixels by Fb output channels; each thread computes Fr
+  // channels of one pixel (a register tile). Divisors only: no guard, so every thread of a
+  // block reaches every barrier.
+  const int64_t max_threads =
+      std::clamp<int64_t>(target.attr_int("max_threads_per_block", 1024), 1, 256);
+  const int64_t max_shared = target.attr_int("max_shared_memory_per_block", 48 * 1024);
+  const int64_t F = os[1], H = os[2], W = os[3];
+  const int64_t kh = as_const_int(ins[1]->shape[2]).value_or(1);
+  const int64_t kw = as_const_int(ins[1]->shape[3]).value_or(1);
+  const auto [sh, dh, sw, dw] = strides_and_dilations(c, ins[0]);
+  int64_t wb = divisor_at_most(W, 16);
+  int64_t hb = divisor_at_most(H, std::max<int64_t>(1, 64 / wb));
+  const int64_t fr = divisor_at_most(F, 4);
+  int64_t ft = divisor_at_most(F / fr, std::max<int64_t>(1, max_threads / (wb * hb)));
+  int64_t rcb = divisor_at_most(rc_extent, 8);
+  // The two shared tiles of a reduction step must fit the block's shared memory: fewer input
+  // channels per step first, then fewer rows, columns, channels per block.
+  auto shared_bytes = [&] {
+    const int64_t rows = (hb - 1) * sh + (kh - 1) * dh + 1,
+                  cols = (wb - 1) * sw + (kw - 1) * dw + 1;
+    return 4 * rcb * (rows * cols + ft * fr * kh * kw);
+  };
+  while (shared_bytes() > max_shared) {
+    if (rcb > 1) {
+      rcb = divisor_at_most(rc_extent, rcb - 1);
+    } else if (hb > 1) {
+      hb = divisor_at_most(H, hb - 1);
+    } else if (wb > 1) {
+      wb = divisor_at_most(W, wb - 1);
+    } else if (ft > 1) {
+      ft = divisor_at_most(F / fr, ft - 1);
+    } else {
+      KILN_ERROR << "schedule_conv2d_gpu: '" << conv->name << "': one input channel of a " << kh
+                 << "x" << kw << " kernel does not fit " << max_shared << " bytes of shared memory";
+    }
+  }
+  auto ci = [](int64_t v) { return make_const(DataType::Int(32), static_cast<int32_t>(v)); };
+
+  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
+    if (is_compute(op) && !op.same_as(out.op()) && !op.same_as(conv) && !is_reduction(op))
+      s[op].compute_inline();  // the padding and the epilogue's producers
+  }
+  te::Stage so = s[out];
+  std::vector<te::IterVar> ax = so.op_axis();
+  auto [fo, f1] = so.split(ax[1], ci(ft * fr));
+  auto [tz, fi] = so.split(f1, ci(fr));
+  auto [yo, ty] = so.split(ax[2], ci(hb));
+  auto [xo, tx] = so.split(ax[3], ci(wb));
+  so.reorder({ax[0], fo, yo, xo, tz, ty, tx, fi});
+  te::IterVar bz = so.fuse(ax[0], fo);
+  so.bind(bz, te::thread_axis("blockIdx.z"));
+  so.bind(yo, te::thread_axis("blockIdx.y"));
+  so.bind(xo, te::thread_axis("blockIdx.x"));
+  so.bind(tz, te::thread_axis("threadIdx.z"));
+  so.bind(ty, te::thread_axis("threadIdx.y"));
+  so.bind(tx, te::thread_axis("threadIdx.x"));
+  te::Stage sc = s[conv];
+  if (!conv.same_as(out.op())) {
+    sc.set_scope("local");
+    sc.compute_at(so, tx);
+  }
+  auto [rco, rci] = sc.split(sc.op_reduce_axis()[0], ci(rcb));
+  std::vector<te::IterVar> order = {rco, rci, sc.op_reduce_axis()[1], sc.op_reduce_axis()[2]};
+  if (!conv.same_as(out.op())) {
+    for (const te::IterVar& v : sc.op_axis()) order.push_back(v);
+  } else {
+    order.push_back(fi);
+  }
+  // The output itself accumulates in place: its reduction goes under the thread loops.
+  if (conv.same_as(out.op())) order.insert(order.begin(), {tz, ty, tx});
+  sc.reorder(order);
+  // The padded input's and the weights' tiles of a reduction step, in shared memory.
+  const std::array<int64_t, 3> threads = {wb, hb, ft};
+  te::Tensor conv_out = conv.output(0);
+  for (const te::Tensor& in : ins) {
+    te::Tensor cached = s.cache_read(in, "shared", {conv_out});
+    s[cached].compute_at(sc, rco);
+    fetch_with_threads(s[cached], threads);
+  }
   return s;
 }
 

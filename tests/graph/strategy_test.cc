@@ -64,12 +64,17 @@ TEST(Strategy, Conv2dChoicesOnACpu) {
   Graph dw = infer_types(conv_relu(32, 14, rng, 32));
   EXPECT_EQ(names(strategy_choices(OpCall{dw, conv, host})),
             (std::vector<std::string>{"depthwise_conv2d_nchwc.cpu", "conv2d_nchw.cpu"}));
-  // A GPU target has no strategy for conv2d yet: the GPU fallback (one thread per element).
-  EXPECT_EQ(names(strategy_choices(OpCall{g, conv, Target("cuda")})),
-            (std::vector<std::string>{"fallback.gpu"}));
+  // A GPU target (cuda or opencl): the shared-memory template, the fallback (one thread per
+  // element) for what it cannot take; a depthwise conv only the fallback.
+  for (const char* gpu : {"cuda", "opencl"}) {
+    EXPECT_EQ(names(strategy_choices(OpCall{g, conv, Target(gpu)})),
+              (std::vector<std::string>{"conv2d_tiled.gpu", "fallback.gpu"}));
+    EXPECT_EQ(names(strategy_choices(OpCall{dw, conv, Target(gpu)})),
+              (std::vector<std::string>{"fallback.gpu"}));
+  }
 }
 
-// A whole graph for a GPU: every node on the GPU fallback, the graph left in NCHW, the module's
+// A whole graph for a GPU: the conv on its GPU template, the graph left in NCHW, the module's
 // graph.json on the cuda device, its PTX accepted by ptxas; without a GPU the executor refuses
 // it with the reason.
 TEST(Strategy, AGraphBuildsForCuda) {
@@ -77,7 +82,7 @@ TEST(Strategy, AGraphBuildsForCuda) {
   const Target cuda("cuda -arch=sm_90");
   CompiledModule m = build_module(conv_relu(16, 10, rng), cuda, BuildOptions{});
   EXPECT_NE(m.graph_json.find("\"device\": \"cuda\""), std::string::npos) << m.graph_json;
-  EXPECT_NE(m.graph_json.find("\"impl\":\"fallback.gpu\""), std::string::npos) << m.graph_json;
+  EXPECT_NE(m.graph_json.find("\"impl\":\"conv2d_tiled.gpu\""), std::string::npos) << m.graph_json;
   EXPECT_EQ(m.graph_json.find("nchwc"), std::string::npos) << m.graph_json;
   const std::string ptx = codegen::get_source(m.lib, "ptx");
   EXPECT_NE(ptx.find(".entry "), std::string::npos);

@@ -15,6 +15,7 @@
 #include "common/golden.h"
 #include "kiln/runtime/device_api.h"
 #include "kiln/target/codegen.h"
+#include "kiln/topi/conv2d.h"
 #include "kiln/topi/dense.h"
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/nn_norm.h"
@@ -86,6 +87,43 @@ TEST(OpenCL, RunsScheduledGroups) {
     te::Tensor bias = te::placeholder({32}, f32, "bias");
     groups.push_back({"dense_tiled", {x, w, bias}, {relu(dense(x, w, bias))}, schedule_dense_gpu});
   }
+  // The conv2d template: with a bias + ReLU epilogue (accumulated in registers), alone
+  // (accumulated in place), strided, dilated, with sizes that leave small tiles.
+  auto conv = [&](const std::string& name, std::vector<int64_t> xs, std::vector<int64_t> ws,
+                  Conv2DParams p, bool epilogue) {
+    auto shape = [](const std::vector<int64_t>& v) {
+      std::vector<ir::Expr> r;
+      for (int64_t d : v) r.push_back(make_const(DataType::Int(32), static_cast<int32_t>(d)));
+      return r;
+    };
+    te::Tensor x = te::placeholder(shape(xs), f32, "X");
+    te::Tensor w = te::placeholder(shape(ws), f32, "W");
+    te::Tensor y = conv2d_nchw(x, w, p);
+    if (!epilogue) {
+      groups.push_back({name, {x, w}, {y}, schedule_conv2d_gpu});
+      return;
+    }
+    te::Tensor bias = te::placeholder(shape({ws[0]}), f32, "bias");
+    te::Tensor z = te::compute(
+        y->shape,
+        [&](const std::vector<Var>& i) {
+          return ir::max(y(i[0], i[1], i[2], i[3]) + bias(i[1]), make_const(f32, 0.f));
+        },
+        "bias_relu", "elemwise");
+    groups.push_back({name, {x, w, bias}, {z}, schedule_conv2d_gpu});
+  };
+  Conv2DParams pad1;
+  pad1.padding = Padding2D{1, 1, 1, 1};
+  conv("conv_bias_relu", {1, 16, 14, 14}, {32, 16, 3, 3}, pad1, true);
+  conv("conv_alone", {2, 3, 9, 7}, {6, 3, 3, 3}, pad1, false);
+  Conv2DParams strided = pad1;
+  strided.stride_h = strided.stride_w = 2;
+  conv("conv_strided", {1, 12, 15, 15}, {20, 12, 3, 3}, strided, true);
+  Conv2DParams dilated;
+  dilated.padding = Padding2D{2, 2, 2, 2};
+  dilated.dilation_h = dilated.dilation_w = 2;
+  conv("conv_dilated_1x1", {1, 8, 10, 10}, {8, 8, 1, 1}, Conv2DParams{}, true);
+  conv("conv_dilated", {1, 5, 11, 13}, {7, 5, 3, 3}, dilated, false);
   uint32_t seed = 20;
   for (const Group& g : groups) {
     SCOPED_TRACE(g.name);

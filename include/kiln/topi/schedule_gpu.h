@@ -35,4 +35,14 @@ constexpr int64_t kGpuDenseTile = 16;
 /// naming the shapes otherwise (the strategy then takes the fallback).
 te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Target& target);
 
+/// The GPU template of a conv2d_nchw group (groups = 1, with or without an injective epilogue;
+/// the padding inlined): each block computes Fb output channels of an Hb x Wb tile of pixels,
+/// each thread Fr (up to 4) channels of one pixel in registers (Fb, Hb, Wb, Fr divisors of the
+/// output's sizes, at most 256 threads: no guard, so every thread reaches every barrier). The
+/// reduction over input channels is split by up to 8; at each step the block copies the padded
+/// input's and the weights' tiles of that step into shared memory together (cooperative
+/// fetching: the copy dealt to the block's threads), then each thread accumulates from shared
+/// memory. A user error naming the stage for a grouped convolution or a non-static shape.
+te::Schedule schedule_conv2d_gpu(const std::vector<te::Tensor>& outs, const Target& target);
+
 }  // namespace kiln::topi

@@ -1,5 +1,6 @@
-// GPU strategies (targets with the key "gpu"): the templates of topi/schedule_gpu.h where they
-// apply, the one-thread-per-element fallback otherwise.
+// GPU strategies (targets with the key "gpu": cuda, opencl): the templates of
+// topi/schedule_gpu.h where they apply, the one-thread-per-element fallback otherwise.
+#include "../op_attrs.h"
 #include "builtin.h"
 #include "kiln/topi/schedule_gpu.h"
 
@@ -25,6 +26,28 @@ void register_gpu_strategies() {
     if (x.shape.size() == 2 && w.shape.size() == 2 && x.shape[0] % t == 0 && w.shape[0] % t == 0 &&
         x.shape[1] % t == 0)
       r.push_back(Choice{"dense_tiled.gpu", 10});
+    r.push_back(Choice{"fallback.gpu", 0});
+    return r;
+  });
+  // Conv2d (NCHW, groups = 1): shared-memory tiles of the padded input and the weights, a
+  // register tile per thread; tile sizes are divisors of the output's, so any static shape
+  // fits. A group the template cannot take (another epilogue shape, two outputs) falls back.
+  register_implementation({"conv2d_tiled.gpu",
+                           [](const ScheduleInput& in) {
+                             try {
+                               return topi::schedule_conv2d_gpu(in.outs, in.target);
+                             } catch (const Error&) {
+                               return topi::schedule_gpu_fallback(in.outs, in.target);
+                             }
+                           },
+                           nullptr, nullptr, ""});
+  register_strategy("conv2d", "gpu", [](const OpCall& c) {
+    std::vector<Choice> r;
+    const TensorType& x = c.input_type(0);
+    const TensorType& w = c.input_type(1);
+    if (x.dtype == DataType::Float(32) && x.shape.size() == 4 && w.shape.size() == 4 &&
+        detail::conv_params(c.node().attrs).groups == 1)
+      r.push_back(Choice{"conv2d_tiled.gpu", 10});
     r.push_back(Choice{"fallback.gpu", 0});
     return r;
   });

@@ -91,19 +91,18 @@ class Injector {
       case NodeKind::Allocate: {
         const auto* a = s.as<Allocate>();
         if (!touched_.count(a->buffer_var.get())) {
-          return Allocate::make(a->buffer_var, a->dtype, a->extents, a->condition,
-                                inject(a->body), a->scope);
+          return Allocate::make(a->buffer_var, a->dtype, a->extents, a->condition, inject(a->body),
+                                a->scope);
         }
         // Each virtual thread its own copy, side by side: element i of copy v at v*size + i.
         const int64_t size = a->constant_size();
         KILN_USER_CHECK(size > 0) << "inject_virtual_thread: allocation '" << a->buffer_var.name()
                                   << "' inside a vthread loop needs a constant size";
         stride_[a->buffer_var.get()] = size;
-        return Allocate::make(a->buffer_var, a->dtype,
-                              {make_const(a->extents.empty() ? DataType::Int(32)
-                                                             : a->extents[0].dtype(),
-                                          size * n_)},
-                              a->condition, inject(a->body), a->scope);
+        return Allocate::make(
+            a->buffer_var, a->dtype,
+            {make_const(a->extents.empty() ? DataType::Int(32) : a->extents[0].dtype(), size * n_)},
+            a->condition, inject(a->body), a->scope);
       }
       case NodeKind::For: {
         const auto* f = s.as<For>();
@@ -188,8 +187,8 @@ class Injector {
     Stmt r = remap(s);
     if (n_ > kMaxUnrolledCopies) {
       Var v(vt_.name() + ".s", vt_.dtype());
-      return For::make(v, make_const(vt_.dtype(), 0), make_const(vt_.dtype(), n_),
-                       ForKind::kSerial, substitute(r, VarMap<Expr>{{vt_, v}}));
+      return For::make(v, make_const(vt_.dtype(), 0), make_const(vt_.dtype(), n_), ForKind::kSerial,
+                       substitute(r, VarMap<Expr>{{vt_, v}}));
     }
     std::vector<Stmt> copies;
     for (int64_t i = 0; i < n_; ++i)
@@ -221,8 +220,8 @@ class VThreadLowerer : public IRMutator {
       return IRMutator::visit(op);
     Stmt body = mutate(op->body);  // inner vthread loops first
     auto n = as_const_int(op->extent);
-    KILN_USER_CHECK(n && *n > 0) << "inject_virtual_thread " << fname_
-                                 << ": the vthread loop '" << op->loop_var.name()
+    KILN_USER_CHECK(n && *n > 0) << "inject_virtual_thread " << fname_ << ": the vthread loop '"
+                                 << op->loop_var.name()
                                  << "' needs a constant positive extent, got " << op->extent;
     // The loop variable runs from min: the copies see min + v.
     Var v(op->loop_var.name(), op->loop_var.dtype());
