@@ -23,10 +23,22 @@ bool is_reduction(const te::Operation& op) {
   return !static_cast<const te::ComputeOpNode*>(op.get())->reduce_axis.empty();
 }
 
-/// True when `op` reads `target` directly or through other stages.
-bool reads(const te::Operation& op, const te::Operation& target) {
-  for (const te::Operation& o : te::post_dfs_order({op}))
-    if (o.same_as(target) && !o.same_as(op)) return true;
+/// True when kernel `root` reads `target` directly or through stages computed in it (not
+/// through the other kernels in `roots`).
+bool needs(const te::Operation& root, const te::Operation& target,
+           const std::unordered_set<const te::OperationNode*>& roots) {
+  std::vector<te::Operation> stack{root};
+  std::unordered_set<const te::OperationNode*> seen;
+  while (!stack.empty()) {
+    te::Operation op = stack.back();
+    stack.pop_back();
+    for (const te::Tensor& t : op->input_tensors()) {
+      const te::Operation& in = t.op();
+      if (in.same_as(target)) return true;
+      if (roots.count(in.get()) || !seen.insert(in.get()).second) continue;
+      stack.push_back(in);
+    }
+  }
   return false;
 }
 
@@ -44,31 +56,44 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
   for (const te::Operation& op : ops) out_set.insert(op.get());
   const int64_t threads =
       std::clamp<int64_t>(target.attr_int("max_threads_per_block", 1024), 1, 256);
-  // Outputs: one thread per element.
+  // One thread per element of a stage: its axes fused, split by the block, bound.
   std::map<const te::OperationNode*, te::IterVar> thread_loop;
-  for (const te::Operation& op : ops) {
-    KILN_USER_CHECK(is_compute(op)) << "schedule_gpu_fallback: output '" << op->name
+  auto numel_of = [](const te::Operation& op) {
+    int64_t n = 1;
+    for (const Expr& e : op->output_shape(0)) {
+      auto c = as_const_int(e);
+      KILN_USER_CHECK(c.has_value()) << "schedule_gpu_fallback: stage '" << op->name
+                                     << "' has a symbolic shape; GPU kernels need static shapes";
+      n *= *c;
+    }
+    return n;
+  };
+  auto one_thread_per_element = [&](const te::Operation& op, const char* what) {
+    KILN_USER_CHECK(is_compute(op)) << "schedule_gpu_fallback: " << what << " '" << op->name
                                     << "' is not a compute stage; it has no GPU schedule yet";
     te::Stage st = s[op];
     const std::vector<te::IterVar>& axes = st.op_axis();
-    KILN_USER_CHECK(!axes.empty()) << "schedule_gpu_fallback: output '" << op->name
+    KILN_USER_CHECK(!axes.empty()) << "schedule_gpu_fallback: " << what << " '" << op->name
                                    << "' is a 0-d tensor; it has no GPU schedule yet";
-    int64_t numel = 1;
-    for (const Expr& e : op->output_shape(0)) {
-      auto c = as_const_int(e);
-      KILN_USER_CHECK(c.has_value()) << "schedule_gpu_fallback: output '" << op->name
-                                     << "' has a symbolic shape; GPU kernels need static shapes";
-      numel *= *c;
-    }
+    const int64_t numel = numel_of(op);
     te::IterVar fused = axes.size() == 1 ? axes[0] : st.fuse(axes);
     const int64_t t = std::max<int64_t>(1, std::min(threads, numel));
     auto [bx, tx] = st.split(fused, make_const(DataType::Int(32), static_cast<int32_t>(t)));
     st.bind(bx, te::thread_axis("blockIdx.x"));
     st.bind(tx, te::thread_axis("threadIdx.x"));
     thread_loop[op.get()] = tx;
-  }
-  // Intermediate stages: injective ones inlined, the others computed in the reading thread.
-  for (const te::Operation& op : te::post_dfs_order(ops)) {
+  };
+  for (const te::Operation& op : ops) one_thread_per_element(op, "output");
+  // Intermediate stages: injective ones inlined. A reduction read element for element by one
+  // output (a conv's epilogue) is computed in the reading thread, in registers; one whose
+  // elements each feed many (softmax's row max and sum, a norm's mean, an LSTM's gates), or
+  // read by two outputs, is a kernel of its own with one thread per element: computed in the
+  // reading thread it would be recomputed by every thread that reads it.
+  // Consumers first, so that the kernels reading a stage are known when it is placed.
+  std::vector<te::Operation> order = te::post_dfs_order(ops);
+  std::unordered_set<const te::OperationNode*> roots = out_set;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const te::Operation& op = *it;
     // An extern stage (hand-written loops) stays at the root: it runs on one GPU thread
     // (tir::bind_extern_stages).
     if (!is_compute(op) || out_set.count(op.get())) continue;
@@ -76,17 +101,19 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
       s[op].compute_inline();
       continue;
     }
-    const te::Operation* reader = nullptr;
-    for (const te::Operation& out : ops) {
-      if (!reads(out, op)) continue;
-      KILN_USER_CHECK(reader == nullptr)
-          << "schedule_gpu_fallback: stage '" << op->name << "' is read by two outputs ('"
-          << (*reader)->name << "', '" << out->name << "'); it has no GPU schedule yet";
-      reader = &out;
+    std::vector<const te::Operation*> readers;
+    for (const te::Operation& r : order)
+      if (roots.count(r.get()) && needs(r, op, roots)) readers.push_back(&r);
+    KILN_ICHECK(!readers.empty()) << "schedule_gpu_fallback: stage '" << op->name
+                                  << "' is read by no kernel";
+    const bool zero_d = op->output_shape(0).empty();
+    if (readers.size() == 1 &&
+        (zero_d || !is_reduction(op) || numel_of(op) == numel_of(*readers[0]))) {
+      s[op].compute_at(s[*readers[0]], thread_loop.at(readers[0]->get()));
+    } else {
+      one_thread_per_element(op, "stage");
+      roots.insert(op.get());
     }
-    KILN_ICHECK(reader != nullptr)
-        << "schedule_gpu_fallback: stage '" << op->name << "' is read by no output";
-    s[op].compute_at(s[*reader], thread_loop.at(reader->get()));
   }
   return s;
 }

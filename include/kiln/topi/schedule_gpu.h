@@ -5,9 +5,11 @@
 /// each output stage has its axes fused into one loop, split by the threads per block (at most
 /// 256, and at most the target's max_threads_per_block), the outer part bound to blockIdx.x and
 /// the inner to threadIdx.x; reduction loops run serially inside the thread. A reduction whose
-/// result is not an output (softmax's max and sum) is computed at the thread loop of the output
-/// that reads it, into the thread's registers. Correct for any compute; speed comes from the
-/// templates that replace it op by op.
+/// result is not an output is computed at the thread loop of the output that reads it, into
+/// the thread's registers, when that output reads it element for element (a conv's epilogue);
+/// otherwise (softmax's row max and sum, a norm's mean, read by many threads each; or read by
+/// two outputs) it is a kernel of its own, one thread per element, so nothing is recomputed.
+/// Correct for any compute; speed comes from the templates that replace it op by op.
 #pragma once
 
 #include <vector>
@@ -19,8 +21,8 @@ namespace kiln::topi {
 
 /// The GPU fallback schedule of a fused group's outputs (see the file comment). An extern stage
 /// (hand-written loops) stays at the root and runs on one GPU thread (tir::bind_extern_stages).
-/// A user error naming the stage for what it cannot schedule: a 0-d output, a symbolic shape,
-/// an intermediate reduction read by two outputs.
+/// A user error naming the stage for what it cannot schedule: a 0-d output (or a 0-d stage read
+/// by two outputs), a symbolic shape.
 te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Target& target);
 
 /// Threads per side of the dense template's tiles (schedule_dense_gpu).
