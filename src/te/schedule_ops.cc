@@ -306,9 +306,22 @@ class NestBuilder {
     std::vector<Tensor> outs;
     for (int i = 0; i < c->num_outputs(); ++i) outs.push_back(st->origin_op.output(i));
 
-    const std::vector<IterVar>& leaves = st->leaf_iter_vars;
     if (int t = detail::tensorized_leaf(st); t >= 0)
       return build_tensorized(st, static_cast<size_t>(t), values);
+    if (c->axis.empty()) {
+      // A 0-d result: one sequential program, which a GPU build runs on one thread (like an
+      // extern stage, tir::bind_extern_stages).
+      return AttrStmt::make(Ref<Object>(), attr::kExternScope, StringImm::make(st->name()),
+                            build_nest(st, c, values, root_map, idx, outs));
+    }
+    return build_nest(st, c, values, root_map, idx, outs);
+  }
+
+  Stmt build_nest(const Stage& st, const ComputeOpNode* c,
+                  const std::unordered_map<const IterVarNode*, Expr>& values,
+                  const VarMap<Expr>& root_map, const std::vector<Expr>& idx,
+                  const std::vector<Tensor>& outs) {
+    const std::vector<IterVar>& leaves = st->leaf_iter_vars;
     if (c->reduce_axis.empty()) {
       std::vector<Stmt> stores;
       for (size_t i = 0; i < outs.size(); ++i) {

@@ -73,9 +73,10 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
                                     << "' is not a compute stage; it has no GPU schedule yet";
     te::Stage st = s[op];
     const std::vector<te::IterVar>& axes = st.op_axis();
-    KILN_USER_CHECK(!axes.empty()) << "schedule_gpu_fallback: " << what << " '" << op->name
-                                   << "' is a 0-d tensor; it has no GPU schedule yet";
     const int64_t numel = numel_of(op);
+    // A 0-d result stays at the root: one GPU thread computes it (its loop nest is marked as a
+    // sequential scope by the lowering, tir::bind_extern_stages).
+    if (axes.empty()) return;
     te::IterVar fused = axes.size() == 1 ? axes[0] : st.fuse(axes);
     const int64_t t = std::max<int64_t>(1, std::min(threads, numel));
     auto [bx, tx] = st.split(fused, make_const(DataType::Int(32), static_cast<int32_t>(t)));
@@ -107,7 +108,7 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
     KILN_ICHECK(!readers.empty()) << "schedule_gpu_fallback: stage '" << op->name
                                   << "' is read by no kernel";
     const bool zero_d = op->output_shape(0).empty();
-    if (readers.size() == 1 &&
+    if (readers.size() == 1 && thread_loop.count(readers[0]->get()) &&
         (zero_d || !is_reduction(op) || numel_of(op) == numel_of(*readers[0]))) {
       s[op].compute_at(s[*readers[0]], thread_loop.at(readers[0]->get()));
     } else {

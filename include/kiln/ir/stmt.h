@@ -54,7 +54,8 @@ constexpr const char* kRealizeScope = "realize_scope";    ///< node: Producer, v
 constexpr const char* kStorageAlign = "storage_align";    ///< node: Producer
 constexpr const char* kPragmaPrefix = "pragma_";          ///< "pragma_<name>"
 constexpr const char* kComputeScope = "compute_scope";
-/// The body of an extern stage (hand-written loops); value: the stage's name.
+/// A stage that runs as one sequential program: the body of an extern stage (hand-written
+/// loops) or the loop nest of a 0-d compute; value: the stage's name.
 constexpr const char* kExternScope = "extern_scope";
 /// value 1: the code generator keeps the serial loops inside rolled (LLVM's unroller is told
 /// not to unroll them). loop_partition puts it on the K parts of a loop it cuts at thresholds,

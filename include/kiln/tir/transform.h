@@ -126,7 +126,8 @@ PrimFunc remove_no_op(PrimFunc f);
 PrimFunc storage_sync(PrimFunc f);
 
 /// Runs the extern stages of a GPU function (AttrStmt extern_scope: hand-written loops, e.g.
-/// Gather's index check) that lie outside every thread-bound region on one GPU thread: each is
+/// Gather's index check, and 0-d computes) that lie outside every thread-bound region on one
+/// GPU thread: each is
 /// wrapped in a region bound to blockIdx.x and threadIdx.x with extent 1. Allocations that
 /// enclose kernels stay in the host code (their buffers are then device memory). Correct, and
 /// slow for anything but small loops.

@@ -21,8 +21,8 @@ namespace kiln::topi {
 
 /// The GPU fallback schedule of a fused group's outputs (see the file comment). An extern stage
 /// (hand-written loops) stays at the root and runs on one GPU thread (tir::bind_extern_stages).
-/// A user error naming the stage for what it cannot schedule: a 0-d output (or a 0-d stage read
-/// by two outputs), a symbolic shape.
+/// A 0-d result (a full reduction) runs on one GPU thread. A user error naming the stage for a
+/// symbolic shape.
 te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Target& target);
 
 /// Threads per side of the dense template's tiles (schedule_dense_gpu).
