@@ -1,4 +1,4 @@
-// The GPU fallback schedule (schedule_gpu.h).
+// The GPU fallback schedule and the GPU templates (schedule_gpu.h).
 #include "kiln/topi/schedule_gpu.h"
 
 #include <algorithm>
@@ -40,6 +40,89 @@ bool needs(const te::Operation& root, const te::Operation& target,
     }
   }
   return false;
+}
+
+/// The one output of a template's group and its stage tagged `tag` (the template's operator);
+/// a user error naming the template `who` otherwise.
+std::pair<te::Tensor, te::Operation> template_master(const std::vector<te::Tensor>& outs,
+                                                     const std::string& tag, const char* who) {
+  KILN_USER_CHECK(outs.size() == 1) << who << ": expects one output, got " << outs.size();
+  te::Operation master;
+  for (const te::Operation& op : te::post_dfs_order({outs[0].op()}))
+    if (op->tag == tag) master = op;
+  KILN_USER_CHECK(master.defined())
+      << who << ": no " << tag << " stage in the group of '" << outs[0].op()->name << "'";
+  return {outs[0], master};
+}
+
+/// Inlines every stage of the group but its output and `master` (padding, epilogue producers).
+void inline_all_but(te::Schedule& s, const te::Tensor& out, const te::Operation& master) {
+  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
+    if (is_compute(op) && !op.same_as(out.op()) && !op.same_as(master) && !is_reduction(op))
+      s[op].compute_inline();
+  }
+}
+
+/// The largest divisor of `n` that is at most `cap` (at least 1).
+int64_t divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t d = std::min(n, cap); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+/// Cooperative fetching: the copy stage's loops fused and dealt to the block's threads
+/// (threadIdx.x fastest), the rest a serial loop; a guard where the copy is not a multiple of
+/// the block.
+void fetch_with_threads(te::Stage sc, const std::array<int64_t, 3>& threads) {
+  te::IterVar f = sc.fuse(sc.op_axis());
+  const char* tags[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  std::vector<te::IterVar> bound;
+  for (int d = 0; d < 3; ++d) {
+    auto [outer, inner] =
+        sc.split(f, make_const(DataType::Int(32), static_cast<int32_t>(threads[d])));
+    bound.push_back(inner);
+    f = outer;
+  }
+  sc.reorder({f, bound[2], bound[1], bound[0]});
+  for (int d = 0; d < 3; ++d) sc.bind(bound[d], te::thread_axis(tags[d]));
+}
+
+/// The strides and dilations (h then w) of a conv2d_nchw compute: the coefficients of the
+/// output's and the kernel's spatial loop variables in the index of its `data` read.
+std::array<int64_t, 4> strides_and_dilations(const te::ComputeOpNode* c, const te::Tensor& data) {
+  const Expr& body = c->body.at(0);
+  const auto* red = body.as<Reduce>();
+  KILN_ICHECK(red && red->source.size() == 1);
+  std::vector<Expr> idx;
+  struct Finder : IRVisitor {
+    const te::Tensor* data;
+    std::vector<Expr>* idx;
+    using IRVisitor::visit;
+    void visit(const ProducerLoad* op) override {
+      if (op->producer.get() == data->get() && idx->empty()) *idx = op->indices;
+      IRVisitor::visit(op);
+    }
+  } f;
+  f.data = &data;
+  f.idx = &idx;
+  f.visit_expr(red->source[0]);
+  KILN_ICHECK(idx.size() == 4) << "conv2d_nchw '" << c->name << "' does not read its data";
+  std::vector<Var> vars;
+  for (const te::IterVar& iv : c->axis) vars.push_back(iv->var);
+  for (const te::IterVar& iv : c->reduce_axis) vars.push_back(iv->var);
+  auto coef = [&](const Expr& e, const Var& v) {
+    VarMap<Expr> at0, at1;
+    for (const Var& u : vars) {
+      at0[u] = make_const(u.dtype(), 0);
+      at1[u] = make_const(u.dtype(), u.same_as(v) ? 1 : 0);
+    }
+    auto a = as_const_int(arith::simplify(substitute(e, at1)));
+    auto b = as_const_int(arith::simplify(substitute(e, at0)));
+    KILN_ICHECK(a && b) << "conv2d_nchw '" << c->name << "': a non-affine data index";
+    return std::max<int64_t>(1, *a - *b);
+  };
+  return {coef(idx[2], c->axis[2]->var), coef(idx[2], c->reduce_axis[1]->var),
+          coef(idx[3], c->axis[3]->var), coef(idx[3], c->reduce_axis[2]->var)};
 }
 
 }  // namespace
@@ -120,15 +203,8 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
 }
 
 te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Target& target) {
-  KILN_USER_CHECK(outs.size() == 1)
-      << "schedule_dense_gpu: expects one output, got " << outs.size();
-  const te::Tensor& out = outs[0];
+  const auto [out, dense] = template_master(outs, "dense", "schedule_dense_gpu");
   te::Schedule s = te::create_schedule({out});
-  te::Operation dense;
-  for (const te::Operation& op : te::post_dfs_order({out.op()}))
-    if (op->tag == "dense") dense = op;
-  KILN_USER_CHECK(dense.defined())
-      << "schedule_dense_gpu: no dense stage in the group of '" << out.op()->name << "'";
   const auto* d = static_cast<const te::ComputeOpNode*>(dense.get());
   std::vector<te::Tensor> ins = dense->input_tensors();
   const int64_t t = kGpuDenseTile;
@@ -139,10 +215,7 @@ te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Targe
                   k % t == 0 && out->shape.size() == 2)
       << "schedule_dense_gpu: '" << dense->name << "' is " << m << "x" << n << "x" << k
       << "; the template needs M, N and K multiples of " << t << " and a 2-D output";
-  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
-    if (is_compute(op) && !op.same_as(out.op()) && !op.same_as(dense) && !is_reduction(op))
-      s[op].compute_inline();
-  }
+  inline_all_but(s, out, dense);
   te::Stage so = s[out];
   const Expr tile = make_const(DataType::Int(32), static_cast<int32_t>(t));
   auto [io, ii] = so.split(so.op_axis()[0], tile);
@@ -171,85 +244,9 @@ te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Targe
   return s;
 }
 
-}  // namespace kiln::topi
-
-namespace kiln::topi {
-namespace {
-
-/// The largest divisor of `n` that is at most `cap` (at least 1).
-int64_t divisor_at_most(int64_t n, int64_t cap) {
-  for (int64_t d = std::min(n, cap); d > 1; --d)
-    if (n % d == 0) return d;
-  return 1;
-}
-
-/// Cooperative fetching: the copy stage's loops fused and dealt to the block's threads
-/// (threadIdx.x fastest), the rest a serial loop; a guard where the copy is not a multiple of
-/// the block.
-void fetch_with_threads(te::Stage sc, const std::array<int64_t, 3>& threads) {
-  te::IterVar f = sc.fuse(sc.op_axis());
-  const char* tags[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
-  std::vector<te::IterVar> bound;
-  for (int d = 0; d < 3; ++d) {
-    auto [outer, inner] =
-        sc.split(f, make_const(DataType::Int(32), static_cast<int32_t>(threads[d])));
-    bound.push_back(inner);
-    f = outer;
-  }
-  sc.reorder({f, bound[2], bound[1], bound[0]});
-  for (int d = 0; d < 3; ++d) sc.bind(bound[d], te::thread_axis(tags[d]));
-}
-
-/// The strides and dilations (h then w) of a conv2d_nchw compute: the coefficients of the
-/// output's and the kernel's spatial loop variables in the index of its `data` read.
-std::array<int64_t, 4> strides_and_dilations(const te::ComputeOpNode* c, const te::Tensor& data) {
-  const Expr& body = c->body.at(0);
-  const auto* red = body.as<Reduce>();
-  KILN_ICHECK(red && red->source.size() == 1);
-  std::vector<Expr> idx;
-  struct Finder : IRVisitor {
-    const te::Tensor* data;
-    std::vector<Expr>* idx;
-    using IRVisitor::visit;
-    void visit(const ProducerLoad* op) override {
-      if (op->producer.get() == data->get() && idx->empty()) *idx = op->indices;
-      IRVisitor::visit(op);
-    }
-  } f;
-  f.data = &data;
-  f.idx = &idx;
-  f.visit_expr(red->source[0]);
-  KILN_ICHECK(idx.size() == 4) << "conv2d_nchw '" << c->name << "' does not read its data";
-  std::vector<Var> vars;
-  for (const te::IterVar& iv : c->axis) vars.push_back(iv->var);
-  for (const te::IterVar& iv : c->reduce_axis) vars.push_back(iv->var);
-  auto coef = [&](const Expr& e, const Var& v) {
-    VarMap<Expr> at0, at1;
-    for (const Var& u : vars) {
-      at0[u] = make_const(u.dtype(), 0);
-      at1[u] = make_const(u.dtype(), u.same_as(v) ? 1 : 0);
-    }
-    auto a = as_const_int(arith::simplify(substitute(e, at1)));
-    auto b = as_const_int(arith::simplify(substitute(e, at0)));
-    KILN_ICHECK(a && b) << "conv2d_nchw '" << c->name << "': a non-affine data index";
-    return std::max<int64_t>(1, *a - *b);
-  };
-  return {coef(idx[2], c->axis[2]->var), coef(idx[2], c->reduce_axis[1]->var),
-          coef(idx[3], c->axis[3]->var), coef(idx[3], c->reduce_axis[2]->var)};
-}
-
-}  // namespace
-
 te::Schedule schedule_conv2d_gpu(const std::vector<te::Tensor>& outs, const Target& target) {
-  KILN_USER_CHECK(outs.size() == 1)
-      << "schedule_conv2d_gpu: expects one output, got " << outs.size();
-  const te::Tensor& out = outs[0];
+  const auto [out, conv] = template_master(outs, "conv2d_nchw", "schedule_conv2d_gpu");
   te::Schedule s = te::create_schedule({out});
-  te::Operation conv;
-  for (const te::Operation& op : te::post_dfs_order({out.op()}))
-    if (op->tag == "conv2d_nchw") conv = op;
-  KILN_USER_CHECK(conv.defined()) << "schedule_conv2d_gpu: no conv2d_nchw stage in the group of '"
-                                  << out.op()->name << "'";
   std::vector<int64_t> os;
   for (const Expr& e : conv->output_shape(0)) os.push_back(as_const_int(e).value_or(-1));
   std::vector<int64_t> out_shape;
@@ -306,10 +303,7 @@ te::Schedule schedule_conv2d_gpu(const std::vector<te::Tensor>& outs, const Targ
   }
   auto ci = [](int64_t v) { return make_const(DataType::Int(32), static_cast<int32_t>(v)); };
 
-  for (const te::Operation& op : te::post_dfs_order({out.op()})) {
-    if (is_compute(op) && !op.same_as(out.op()) && !op.same_as(conv) && !is_reduction(op))
-      s[op].compute_inline();  // the padding and the epilogue's producers
-  }
+  inline_all_but(s, out, conv);  // the padding and the epilogue's producers
   te::Stage so = s[out];
   std::vector<te::IterVar> ax = so.op_axis();
   auto [fo, f1] = so.split(ax[1], ci(ft * fr));

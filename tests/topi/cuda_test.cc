@@ -21,6 +21,7 @@
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/schedule_gpu.h"
 #include "kiln/topi/transform.h"
+#include "topi/gpu_groups.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -35,62 +36,6 @@ using kiln::testing::ptxas;
 const Target& cuda90() {
   static Target t("cuda -arch=sm_90");
   return t;
-}
-
-/// A GPU group: inputs, outputs, and its GPU schedule.
-struct Group {
-  std::string name;
-  std::vector<te::Tensor> inputs, outs;
-  std::function<te::Schedule(const std::vector<te::Tensor>&, const Target&)> schedule =
-      schedule_gpu_fallback;
-};
-
-std::vector<Group> groups() {
-  std::vector<Group> r;
-  {
-    te::Tensor a = te::placeholder({1000}, f32, "A");
-    te::Tensor b = sigmoid(tanh(exp(a)));
-    te::Tensor c = te::compute(
-        {1000},
-        [&](const std::vector<Var>& i) {
-          return ir::log(b(i[0]) + 1.f) * ir::pow(b(i[0]), make_const(f32, 0.5f));
-        },
-        "logpow", "elemwise");
-    r.push_back({"elementwise", {a}, {c}});
-  }
-  {
-    te::Tensor x = te::placeholder({4, 77}, f32, "X");
-    r.push_back({"softmax", {x}, {softmax(x)}});
-  }
-  {
-    te::Tensor x = te::placeholder({1, 8, 12, 12}, f32, "X");
-    te::Tensor w = te::placeholder({16, 8, 3, 3}, f32, "W");
-    Conv2DParams p;
-    p.padding = Padding2D{1, 1, 1, 1};
-    r.push_back({"conv2d_relu", {x, w}, {relu(conv2d_nchw(x, w, p))}});
-  }
-  {
-    te::Tensor x = te::placeholder({3, 50}, f32, "X");
-    te::Tensor w = te::placeholder({20, 50}, f32, "W");
-    te::Tensor bias = te::placeholder({20}, f32, "bias");
-    r.push_back({"dense_bias", {x, w, bias}, {dense(x, w, bias)}});
-  }
-  {
-    // The shared-memory template: 48x32 output tiles of 16x16, K = 64 in 4 steps.
-    te::Tensor x = te::placeholder({48, 64}, f32, "X");
-    te::Tensor w = te::placeholder({32, 64}, f32, "W");
-    te::Tensor bias = te::placeholder({32}, f32, "bias");
-    r.push_back({"dense_tiled", {x, w, bias}, {relu(dense(x, w, bias))}, schedule_dense_gpu});
-  }
-  {
-    // The conv2d template: shared tiles of the padded input and the weights, a register tile.
-    te::Tensor x = te::placeholder({1, 16, 14, 14}, f32, "X");
-    te::Tensor w = te::placeholder({32, 16, 3, 3}, f32, "W");
-    Conv2DParams p;
-    p.padding = Padding2D{1, 1, 1, 1};
-    r.push_back({"conv2d_tiled", {x, w}, {relu(conv2d_nchw(x, w, p))}, schedule_conv2d_gpu});
-  }
-  return r;
 }
 
 TEST(CUDA, SplitHostDeviceGolden) {
@@ -132,8 +77,8 @@ TEST(CUDA, SharedMemoryTilesAndBarriersGolden) {
 
 // No shared memory, no barrier: the fallback's kernels come back unchanged.
 TEST(CUDA, NoBarrierWithoutSharedMemory) {
-  for (const Group& g : groups()) {
-    if (g.name == "dense_tiled" || g.name == "conv2d_tiled") continue;
+  for (const GpuGroup& g : gpu_groups()) {
+    if (g.shared_memory) continue;
     std::vector<te::Tensor> args = g.inputs;
     args.insert(args.end(), g.outs.begin(), g.outs.end());
     tir::HostDeviceSplit split =
@@ -164,7 +109,7 @@ TEST(CUDA, ExternStagesRunOnOneThread) {
 
 TEST(CUDA, FallbackKernelsAssembleWithPtxas) {
   const std::string tool = find_ptxas();
-  for (const Group& g : groups()) {
+  for (const GpuGroup& g : gpu_groups()) {
     SCOPED_TRACE(g.name);
     std::vector<te::Tensor> args = g.inputs;
     args.insert(args.end(), g.outs.begin(), g.outs.end());
@@ -186,7 +131,7 @@ TEST(CUDA, FallbackKernelsAssembleWithPtxas) {
 }
 
 TEST(CUDA, HostCodeChecksTheDevice) {
-  Group g = groups()[0];
+  GpuGroup g = gpu_groups()[0];
   runtime::Module m =
       build(schedule_gpu_fallback(g.outs, cuda90()), {g.inputs[0], g.outs[0]}, cuda90(), "f");
   NDArray a = random_array({1000}, f32, 1), c = poisoned({1000}, f32);
@@ -231,7 +176,7 @@ TEST(CUDA, RunsOnTheGpu) {
     GTEST_SKIP() << "no CUDA device: " << why;
   const runtime::Device gpu{kKilnCUDA, 0};
   uint32_t seed = 10;
-  for (const Group& g : groups()) {
+  for (const GpuGroup& g : gpu_groups()) {
     SCOPED_TRACE(g.name);
     std::vector<te::Tensor> args = g.inputs;
     args.insert(args.end(), g.outs.begin(), g.outs.end());

@@ -21,6 +21,7 @@
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/schedule_gpu.h"
 #include "kiln/topi/transform.h"
+#include "topi/gpu_groups.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -54,78 +55,8 @@ TEST(OpenCL, DenseTilesAndBarriersGolden) {
 
 TEST(OpenCL, RunsScheduledGroups) {
   KILN_REQUIRE_OPENCL();
-  struct Group {
-    std::string name;
-    std::vector<te::Tensor> inputs, outs;
-    ScheduleFn schedule = schedule_gpu_fallback;
-  };
-  std::vector<Group> groups;
-  {
-    te::Tensor a = te::placeholder({1000}, f32, "A");
-    te::Tensor b = sigmoid(tanh(exp(a)));
-    te::Tensor c = te::compute(
-        {1000},
-        [&](const std::vector<Var>& i) {
-          return ir::log(b(i[0]) + 1.f) * ir::pow(b(i[0]), make_const(f32, 0.5f));
-        },
-        "logpow", "elemwise");
-    groups.push_back({"elementwise", {a}, {c}});
-  }
-  {
-    te::Tensor x = te::placeholder({4, 77}, f32, "X");
-    groups.push_back({"softmax", {x}, {softmax(x)}});
-  }
-  {
-    te::Tensor x = te::placeholder({3, 50}, f32, "X");
-    te::Tensor w = te::placeholder({20, 50}, f32, "W");
-    te::Tensor bias = te::placeholder({20}, f32, "bias");
-    groups.push_back({"dense_bias", {x, w, bias}, {dense(x, w, bias)}});
-  }
-  {
-    te::Tensor x = te::placeholder({48, 64}, f32, "X");
-    te::Tensor w = te::placeholder({32, 64}, f32, "W");
-    te::Tensor bias = te::placeholder({32}, f32, "bias");
-    groups.push_back({"dense_tiled", {x, w, bias}, {relu(dense(x, w, bias))}, schedule_dense_gpu});
-  }
-  // The conv2d template: with a bias + ReLU epilogue (accumulated in registers), alone
-  // (accumulated in place), strided, dilated, with sizes that leave small tiles.
-  auto conv = [&](const std::string& name, std::vector<int64_t> xs, std::vector<int64_t> ws,
-                  Conv2DParams p, bool epilogue) {
-    auto shape = [](const std::vector<int64_t>& v) {
-      std::vector<ir::Expr> r;
-      for (int64_t d : v) r.push_back(make_const(DataType::Int(32), static_cast<int32_t>(d)));
-      return r;
-    };
-    te::Tensor x = te::placeholder(shape(xs), f32, "X");
-    te::Tensor w = te::placeholder(shape(ws), f32, "W");
-    te::Tensor y = conv2d_nchw(x, w, p);
-    if (!epilogue) {
-      groups.push_back({name, {x, w}, {y}, schedule_conv2d_gpu});
-      return;
-    }
-    te::Tensor bias = te::placeholder(shape({ws[0]}), f32, "bias");
-    te::Tensor z = te::compute(
-        y->shape,
-        [&](const std::vector<Var>& i) {
-          return ir::max(y(i[0], i[1], i[2], i[3]) + bias(i[1]), make_const(f32, 0.f));
-        },
-        "bias_relu", "elemwise");
-    groups.push_back({name, {x, w, bias}, {z}, schedule_conv2d_gpu});
-  };
-  Conv2DParams pad1;
-  pad1.padding = Padding2D{1, 1, 1, 1};
-  conv("conv_bias_relu", {1, 16, 14, 14}, {32, 16, 3, 3}, pad1, true);
-  conv("conv_alone", {2, 3, 9, 7}, {6, 3, 3, 3}, pad1, false);
-  Conv2DParams strided = pad1;
-  strided.stride_h = strided.stride_w = 2;
-  conv("conv_strided", {1, 12, 15, 15}, {20, 12, 3, 3}, strided, true);
-  Conv2DParams dilated;
-  dilated.padding = Padding2D{2, 2, 2, 2};
-  dilated.dilation_h = dilated.dilation_w = 2;
-  conv("conv_dilated_1x1", {1, 8, 10, 10}, {8, 8, 1, 1}, Conv2DParams{}, true);
-  conv("conv_dilated", {1, 5, 11, 13}, {7, 5, 3, 3}, dilated, false);
   uint32_t seed = 20;
-  for (const Group& g : groups) {
+  for (const GpuGroup& g : gpu_groups()) {
     SCOPED_TRACE(g.name);
     std::vector<NDArray> data;
     for (const te::Tensor& t : g.inputs) data.push_back(random_array(shape_of(t), f32, ++seed));

@@ -5,19 +5,30 @@
 #include "kiln/topi/schedule_gpu.h"
 
 namespace kiln::graph {
+namespace {
+
+using GpuTemplate = te::Schedule (*)(const std::vector<te::Tensor>&, const Target&);
+
+/// An implementation running GPU template `schedule`, or the fallback for a group the template
+/// refuses (another epilogue shape, two outputs).
+Implementation template_or_fallback(const std::string& name, GpuTemplate schedule) {
+  return {name,
+          [schedule](const ScheduleInput& in) {
+            try {
+              return schedule(in.outs, in.target);
+            } catch (const Error&) {
+              return topi::schedule_gpu_fallback(in.outs, in.target);
+            }
+          },
+          nullptr, nullptr, ""};
+}
+
+}  // namespace
 
 void register_gpu_strategies() {
   // Dense: shared-memory tiles when M, N and K are multiples of the tile (every thread of a
   // block must reach every barrier); a group the template cannot take falls back.
-  register_implementation({"dense_tiled.gpu",
-                           [](const ScheduleInput& in) {
-                             try {
-                               return topi::schedule_dense_gpu(in.outs, in.target);
-                             } catch (const Error&) {
-                               return topi::schedule_gpu_fallback(in.outs, in.target);
-                             }
-                           },
-                           nullptr, nullptr, ""});
+  register_implementation(template_or_fallback("dense_tiled.gpu", topi::schedule_dense_gpu));
   register_strategy("dense", "gpu", [](const OpCall& c) {
     std::vector<Choice> r;
     const TensorType& x = c.input_type(0);
@@ -32,15 +43,7 @@ void register_gpu_strategies() {
   // Conv2d (NCHW, groups = 1): shared-memory tiles of the padded input and the weights, a
   // register tile per thread; tile sizes are divisors of the output's, so any static shape
   // fits. A group the template cannot take (another epilogue shape, two outputs) falls back.
-  register_implementation({"conv2d_tiled.gpu",
-                           [](const ScheduleInput& in) {
-                             try {
-                               return topi::schedule_conv2d_gpu(in.outs, in.target);
-                             } catch (const Error&) {
-                               return topi::schedule_gpu_fallback(in.outs, in.target);
-                             }
-                           },
-                           nullptr, nullptr, ""});
+  register_implementation(template_or_fallback("conv2d_tiled.gpu", topi::schedule_conv2d_gpu));
   register_strategy("conv2d", "gpu", [](const OpCall& c) {
     std::vector<Choice> r;
     const TensorType& x = c.input_type(0);

@@ -261,6 +261,7 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
     return it->second;
   }
   std::string visit(const Cast* op) override {
+    if (op->dtype.is_bool()) return "(" + print(op->value) + " != 0)";  // not C's truncation
     return "((" + type(op->dtype) + ")" + print(op->value) + ")";
   }
 
