@@ -63,8 +63,7 @@ inline std::vector<GpuGroup> gpu_groups() {
     te::Tensor x = te::placeholder({48, 64}, f32, "X");
     te::Tensor w = te::placeholder({32, 64}, f32, "W");
     te::Tensor bias = te::placeholder({32}, f32, "bias");
-    r.push_back(
-        {"dense_tiled", {x, w, bias}, {relu(dense(x, w, bias))}, schedule_dense_gpu, true});
+    r.push_back({"dense_tiled", {x, w, bias}, {relu(dense(x, w, bias))}, schedule_dense_gpu, true});
   }
   // The conv2d template: with a bias + ReLU epilogue (accumulated in registers) or alone
   // (accumulated in place).
