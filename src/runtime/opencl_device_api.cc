@@ -50,7 +50,8 @@ struct Api {
                                 cl_int*);
   cl_command_queue (*clCreateCommandQueue)(cl_context, cl_device_id, cl_bitfield, cl_int*);
   void* (*clSVMAlloc)(cl_context, cl_bitfield, size_t, cl_uint);
-  void (*clSVMFree)(cl_context, void*);
+  cl_int (*clEnqueueSVMFree)(cl_command_queue, cl_uint, void**, void*, void*, cl_uint,
+                             const cl_event*, cl_event*);
   cl_int (*clEnqueueSVMMemcpy)(cl_command_queue, cl_uint, void*, const void*, size_t, cl_uint,
                                const cl_event*, cl_event*);
   cl_int (*clFinish)(cl_command_queue);
@@ -109,7 +110,7 @@ Api& api() {
     load_symbol(lib, "clCreateContext", &api->clCreateContext, &err);
     load_symbol(lib, "clCreateCommandQueue", &api->clCreateCommandQueue, &err);
     load_symbol(lib, "clSVMAlloc", &api->clSVMAlloc, &err);
-    load_symbol(lib, "clSVMFree", &api->clSVMFree, &err);
+    load_symbol(lib, "clEnqueueSVMFree", &api->clEnqueueSVMFree, &err);
     load_symbol(lib, "clEnqueueSVMMemcpy", &api->clEnqueueSVMMemcpy, &err);
     load_symbol(lib, "clFinish", &api->clFinish, &err);
     load_symbol(lib, "clCreateProgramWithSource", &api->clCreateProgramWithSource, &err);
@@ -205,9 +206,9 @@ class OpenCLBackend final : public DeviceBackend {
   void free(int id, void* ptr) noexcept override {
     Api& a = api();
     if (!a.error.empty() || id != 0) return;
-    // Kernels still running may use the buffer: wait first (clSVMFree does not).
-    a.clFinish(a.queue);
-    a.clSVMFree(a.context, ptr);
+    // On the queue: freed once the kernels launched before it (which may use it) are done.
+    std::lock_guard<std::mutex> lock(a.mu);
+    a.clEnqueueSVMFree(a.queue, 1, &ptr, nullptr, nullptr, 0, nullptr, nullptr);
   }
 
   void copy(int id, void* dst, bool, const void* src, bool, size_t nbytes) override {
