@@ -1,5 +1,6 @@
-// build(): the last steps of compilation, packed-API wrapping then the code generator chosen
-// by the target's kind (TargetKind::codegen: llvm for CPUs, cuda and opencl for GPUs).
+// build(): the last steps of compilation, packed-API wrapping (and, for CPUs, compute bodies
+// shared between kernels that differ only in constants) then the code generator chosen by the
+// target's kind (TargetKind::codegen: llvm for CPUs, cuda and opencl for GPUs).
 #include "kiln/target/build.h"
 
 #include "kiln/support/error.h"
@@ -17,7 +18,7 @@ runtime::Module build(const std::vector<tir::PrimFunc>& funcs, const Target& tar
   KILN_USER_CHECK(kind.codegen == "llvm")
       << "build: target '" << target.str() << "': no code generator for target kind '"
       << target.kind << "' yet";
-  return codegen::build_llvm(packed, target);
+  return codegen::build_llvm(tir::share_compute_bodies(packed), target);
 }
 
 }  // namespace kiln

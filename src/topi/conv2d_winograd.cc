@@ -234,27 +234,30 @@ runtime::NDArray transform_winograd_weight(const runtime::NDArray& w, int64_t m,
       << "transform_winograd_weight: expected a float32 kernel, got " << w.dtype().str();
   std::vector<int64_t> us = winograd_weight_shape(w.shape(), m, ic_bn, oc_bn);
   const Matrices& mt = matrices(m);
-  const int64_t O = w.shape()[0], C = w.shape()[1], A = mt.alpha;
+  const int64_t C = w.shape()[1], A = mt.alpha;
   runtime::NDArray u = runtime::NDArray::empty(us, w.dtype());
   const float* g = w.data_as<float>();
   float* dst = u.data_as<float>();
-  const int64_t OB = us[2], CB = us[3];
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* k = g + (o * C + c) * 9;
-      double t[6][3];  // G g
-      for (int64_t e = 0; e < A; ++e)
-        for (int64_t s = 0; s < 3; ++s)
-          t[e][s] = mt.G[e][0] * k[s] + mt.G[e][1] * k[3 + s] + mt.G[e][2] * k[6 + s];
-      for (int64_t e = 0; e < A; ++e)
-        for (int64_t v = 0; v < A; ++v) {
-          const double x = t[e][0] * mt.G[v][0] + t[e][1] * mt.G[v][1] + t[e][2] * mt.G[v][2];
-          const int64_t idx =
-              (((((e * A + v) * OB + o / oc_bn) * CB + c / ic_bn) * ic_bn + c % ic_bn) * oc_bn) +
-              o % oc_bn;
-          dst[idx] = static_cast<float>(x);
-        }
-    }
+  const int64_t OB = us[2];
+  // Output channels innermost: each of the alpha^2 planes is written in runs of oc_bn floats
+  // (whole cache lines), not one float per line per kernel.
+  for (int64_t ob = 0; ob < OB; ++ob)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t oi = 0; oi < oc_bn; ++oi) {
+        const int64_t o = ob * oc_bn + oi;
+        const float* k = g + (o * C + c) * 9;
+        double t[6][3];  // G g
+        for (int64_t e = 0; e < A; ++e)
+          for (int64_t s = 0; s < 3; ++s)
+            t[e][s] = mt.G[e][0] * k[s] + mt.G[e][1] * k[3 + s] + mt.G[e][2] * k[6 + s];
+        // Element (e, v, ob, c / ic_bn, c % ic_bn, oi): the channel offset within a plane is
+        // (ob * C + c) * oc_bn + oi, since CB * ic_bn = C.
+        for (int64_t e = 0; e < A; ++e)
+          for (int64_t v = 0; v < A; ++v) {
+            const double x = t[e][0] * mt.G[v][0] + t[e][1] * mt.G[v][1] + t[e][2] * mt.G[v][2];
+            dst[((e * A + v) * OB * C + ob * C + c) * oc_bn + oi] = static_cast<float>(x);
+          }
+      }
   return u;
 }
 

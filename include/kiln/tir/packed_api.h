@@ -67,4 +67,16 @@ inline int64_t dtype_word(DataType t) {
 /// parameter it cannot pass (a handle without a buffer, a non-constant non-Var shape).
 PrimFunc make_packed_api(PrimFunc f);
 
+/// Lets packed functions whose compute bodies differ only in integer constants share one body
+/// (src/tir/transform/share_compute.cc says which constants may vary: operands of + - * min
+/// max and comparisons, bounds of serial and parallel loops; never divisors, ramp strides,
+/// allocation sizes, call arguments or unrolled loops' bounds). For each family of two or more
+/// such functions, the constants that differ become variables bound by LetStmts just outside
+/// the compute scope, every member's compute scope takes the first member's name, and every
+/// member gets attr "shared_compute" = that name; the LLVM code generator then emits the body
+/// once (in the part of the module that holds the family) and calls it with each member's
+/// values. Each member keeps its own argument checks. Functions without a compute scope and
+/// families of one are returned unchanged; the result is in the order of `funcs`.
+std::vector<PrimFunc> share_compute_bodies(const std::vector<PrimFunc>& funcs);
+
 }  // namespace kiln::tir

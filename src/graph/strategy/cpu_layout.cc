@@ -78,12 +78,19 @@ NDArray pack_dense_weight(const NDArray& w, int64_t nb) {
   NDArray r = NDArray::empty({P, K, nb}, w.dtype());
   const float* src = w.data_as<float>();
   float* dst = r.data_as<float>();
+  // In blocks of kb columns: each of the panel's nb rows is read in a contiguous run and the
+  // block's destination (kb * nb floats) stays in the L1 cache (element by element, the nb
+  // row streams made packing VGG-16's 400 MB classifier take half a second).
+  constexpr int64_t kb = 64;
   for (int64_t p = 0; p < P; ++p)
-    for (int64_t k = 0; k < K; ++k)
+    for (int64_t k0 = 0; k0 < K; k0 += kb) {
+      const int64_t k1 = std::min(K, k0 + kb);
       for (int64_t i = 0; i < nb; ++i) {
-        int64_t n = p * nb + i;
-        dst[(p * K + k) * nb + i] = n < N ? src[n * K + k] : 0.0f;
+        const int64_t n = p * nb + i;
+        float* d = dst + p * K * nb + i;
+        for (int64_t k = k0; k < k1; ++k) d[k * nb] = n < N ? src[n * K + k] : 0.0f;
       }
+    }
   return r;
 }
 

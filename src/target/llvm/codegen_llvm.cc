@@ -35,6 +35,7 @@
 
 #include "../target_info.h"
 #include "kiln/ir/op.h"
+#include "kiln/ir/structural.h"
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/tir/packed_api.h"
 #include "llvm_common.h"
@@ -315,6 +316,7 @@ llvm::Value* CodeGenLLVM::string_ptr(const std::string& s) {
 
 void CodeGenLLVM::add_function(const tir::PrimFunc& f) {
   func_name_ = f->name;
+  shared_compute_ = f.attr("shared_compute");
   KILN_USER_CHECK(!f->name.empty()) << "codegen llvm: a function has no name";
   llvm::Function* fn = declare_function(f, b_->getInt32Ty());
   fn->setVisibility(llvm::GlobalValue::DefaultVisibility);
@@ -385,8 +387,10 @@ llvm::Function* CodeGenLLVM::emit_outlined(const std::string& name, const std::v
   // Save the caller's state.
   FuncState saved = cur_;
   auto saved_vars = vars_;
+  auto saved_wide = std::move(wide_);  // the caller's loop counters are not this function's
   llvm::IRBuilderBase::InsertPoint ip = b_->saveIP();
   vars_.clear();
+  wide_.clear();
   for (size_t i = 0; i < params.size(); ++i) {
     llvm::Argument* a = fn->getArg(i);
     a->setName(params[i].name());
@@ -399,6 +403,7 @@ llvm::Function* CodeGenLLVM::emit_outlined(const std::string& name, const std::v
   b_->CreateRet(b_->getInt32(0));
   cur_ = saved;
   vars_ = std::move(saved_vars);
+  wide_ = std::move(saved_wide);
   b_->restoreIP(ip);
   return fn;
 }
@@ -686,8 +691,10 @@ llvm::Value* CodeGenLLVM::visit(const Broadcast* op) {
 llvm::Value* CodeGenLLVM::visit(const Let* op) {
   llvm::Value* v = emit_expr(op->value);
   vars_[op->var.get()] = v;
+  index_block_ = nullptr;  // cached indices may read an earlier binding of the var
   llvm::Value* r = emit_expr(op->body);
   vars_.erase(op->var.get());
+  index_block_ = nullptr;
   return r;
 }
 
@@ -720,16 +727,40 @@ llvm::Value* CodeGenLLVM::emit_index64(const Expr& e) {
   // register tile. The sums and products of an address are emitted in 64 bits instead
   // (the leaves extended once each), so constants and loop-invariant parts fold into the
   // address modes.
+  //
+  // An unrolled tile repeats one address expression in many accesses of a basic block (a
+  // Winograd transform's 36 outputs read the same tile base through the same divisions), so
+  // each index expression is emitted once per block and reused: LLVM would remove the copies,
+  // but its passes' time grows with the IR they are given.
   llvm::Type* i64 = b_->getInt64Ty();
   if (auto c = as_const_int(e)) return llvm::ConstantInt::get(i64, *c, true);
-  if (const Add* a = e.as<Add>())
-    return b_->CreateAdd(emit_index64(a->a), emit_index64(a->b), "", false, true);
-  if (const Sub* a = e.as<Sub>())
-    return b_->CreateSub(emit_index64(a->a), emit_index64(a->b), "", false, true);
-  if (const Mul* a = e.as<Mul>())
-    return b_->CreateMul(emit_index64(a->a), emit_index64(a->b), "", false, true);
-  llvm::Value* v = emit_expr(e);
-  return v->getType() == i64 ? v : b_->CreateSExt(v, i64);
+  if (const Variable* var = e.as<Variable>()) {
+    if (auto it = wide_.find(var); it != wide_.end()) return it->second;
+    llvm::Value* v = emit_expr(e);
+    return v->getType() == i64 ? v : b_->CreateSExt(v, i64);
+  }
+  if (b_->GetInsertBlock() != index_block_) {
+    index_cache_.clear();
+    index_block_ = b_->GetInsertBlock();
+  }
+  const size_t h = structural_hash(e);
+  auto [lo, hi] = index_cache_.equal_range(h);
+  for (auto it = lo; it != hi; ++it)
+    if (structural_equal(it->second.first, e)) return it->second.second;
+  llvm::Value* v;
+  if (const Add* a = e.as<Add>()) {
+    v = b_->CreateAdd(emit_index64(a->a), emit_index64(a->b), "", false, true);
+  } else if (const Sub* a = e.as<Sub>()) {
+    v = b_->CreateSub(emit_index64(a->a), emit_index64(a->b), "", false, true);
+  } else if (const Mul* a = e.as<Mul>()) {
+    v = b_->CreateMul(emit_index64(a->a), emit_index64(a->b), "", false, true);
+  } else {
+    v = emit_expr(e);
+    if (v->getType() != i64) v = b_->CreateSExt(v, i64);
+  }
+  // Emitting the operands may have moved to another block (a call that checks its result).
+  if (b_->GetInsertBlock() == index_block_) index_cache_.emplace(h, std::make_pair(e, v));
+  return v;
 }
 
 llvm::Align CodeGenLLVM::vector_align(const Var& buffer_var, DataType t, const Expr& base) {

@@ -155,6 +155,15 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   std::vector<std::string> names_;
   std::map<std::string, int> name_counts_;
   std::string func_name_;
+  /// The function's attr "shared_compute" (tir::share_compute_bodies): the name of a compute
+  /// body its family shares; the bodies emitted so far by that name.
+  std::string shared_compute_;
+  std::map<std::string, llvm::Function*> shared_bodies_;
+  /// The 64-bit counters of the enclosing 32-bit loops (emit_loop).
+  std::unordered_map<const Variable*, llvm::Value*> wide_;
+  /// Index expressions emitted in block index_block_ (emit_index64), by structural hash.
+  llvm::BasicBlock* index_block_ = nullptr;
+  std::unordered_multimap<size_t, std::pair<Expr, llvm::Value*>> index_cache_;
   /// Depth of pragma_no_unroll attributes around the statement being emitted: serial loops
   /// inside get llvm.loop.unroll.disable.
   int no_unroll_ = 0;

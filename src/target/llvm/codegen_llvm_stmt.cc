@@ -465,7 +465,9 @@ void CodeGenLLVM::visit(const LetStmt* op) {
   }
   if (llvm::isa<llvm::Instruction>(v) && !v->hasName()) v->setName(op->var.name());
   vars_[op->var.get()] = v;
+  index_block_ = nullptr;  // cached indices may read an earlier binding of the var
   visit_stmt(op->body);
+  index_block_ = nullptr;
 }
 
 void CodeGenLLVM::visit(const AttrStmt* op) {
@@ -473,8 +475,28 @@ void CodeGenLLVM::visit(const AttrStmt* op) {
     std::string name = func_name_ + "_compute_";
     if (const StringImm* s = op->value.as<StringImm>()) name = s->value;
     std::vector<Var> params = free_vars(op->body);
-    llvm::Function* fn = emit_outlined(
-        name, params, [&] { visit_stmt(op->body); }, false);
+    llvm::Function* fn = nullptr;
+    if (name == shared_compute_) {
+      // A body shared by a family of kernels (tir::share_compute_bodies): emitted by the first
+      // member, called by the others with their own buffers and constants. Kept out of line,
+      // or LLVM would inline it back into every member.
+      if (auto it = shared_bodies_.find(name); it != shared_bodies_.end()) {
+        fn = it->second;
+        KILN_ICHECK(fn->arg_size() == params.size())
+            << "shared compute body " << name << ": " << fn->arg_size() << " parameters, "
+            << func_name_ << " passes " << params.size();
+        for (size_t i = 0; i < params.size(); ++i) {
+          KILN_ICHECK(fn->getArg(i)->getType() == ty(params[i].dtype()))
+              << "shared compute body " << name << ": parameter " << i << " of " << func_name_
+              << " has another type";
+        }
+        fn->addFnAttr(llvm::Attribute::NoInline);
+      }
+    }
+    if (!fn)
+      fn = emit_outlined(
+          name, params, [&] { visit_stmt(op->body); }, false);
+    if (name == shared_compute_) shared_bodies_.emplace(name, fn);
     std::vector<llvm::Value*> args;
     for (const Var& p : params) args.push_back(vars_.at(p.get()));
     emit_propagate(b_->CreateCall(fn, args));
@@ -529,6 +551,15 @@ void CodeGenLLVM::visit(const SeqStmt* op) {
 
 void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end, ForKind kind,
                             const std::function<void()>& body) {
+  // A 32-bit loop counts in 64 bits: addresses use the 64-bit counter directly (emit_index64)
+  // and other uses its truncation, so LLVM's IndVarSimplify has no sign extensions to widen
+  // (widening them, per loop and per use, was the largest part of the optimization time of
+  // kernels with deep loop nests).
+  const bool widen = begin->getType()->isIntegerTy(32);
+  if (widen) {
+    begin = b_->CreateSExt(begin, b_->getInt64Ty());
+    end = b_->CreateSExt(end, b_->getInt64Ty());
+  }
   llvm::BasicBlock* pre = b_->GetInsertBlock();
   llvm::BasicBlock* head = llvm::BasicBlock::Create(*ctx_, "for_head", cur_.fn);
   llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(*ctx_, "for_body", cur_.fn);
@@ -539,8 +570,14 @@ void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value
   i->addIncoming(begin, pre);
   b_->CreateCondBr(b_->CreateICmpSLT(i, end), body_bb, end_bb);
   b_->SetInsertPoint(body_bb);
-  vars_[loop_var.get()] = i;
+  if (widen) {
+    vars_[loop_var.get()] = b_->CreateTrunc(i, b_->getInt32Ty(), loop_var.name() + ".i32");
+    wide_[loop_var.get()] = i;
+  } else {
+    vars_[loop_var.get()] = i;
+  }
   body();
+  wide_.erase(loop_var.get());
   llvm::Value* next = b_->CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
   llvm::BranchInst* back = b_->CreateBr(head);
   i->addIncoming(next, b_->GetInsertBlock());

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -333,6 +334,23 @@ runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const T
   // context (LLVM is thread-safe across contexts); part 0 carries the entry-point list.
   const unsigned threads = compile_threads();
   const size_t nparts = std::max<size_t>(1, std::min<size_t>(funcs.size(), 2 * threads));
+  // Members of a family that shares a compute body (tir::share_compute_bodies) go to the part
+  // of its first member, which emits the body; the others are dealt in turn.
+  std::vector<size_t> part_of(funcs.size());
+  {
+    std::map<std::string, size_t> family_part;
+    size_t next_part = 0;
+    for (size_t k = 0; k < funcs.size(); ++k) {
+      std::string family = funcs[k].attr("shared_compute");
+      auto it = family.empty() ? family_part.end() : family_part.find(family);
+      if (it != family_part.end()) {
+        part_of[k] = it->second;
+        continue;
+      }
+      part_of[k] = next_part++ % nparts;
+      if (!family.empty()) family_part.emplace(family, part_of[k]);
+    }
+  }
   std::vector<ModulePart> parts(nparts);
   for (ModulePart& p : parts) {
     p.ctx = std::make_unique<llvm::LLVMContext>();
@@ -347,7 +365,8 @@ runtime::Module build_llvm_host(const std::vector<tir::PrimFunc>& funcs, const T
         std::string name = funcs.empty() ? "kiln_module" : funcs[i]->name;
         CodeGenLLVM cg(p.ctx.get(), p.tm.get(), target, name);
         if (i == 0 && !device_code.empty()) cg.add_device_code(device_code);
-        for (size_t k = i; k < funcs.size(); k += nparts) cg.add_function(funcs[k]);
+        for (size_t k = 0; k < funcs.size(); ++k)
+          if (part_of[k] == i) cg.add_function(funcs[k]);
         p.module = cg.finish(i == 0 ? &names : nullptr);
         auto clone = llvm::CloneModule(*p.module);
         if (i == 0) add_target_record(*clone, target);
