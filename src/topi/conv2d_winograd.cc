@@ -239,23 +239,31 @@ runtime::NDArray transform_winograd_weight(const runtime::NDArray& w, int64_t m,
   const float* g = w.data_as<float>();
   float* dst = u.data_as<float>();
   const int64_t OB = us[2];
-  // Output channels innermost: each of the alpha^2 planes is written in runs of oc_bn floats
-  // (whole cache lines), not one float per line per kernel.
+  // Output channels innermost, kL at a time: the kernels of kL output channels at one input
+  // channel are transformed side by side (the loops over l vectorize) and each of the
+  // alpha^2 planes is written in runs of kL floats (in kernel order, one float per cache line).
+  constexpr int64_t kL = 16;
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t oi = 0; oi < oc_bn; ++oi) {
-        const int64_t o = ob * oc_bn + oi;
-        const float* k = g + (o * C + c) * 9;
-        double t[6][3];  // G g
-        for (int64_t e = 0; e < A; ++e)
+      for (int64_t o0 = 0; o0 < oc_bn; o0 += kL) {
+        const int64_t n = std::min(kL, oc_bn - o0);
+        double k[9][kL] = {}, t[6][3][kL];
+        for (int64_t l = 0; l < n; ++l)
+          for (int64_t j = 0; j < 9; ++j) k[j][l] = g[((ob * oc_bn + o0 + l) * C + c) * 9 + j];
+        for (int64_t e = 0; e < A; ++e)  // G g
           for (int64_t s = 0; s < 3; ++s)
-            t[e][s] = mt.G[e][0] * k[s] + mt.G[e][1] * k[3 + s] + mt.G[e][2] * k[6 + s];
-        // Element (e, v, ob, c / ic_bn, c % ic_bn, oi): the channel offset within a plane is
-        // (ob * C + c) * oc_bn + oi, since CB * ic_bn = C.
+            for (int64_t l = 0; l < kL; ++l)
+              t[e][s][l] =
+                  mt.G[e][0] * k[s][l] + mt.G[e][1] * k[3 + s][l] + mt.G[e][2] * k[6 + s][l];
+        // Element (e, v, ob, c / ic_bn, c % ic_bn, o0 + l) is at plane offset
+        // (ob * C + c) * oc_bn + o0 + l, since CB * ic_bn = C.
         for (int64_t e = 0; e < A; ++e)
           for (int64_t v = 0; v < A; ++v) {
-            const double x = t[e][0] * mt.G[v][0] + t[e][1] * mt.G[v][1] + t[e][2] * mt.G[v][2];
-            dst[((e * A + v) * OB * C + ob * C + c) * oc_bn + oi] = static_cast<float>(x);
+            float* d = dst + ((e * A + v) * OB * C + ob * C + c) * oc_bn + o0;
+            for (int64_t l = 0; l < n; ++l) {
+              d[l] = static_cast<float>(t[e][0][l] * mt.G[v][0] + t[e][1][l] * mt.G[v][1] +
+                                        t[e][2][l] * mt.G[v][2]);
+            }
           }
       }
   return u;

@@ -48,14 +48,18 @@ NDArray pack_conv_weight(const NDArray& w, int64_t ic, int64_t oc) {
   NDArray r = NDArray::empty(topi::packed_conv2d_weight_shape(s, ic, oc), w.dtype());
   const float* src = w.data_as<float>();
   float* dst = r.data_as<float>();
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t kh = 0; kh < KH; ++kh)
-        for (int64_t kw = 0; kw < KW; ++kw) {
-          int64_t d = ((((o / oc) * (C / ic) + c / ic) * KH + kh) * KW + kw) * ic * oc +
-                      (c % ic) * oc + o % oc;
-          dst[d] = src[((o * C + c) * KH + kh) * KW + kw];
-        }
+  // Destination order, output channels innermost: each (o / oc, c / ic) block of
+  // KH * KW * ic * oc floats is written while it is in the L1 cache (in source order, every
+  // store went to another line).
+  const int64_t K = KH * KW;
+  for (int64_t ob = 0; ob < O / oc; ++ob)
+    for (int64_t c = 0; c < C; ++c) {
+      float* block = dst + (ob * (C / ic) + c / ic) * K * ic * oc + (c % ic) * oc;
+      for (int64_t oi = 0; oi < oc; ++oi) {
+        const float* row = src + ((ob * oc + oi) * C + c) * K;
+        for (int64_t k = 0; k < K; ++k) block[k * ic * oc + oi] = row[k];
+      }
+    }
   return r;
 }
 
