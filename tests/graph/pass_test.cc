@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/golden.h"
+#include "graph/graph_test_util.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/transform.h"
 
@@ -191,6 +192,29 @@ TEST(Simplify, TransposeAndReshapeChains) {
   g.add_output(r2);
   Graph r = dead_code_elimination(simplify(infer_types(g)));
   KILN_EXPECT_GOLDEN("pass_simplify_transpose_and_reshape_chains", r.str());
+}
+
+TEST(Simplify, ConvolutionTapsThatOnlyReadPaddingAreDropped) {
+  // On a 5x5 map: dilation 6 (every off-center tap reads padding only) becomes a 1x1
+  // convolution without padding; dilation 3 keeps its taps (the outer ones reach the map's
+  // edge rows); on a one-row map a 3x3 kernel keeps its middle row, padding only left and right.
+  Graph g;
+  Entry x = g.add_input("x", {1, 4, 5, 5}, f32);
+  Entry row = g.add_input("row", {1, 4, 1, 7}, f32);
+  auto conv = [&](Entry in, const std::string& w, int64_t dilation, Ints padding) {
+    return g.add_op("conv2d", {in, g.add_constant(w, iota({3, 4, 3, 3}, -1, 0.02f))},
+                    {{"strides", Ints{1, 1}},
+                     {"padding", std::move(padding)},
+                     {"dilation", Ints{dilation, dilation}}});
+  };
+  g.add_output(conv(x, "w_rate6", 6, Ints{6, 6, 6, 6}));
+  g.add_output(conv(x, "w_rate3", 3, Ints{3, 3, 3, 3}));
+  g.add_output(conv(row, "w_row", 1, Ints{1, 1, 1, 1}));
+  Graph r = dead_code_elimination(simplify(infer_types(g)));
+  KILN_EXPECT_GOLDEN("pass_simplify_conv_taps", r.str());
+  // The cropped kernels hold the original's middle taps: the same outputs as the graph
+  // compiled without simplification (opt level 0).
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 5).max_err, 1e-5);
 }
 
 TEST(Simplify, MovesSinkThroughElementwiseOpsAndCancel) {
