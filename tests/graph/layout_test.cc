@@ -241,8 +241,8 @@ TEST(AlterLayout, OddOutputChannelsArePaddedToWholeBlocks) {
   Entry a = g.add_op("conv2d", {x, g.add_constant("wa", random_array({61, 16, 3, 3}, rng))},
                      {{"padding", Ints{1, 1, 1, 1}}}, "mid");
   a = g.add_op("relu", {a});
-  Entry b =
-      g.add_op("conv2d", {a, g.add_constant("wb", random_array({21, 61, 1, 1}, rng))}, {}, "head");
+  Entry b = g.add_op("conv2d", {a, g.add_constant("wb", random_array({21, 61, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "head");
   g.add_output(b);
   Graph t = alter_op_layout(infer_types(g), Target::host());
   const std::string text = t.str();
@@ -255,6 +255,34 @@ TEST(AlterLayout, OddOutputChannelsArePaddedToWholeBlocks) {
   for (const Node& n : t.nodes()) plain += n.is_op() && n.op == "conv2d";
   EXPECT_EQ(plain, 1) << text;  // the 21-channel one
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 32), 1e-4);
+}
+
+TEST(AlterLayout, OneByOneConvOverUnblockableChannelsIsAMatrixProduct) {
+  // 58 input channels (ShuffleNet-v2 x1.0) have no block of 8: a 1x1 convolution over them is
+  // W [O, C] times the NCHW input viewed as [C, H*W], reshaped back; no layout transform. A 3x3
+  // one, or a 1x1 one with stride 2, is not a product: it stays a convolution.
+  std::mt19937 rng(33);
+  Graph g;
+  Entry x = g.add_input("x", {1, 58, 7, 9}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("wa", random_array({58, 58, 1, 1}, rng))}, {},
+                     "pointwise");
+  a = g.add_op("relu",
+               {g.add_op("add", {a, g.add_constant("ba", random_array({1, 58, 1, 1}, rng))})});
+  Entry b = g.add_op("conv2d", {a, g.add_constant("wb", random_array({24, 58, 1, 1}, rng))},
+                     {{"strides", Ints{2, 2}}}, "strided");
+  g.add_output(a);
+  g.add_output(b);
+  Graph t = dead_code_elimination(alter_op_layout(infer_types(g), Target::host()));
+  const std::string text = t.str();
+  EXPECT_NE(text.find("reshape(%0, newshape=[58, 63]) : float32[58, 63]"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("matmul(%"), std::string::npos) << text;
+  EXPECT_NE(text.find(": float32[1, 58, 7, 9]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("layout_transform(%0"), std::string::npos) << text;  // x stays NCHW
+  int convs = 0;
+  for (const Node& n : t.nodes()) convs += n.is_op() && n.op.rfind("conv2d", 0) == 0;
+  EXPECT_EQ(convs, 1) << text;  // the strided one
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 34), 1e-4);
 }
 
 TEST(AlterLayout, OneTransformPerTensorAndLayout) {
