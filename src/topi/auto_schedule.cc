@@ -169,11 +169,14 @@ bool has_reuse(const te::ComputeOpNode* c) {
 /// Whether the column axis may be vectorized (see the header).
 bool vectorizable(const te::ComputeOpNode* c, int x, int64_t X, int64_t lanes, bool has_bool) {
   if (has_bool || lanes <= 1 || X < std::min<int64_t>(lanes, 4)) return false;
-  // A masked tail vector measured 2-10x slower than full ones (every lane of a partial tile is
-  // predicated): some vector width must divide the columns.
+  // A masked tail vector measured 2-10x slower than full ones (every update of a partial tile
+  // is predicated), so define_tile prefers a vector width that divides the columns. When none
+  // does (49 = 7x7 pixels, 197 tokens), two full vectors' worth of columns are still far
+  // faster vectorized than scalar (a 64x64 by 64x49 product: 122 -> 28 us), with the
+  // partial tile peeled off the full ones (tile_outer).
   bool divides = false;
   for (int64_t l = lanes; l >= std::min<int64_t>(lanes, 4); l /= 2) divides = divides || X % l == 0;
-  if (!divides) return false;
+  if (!divides && X < 2 * lanes) return false;
   // Every load that moves along x must be contiguous in it (a unit stride on its innermost
   // axis, or broadcast): a strided or divided index would gather lane by lane. And some load
   // must be contiguous, or the reduction must not run along its inputs' innermost axis (then
@@ -320,9 +323,15 @@ Outer tile_outer(te::Stage& st, const Plan& p, int64_t rows, int64_t cols,
   st.reorder(order);
   if (yi.defined()) inner->push_back(yi);
   inner->push_back(xi);
+  // A column tile loop whose last tile is partial stays out of the parallel loop when the loops
+  // before it give two iterations or more: loop partition then peels the partial tile, and
+  // only its vectors are masked.
+  const bool partial_x = p.vec && extent_of(axes[p.x]) % cols != 0;
   size_t k = 1;
   int64_t n = ext[0];
-  while (k < outer.size() && n < kParallelChunks) n *= ext[k++];
+  while (k < outer.size() && n < kParallelChunks &&
+         !(partial_x && static_cast<int>(k) == p.x && n >= 2))
+    n *= ext[k++];
   std::vector<IterVar> head(outer.begin(), outer.begin() + static_cast<ptrdiff_t>(k));
   Outer r;
   r.par = head.size() > 1 ? st.fuse(head) : head[0];

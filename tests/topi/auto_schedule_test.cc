@@ -6,7 +6,8 @@
 // conv3d, 2-D and 3-D pooling, sums over a middle axis, over several axes and over the innermost
 // axis, argmax (a two-output tuple reduction), int32 and bool computes, odd extents (7, 13, 1)
 // and an empty extent. Structural checks: a matmul's lowered loops have a parallel loop, a vector
-// (ramp) store and the accumulator in local scope; the tile knobs are declared with fallbacks
+// (ramp) store and the accumulator in local scope, also when no vector width divides the columns
+// (the partial tile peeled); the tile knobs are declared with fallbacks
 // sized from the target (24 accumulators of 16 lanes on AVX-512, fewer on AVX2), and a tuned
 // config changes the tile.
 #include "kiln/topi/auto_schedule.h"
@@ -202,6 +203,23 @@ TEST(AutoSchedule, MatmulGetsParallelVectorizedTiledLoops) {
   EXPECT_NE(tir.find("ramp"), std::string::npos) << tir;
   EXPECT_NE(tir.find("local"), std::string::npos) << tir;
   EXPECT_NE(s.to_string().find("matmul.local @matmul"), std::string::npos) << s.to_string();
+}
+
+TEST(AutoSchedule, ColumnsNoVectorWidthDividesAreVectorizedWithAPeeledTail) {
+  // 49 columns (a 7x7 map) and 197 (ViT's tokens): no width of 4 or more divides them. They are
+  // still vectorized: the column tiles stay out of the parallel loop, so loop partition peels the
+  // partial last tile (its vectors masked) off the full ones. Outputs against the unscheduled
+  // loops; 16-lane vectors on an AVX-512 target.
+  for (int64_t N : {49, 197}) {
+    SCOPED_TRACE(N);
+    te::Tensor A = input({64, 40}, f32, "A"), B = input({40, N}, f32, "B");
+    te::Tensor C = matmul(A, B);
+    check_auto({A, B}, {C});
+    te::Schedule s = auto_schedule({C}, Target("llvm -mcpu=skylake-avx512"));
+    const std::string tir = tir::to_string(lower(s, {A, B, C}, "f"));
+    EXPECT_NE(tir.find("parallel for (i.outer, "), std::string::npos) << tir;
+    EXPECT_NE(tir.find("ramp(0, 1, 16)"), std::string::npos) << tir;
+  }
 }
 
 TEST(AutoSchedule, FallbackTileIsSizedFromTheTarget) {
