@@ -26,8 +26,14 @@
 // padding (a dilation as large as the map: DeepLab's ASPP at rates 24 and 36 on a 14x14 map,
 // or a 3x3 kernel on a 1-pixel-high map) gets its kernel cropped to the taps that can read data
 // and its padding reduced by what the dropped taps spanned (the same output; the dropped taps
-// only ever multiplied zeros).
+// only ever multiplied zeros). When the taps that read data still change along the output
+// (DeepLab's rate-12 branch on a 14x14 map: the outer kernel rows read data for two output
+// rows only), the output is cut into at most three bands per axis, each with one set of
+// taps that all read data, and computed as one unpadded convolution per band pair over the
+// slice of the input it reads, its kernel cropped to those taps, the pieces concatenated back;
+// only when that computes at most half the multiply-adds.
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 
@@ -214,6 +220,132 @@ bool crop_conv_taps(Graph& out, Node& n) {
   return true;
 }
 
+/// Output positions [begin, end) along one axis whose kernel taps reading data are [lo, hi].
+struct Band {
+  int64_t begin, end, lo, hi;
+};
+
+/// The bands of one axis: consecutive output positions with the same range of data-reading taps
+/// (a contiguous range for each position); empty when some position has none.
+std::vector<Band> tap_bands(int64_t in, int64_t out, int64_t stride, int64_t pad_before,
+                            int64_t dilation, int64_t taps) {
+  std::vector<Band> r;
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t lo = taps, hi = -1;
+    for (int64_t k = 0; k < taps; ++k) {
+      const int64_t i = o * stride - pad_before + k * dilation;
+      if (i >= 0 && i < in) {
+        lo = std::min(lo, k);
+        hi = std::max(hi, k);
+      }
+    }
+    if (hi < lo) return {};
+    if (!r.empty() && r.back().lo == lo && r.back().hi == hi) {
+      r.back().end = o + 1;
+    } else {
+      r.push_back({o, o + 1, lo, hi});
+    }
+  }
+  return r;
+}
+
+/// Adds an op node with a known output type to `out`.
+Entry add_typed(Graph& out, const std::string& op, std::vector<Entry> inputs, Attrs attrs,
+                const std::string& name, TensorType type) {
+  Node m;
+  m.op = op;
+  m.name = name;
+  m.inputs = std::move(inputs);
+  m.attrs = std::move(attrs);
+  m.outputs = {std::move(type)};
+  return Entry{out.add_node(std::move(m)), 0};
+}
+
+/// The band decomposition of conv2d node `n` (file comment), its result's entry; nullopt
+/// when it does not apply or would save less than half the multiply-adds.
+std::optional<Entry> band_conv(Graph& out, const Node& n) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
+  // Copies: adding nodes to `out` moves its nodes.
+  const Node& wnode = out.node(n.inputs[1].node);
+  if (!wnode.is_constant()) return std::nullopt;
+  const runtime::NDArray wv = wnode.value;
+  const std::string wname = wnode.name;
+  const TensorType xt = out.type_of(n.inputs[0]);
+  const Ints& xs = xt.shape;
+  const Ints& ys = n.outputs[0].shape;
+  if (wv.ndim() != 4 || wv.dtype() != DataType::Float(32) || xs.size() != 4 || ys.size() != 4) {
+    return std::nullopt;
+  }
+  const topi::Conv2DParams p = detail::conv_params(n.attrs);
+  const Ints ks = wv.shape();
+  const std::vector<Band> rows =
+      tap_bands(xs[2], ys[2], p.stride_h, p.padding.top, p.dilation_h, ks[2]);
+  const std::vector<Band> cols =
+      tap_bands(xs[3], ys[3], p.stride_w, p.padding.left, p.dilation_w, ks[3]);
+  if (rows.empty() || cols.empty() || rows.size() > 3 || cols.size() > 3 ||
+      rows.size() * cols.size() < 2) {
+    return std::nullopt;
+  }
+  int64_t useful = 0;
+  for (const Band& r : rows)
+    for (const Band& c : cols)
+      useful += (r.end - r.begin) * (r.hi - r.lo + 1) * (c.end - c.begin) * (c.hi - c.lo + 1);
+  // At most half the multiply-adds, and a saving worth the extra kernels (a million or more).
+  const int64_t all = ys[2] * ys[3] * ks[2] * ks[3];
+  if (2 * useful > all || (all - useful) * ys[0] * ks[0] * ks[1] < (int64_t{1} << 20))
+    return std::nullopt;
+  const float* src = wv.data_as<float>();
+  std::vector<Entry> row_parts;
+  int piece = 0;
+  for (const Band& r : rows) {
+    std::vector<Entry> parts;
+    for (const Band& c : cols) {
+      const std::string tag = n.name + "_band" + std::to_string(piece++);
+      // The input rows and columns the band reads (all inside the input: its taps read data).
+      const int64_t i0 = r.begin * p.stride_h - p.padding.top + r.lo * p.dilation_h;
+      const int64_t i1 = (r.end - 1) * p.stride_h - p.padding.top + r.hi * p.dilation_h + 1;
+      const int64_t j0 = c.begin * p.stride_w - p.padding.left + c.lo * p.dilation_w;
+      const int64_t j1 = (c.end - 1) * p.stride_w - p.padding.left + c.hi * p.dilation_w + 1;
+      Entry slice = n.inputs[0];
+      if (i0 != 0 || j0 != 0 || i1 != xs[2] || j1 != xs[3]) {
+        Attrs sa;
+        sa.set("begin", Ints{i0, j0});
+        sa.set("end", Ints{i1, j1});
+        sa.set("strides", Ints{1, 1});
+        sa.set("axes", Ints{2, 3});
+        slice = add_typed(out, "strided_slice", {n.inputs[0]}, sa, tag + "_input",
+                          TensorType{{xs[0], xs[1], i1 - i0, j1 - j0}, xt.dtype});
+      }
+      const int64_t kh = r.hi - r.lo + 1, kw = c.hi - c.lo + 1;
+      runtime::NDArray w = runtime::NDArray::empty({ks[0], ks[1], kh, kw}, wv.dtype());
+      float* dst = w.data_as<float>();
+      for (int64_t oc = 0; oc < ks[0] * ks[1]; ++oc)
+        for (int64_t a = 0; a < kh; ++a)
+          for (int64_t b = 0; b < kw; ++b) *dst++ = src[(oc * ks[2] + r.lo + a) * ks[3] + c.lo + b];
+      Attrs ca = n.attrs;
+      ca.set("padding", Ints{0, 0, 0, 0});
+      ca.set("dilation", Ints{kh == 1 ? 1 : p.dilation_h, kw == 1 ? 1 : p.dilation_w});
+      Entry wk = out.add_constant(wname + "_" + tag + std::to_string(out.num_nodes()), w);
+      parts.push_back(add_typed(
+          out, "conv2d", {slice, wk}, ca, tag,
+          TensorType{{ys[0], ys[1], r.end - r.begin, c.end - c.begin}, n.outputs[0].dtype}));
+    }
+    if (parts.size() == 1) {
+      row_parts.push_back(parts[0]);
+    } else {
+      Attrs cat;
+      cat.set("axis", int64_t{3});
+      row_parts.push_back(
+          add_typed(out, "concat", parts, cat, n.name + "_rows" + std::to_string(r.begin),
+                    TensorType{{ys[0], ys[1], r.end - r.begin, ys[3]}, n.outputs[0].dtype}));
+    }
+  }
+  if (row_parts.size() == 1) return row_parts[0];
+  Attrs cat;
+  cat.set("axis", int64_t{2});
+  return add_typed(out, "concat", row_parts, cat, n.name, n.outputs[0]);
+}
+
 /// A constant's shape with `rank` axes (ones prepended); nullopt when it has more.
 std::optional<Ints> padded_shape(const Ints& s, size_t rank) {
   if (s.size() > rank) return std::nullopt;
@@ -395,8 +527,12 @@ Graph simplify(const Graph& g) {
         KILN_USER_CHECK(t.known())
             << "simplify: " << detail::describe_node(g, i) << " has no type; run infer_types first";
       }
-      if (n.op == "conv2d") crop_conv_taps(out, n);
-      Rewrite r = simplify_node(out, n);
+      Rewrite r;
+      if (n.op == "conv2d") {
+        crop_conv_taps(out, n);
+        if (std::optional<Entry> e = band_conv(out, n)) r = Rewrite{true, *e};
+      }
+      if (!r.forward) r = simplify_node(out, n);
       if (!r.forward) {
         if (std::optional<Entry> e = sinker.sink(out, n, sinker.readers(i))) r = Rewrite{true, *e};
       } else {
