@@ -34,6 +34,7 @@
 // only when that computes at most half the multiply-adds.
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -164,69 +165,14 @@ Rewrite simplify_node(const Graph& out, Node& n) {
   return {};
 }
 
-/// The first and last kernel taps along one axis that read the input for some output
-/// position (tap k reads o*stride - pad_before + k*dilation for o in [0, out)); {1, 0} when none
-/// does.
-std::pair<int64_t, int64_t> reading_taps(int64_t in, int64_t out, int64_t stride,
-                                         int64_t pad_before, int64_t dilation, int64_t taps) {
-  auto reads = [&](int64_t k) {
-    for (int64_t o = 0; o < out; ++o) {
-      const int64_t i = o * stride - pad_before + k * dilation;
-      if (i >= 0 && i < in) return true;
-    }
-    return false;
-  };
-  int64_t lo = 0, hi = taps - 1;
-  while (lo < taps && !reads(lo)) ++lo;
-  while (hi >= lo && !reads(hi)) --hi;
-  return {lo, hi};
-}
-
-/// Crops the constant float32 kernel of conv2d node `n` to the taps that read data (file
-/// comment), adding the cropped kernel to `out`; false when every tap reads data, none does,
-/// or the cropped padding would be negative.
-bool crop_conv_taps(Graph& out, Node& n) {
-  if (n.inputs.size() < 2 || n.outputs.size() != 1) return false;
-  const Node& wn = out.node(n.inputs[1].node);
-  const Ints& xs = out.type_of(n.inputs[0]).shape;
-  const Ints& ys = n.outputs[0].shape;
-  if (!wn.is_constant() || wn.value.ndim() != 4 || wn.value.dtype() != DataType::Float(32) ||
-      xs.size() != 4 || ys.size() != 4) {
-    return false;
-  }
-  const topi::Conv2DParams p = detail::conv_params(n.attrs);
-  const Ints ks = wn.value.shape();
-  const auto [h0, h1] = reading_taps(xs[2], ys[2], p.stride_h, p.padding.top, p.dilation_h, ks[2]);
-  const auto [w0, w1] = reading_taps(xs[3], ys[3], p.stride_w, p.padding.left, p.dilation_w, ks[3]);
-  if (h0 > h1 || w0 > w1 || (h0 == 0 && h1 == ks[2] - 1 && w0 == 0 && w1 == ks[3] - 1)) {
-    return false;
-  }
-  const int64_t top = p.padding.top - h0 * p.dilation_h;
-  const int64_t bottom = p.padding.bottom - (ks[2] - 1 - h1) * p.dilation_h;
-  const int64_t left = p.padding.left - w0 * p.dilation_w;
-  const int64_t right = p.padding.right - (ks[3] - 1 - w1) * p.dilation_w;
-  if (top < 0 || bottom < 0 || left < 0 || right < 0) return false;
-  const int64_t kh = h1 - h0 + 1, kw = w1 - w0 + 1;
-  runtime::NDArray w = runtime::NDArray::empty({ks[0], ks[1], kh, kw}, wn.value.dtype());
-  const float* src = wn.value.data_as<float>();
-  float* dst = w.data_as<float>();
-  for (int64_t oc = 0; oc < ks[0] * ks[1]; ++oc)
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j) *dst++ = src[(oc * ks[2] + h0 + i) * ks[3] + w0 + j];
-  const std::string name = wn.name + "_taps" + std::to_string(out.num_nodes());
-  n.inputs[1] = out.add_constant(name, std::move(w));
-  n.attrs.set("padding", Ints{top, left, bottom, right});
-  n.attrs.set("dilation", Ints{kh == 1 ? 1 : p.dilation_h, kw == 1 ? 1 : p.dilation_w});
-  return true;
-}
-
-/// Output positions [begin, end) along one axis whose kernel taps reading data are [lo, hi].
+/// Output positions [begin, end) along one axis whose kernel taps reading data are [lo, hi]
+/// (lo > hi: none does).
 struct Band {
   int64_t begin, end, lo, hi;
 };
 
 /// The bands of one axis: consecutive output positions with the same range of data-reading taps
-/// (a contiguous range for each position); empty when some position has none.
+/// (tap k reads o*stride - pad_before + k*dilation; a contiguous range for each position).
 std::vector<Band> tap_bands(int64_t in, int64_t out, int64_t stride, int64_t pad_before,
                             int64_t dilation, int64_t taps) {
   std::vector<Band> r;
@@ -239,7 +185,6 @@ std::vector<Band> tap_bands(int64_t in, int64_t out, int64_t stride, int64_t pad
         hi = std::max(hi, k);
       }
     }
-    if (hi < lo) return {};
     if (!r.empty() && r.back().lo == lo && r.back().hi == hi) {
       r.back().end = o + 1;
     } else {
@@ -247,6 +192,83 @@ std::vector<Band> tap_bands(int64_t in, int64_t out, int64_t stride, int64_t pad
     }
   }
   return r;
+}
+
+/// What the two tap rewrites need of a conv2d node with a constant float32 kernel (copies:
+/// adding nodes to the graph moves its nodes).
+struct ConvTaps {
+  runtime::NDArray w;
+  std::string wname;
+  TensorType x;
+  Ints y, ks;
+  topi::Conv2DParams p;
+  std::vector<Band> rows, cols;
+};
+
+std::optional<ConvTaps> conv_taps(const Graph& out, const Node& n) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
+  const Node& wn = out.node(n.inputs[1].node);
+  const TensorType& x = out.type_of(n.inputs[0]);
+  const Ints& y = n.outputs[0].shape;
+  if (!wn.is_constant() || wn.value.ndim() != 4 || wn.value.dtype() != DataType::Float(32) ||
+      x.shape.size() != 4 || y.size() != 4) {
+    return std::nullopt;
+  }
+  ConvTaps t{wn.value, wn.name, x, y, wn.value.shape(), detail::conv_params(n.attrs), {}, {}};
+  t.rows = tap_bands(x.shape[2], y[2], t.p.stride_h, t.p.padding.top, t.p.dilation_h, t.ks[2]);
+  t.cols = tap_bands(x.shape[3], y[3], t.p.stride_w, t.p.padding.left, t.p.dilation_w, t.ks[3]);
+  return t;
+}
+
+/// Kernel taps [h0, h0 + kh) x [w0, w0 + kw) of an OIHW float32 kernel.
+runtime::NDArray kernel_taps(const runtime::NDArray& w, int64_t h0, int64_t kh, int64_t w0,
+                             int64_t kw) {
+  const Ints& ks = w.shape();
+  runtime::NDArray r = runtime::NDArray::empty({ks[0], ks[1], kh, kw}, w.dtype());
+  const float* src = w.data_as<float>();
+  float* dst = r.data_as<float>();
+  for (int64_t oc = 0; oc < ks[0] * ks[1]; ++oc)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) *dst++ = src[(oc * ks[2] + h0 + i) * ks[3] + w0 + j];
+  return r;
+}
+
+/// The first and last taps of an axis that read data for some output position; {1, 0} when
+/// none does.
+std::pair<int64_t, int64_t> reading_taps(const std::vector<Band>& bands) {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
+  for (const Band& b : bands) {
+    if (b.lo > b.hi) continue;
+    lo = std::min(lo, b.lo);
+    hi = std::max(hi, b.hi);
+  }
+  return hi < 0 ? std::pair<int64_t, int64_t>{1, 0} : std::pair<int64_t, int64_t>{lo, hi};
+}
+
+/// Crops the constant float32 kernel of conv2d node `n` to the taps that read data (file
+/// comment), adding the cropped kernel to `out`; false when every tap reads data, none does,
+/// or the cropped padding would be negative.
+bool crop_conv_taps(Graph& out, Node& n) {
+  std::optional<ConvTaps> t = conv_taps(out, n);
+  if (!t) return false;
+  const topi::Conv2DParams& p = t->p;
+  const Ints& ks = t->ks;
+  const auto [h0, h1] = reading_taps(t->rows);
+  const auto [w0, w1] = reading_taps(t->cols);
+  if (h0 > h1 || w0 > w1 || (h0 == 0 && h1 == ks[2] - 1 && w0 == 0 && w1 == ks[3] - 1)) {
+    return false;
+  }
+  const int64_t top = p.padding.top - h0 * p.dilation_h;
+  const int64_t bottom = p.padding.bottom - (ks[2] - 1 - h1) * p.dilation_h;
+  const int64_t left = p.padding.left - w0 * p.dilation_w;
+  const int64_t right = p.padding.right - (ks[3] - 1 - w1) * p.dilation_w;
+  if (top < 0 || bottom < 0 || left < 0 || right < 0) return false;
+  const int64_t kh = h1 - h0 + 1, kw = w1 - w0 + 1;
+  n.inputs[1] = out.add_constant(t->wname + "_taps" + std::to_string(out.num_nodes()),
+                                 kernel_taps(t->w, h0, kh, w0, kw));
+  n.attrs.set("padding", Ints{top, left, bottom, right});
+  n.attrs.set("dilation", Ints{kh == 1 ? 1 : p.dilation_h, kw == 1 ? 1 : p.dilation_w});
+  return true;
 }
 
 /// Adds an op node with a known output type to `out`.
@@ -264,26 +286,15 @@ Entry add_typed(Graph& out, const std::string& op, std::vector<Entry> inputs, At
 /// The band decomposition of conv2d node `n` (file comment), its result's entry; nullopt
 /// when it does not apply or would save less than half the multiply-adds.
 std::optional<Entry> band_conv(Graph& out, const Node& n) {
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
-  // Copies: adding nodes to `out` moves its nodes.
-  const Node& wnode = out.node(n.inputs[1].node);
-  if (!wnode.is_constant()) return std::nullopt;
-  const runtime::NDArray wv = wnode.value;
-  const std::string wname = wnode.name;
-  const TensorType xt = out.type_of(n.inputs[0]);
-  const Ints& xs = xt.shape;
-  const Ints& ys = n.outputs[0].shape;
-  if (wv.ndim() != 4 || wv.dtype() != DataType::Float(32) || xs.size() != 4 || ys.size() != 4) {
-    return std::nullopt;
-  }
-  const topi::Conv2DParams p = detail::conv_params(n.attrs);
-  const Ints ks = wv.shape();
-  const std::vector<Band> rows =
-      tap_bands(xs[2], ys[2], p.stride_h, p.padding.top, p.dilation_h, ks[2]);
-  const std::vector<Band> cols =
-      tap_bands(xs[3], ys[3], p.stride_w, p.padding.left, p.dilation_w, ks[3]);
-  if (rows.empty() || cols.empty() || rows.size() > 3 || cols.size() > 3 ||
-      rows.size() * cols.size() < 2) {
+  std::optional<ConvTaps> t = conv_taps(out, n);
+  if (!t) return std::nullopt;
+  const topi::Conv2DParams& p = t->p;
+  const Ints &xs = t->x.shape, &ys = t->y, &ks = t->ks;
+  const std::vector<Band>&rows = t->rows, &cols = t->cols;
+  auto has_no_taps = [](const Band& b) { return b.lo > b.hi; };
+  if (rows.size() > 3 || cols.size() > 3 || rows.size() * cols.size() < 2 ||
+      std::any_of(rows.begin(), rows.end(), has_no_taps) ||
+      std::any_of(cols.begin(), cols.end(), has_no_taps)) {
     return std::nullopt;
   }
   int64_t useful = 0;
@@ -294,7 +305,6 @@ std::optional<Entry> band_conv(Graph& out, const Node& n) {
   const int64_t all = ys[2] * ys[3] * ks[2] * ks[3];
   if (2 * useful > all || (all - useful) * ys[0] * ks[0] * ks[1] < (int64_t{1} << 20))
     return std::nullopt;
-  const float* src = wv.data_as<float>();
   std::vector<Entry> row_parts;
   int piece = 0;
   for (const Band& r : rows) {
@@ -314,18 +324,14 @@ std::optional<Entry> band_conv(Graph& out, const Node& n) {
         sa.set("strides", Ints{1, 1});
         sa.set("axes", Ints{2, 3});
         slice = add_typed(out, "strided_slice", {n.inputs[0]}, sa, tag + "_input",
-                          TensorType{{xs[0], xs[1], i1 - i0, j1 - j0}, xt.dtype});
+                          TensorType{{xs[0], xs[1], i1 - i0, j1 - j0}, t->x.dtype});
       }
       const int64_t kh = r.hi - r.lo + 1, kw = c.hi - c.lo + 1;
-      runtime::NDArray w = runtime::NDArray::empty({ks[0], ks[1], kh, kw}, wv.dtype());
-      float* dst = w.data_as<float>();
-      for (int64_t oc = 0; oc < ks[0] * ks[1]; ++oc)
-        for (int64_t a = 0; a < kh; ++a)
-          for (int64_t b = 0; b < kw; ++b) *dst++ = src[(oc * ks[2] + r.lo + a) * ks[3] + c.lo + b];
       Attrs ca = n.attrs;
       ca.set("padding", Ints{0, 0, 0, 0});
       ca.set("dilation", Ints{kh == 1 ? 1 : p.dilation_h, kw == 1 ? 1 : p.dilation_w});
-      Entry wk = out.add_constant(wname + "_" + tag + std::to_string(out.num_nodes()), w);
+      Entry wk = out.add_constant(t->wname + "_" + tag + std::to_string(out.num_nodes()),
+                                  kernel_taps(t->w, r.lo, kh, c.lo, kw));
       parts.push_back(add_typed(
           out, "conv2d", {slice, wk}, ca, tag,
           TensorType{{ys[0], ys[1], r.end - r.begin, c.end - c.begin}, n.outputs[0].dtype}));
