@@ -63,6 +63,27 @@ void inline_all_but(te::Schedule& s, const te::Tensor& out, const te::Operation&
   }
 }
 
+/// Binds `blocks` and `threads` (outermost first, at most three each) to blockIdx / threadIdx
+/// z, y, x: the last of each to x.
+void bind_grid(te::Stage& st, const std::vector<te::IterVar>& blocks,
+               const std::vector<te::IterVar>& threads) {
+  static const char* const kAxes[] = {"z", "y", "x"};
+  for (size_t i = 0; i < blocks.size(); ++i)
+    st.bind(blocks[i], te::thread_axis(std::string("blockIdx.") + kAxes[3 - blocks.size() + i]));
+  for (size_t i = 0; i < threads.size(); ++i)
+    st.bind(threads[i], te::thread_axis(std::string("threadIdx.") + kAxes[3 - threads.size() + i]));
+}
+
+/// When `master` is not the group's output (an epilogue follows), it accumulates in
+/// registers: local scope, computed at the output stage's innermost thread loop `at`.
+void accumulate_at(te::Schedule& s, const te::Operation& master, const te::Tensor& out,
+                   te::Stage& so, const te::IterVar& at) {
+  if (master.same_as(out.op())) return;
+  te::Stage sm = s[master];
+  sm.set_scope("local");
+  sm.compute_at(so, at);
+}
+
 /// The largest divisor of `n` that is at most `cap` (at least 1).
 int64_t divisor_at_most(int64_t n, int64_t cap) {
   for (int64_t d = std::min(n, cap); d > 1; --d)
@@ -221,15 +242,9 @@ te::Schedule schedule_dense_gpu(const std::vector<te::Tensor>& outs, const Targe
   auto [io, ii] = so.split(so.op_axis()[0], tile);
   auto [jo, ji] = so.split(so.op_axis()[1], tile);
   so.reorder({io, jo, ii, ji});
-  so.bind(io, te::thread_axis("blockIdx.y"));
-  so.bind(jo, te::thread_axis("blockIdx.x"));
-  so.bind(ii, te::thread_axis("threadIdx.y"));
-  so.bind(ji, te::thread_axis("threadIdx.x"));
+  bind_grid(so, {io, jo}, {ii, ji});
+  accumulate_at(s, dense, out, so, ji);
   te::Stage sd = s[dense];
-  if (!dense.same_as(out.op())) {
-    sd.set_scope("local");
-    sd.compute_at(so, ji);
-  }
   auto [ko, ki] = sd.split(sd.op_reduce_axis()[0], tile);
   (void)ki;
   te::Tensor dense_out = dense.output(0);
@@ -312,17 +327,9 @@ te::Schedule schedule_conv2d_gpu(const std::vector<te::Tensor>& outs, const Targ
   auto [xo, tx] = so.split(ax[3], ci(wb));
   so.reorder({ax[0], fo, yo, xo, tz, ty, tx, fi});
   te::IterVar bz = so.fuse(ax[0], fo);
-  so.bind(bz, te::thread_axis("blockIdx.z"));
-  so.bind(yo, te::thread_axis("blockIdx.y"));
-  so.bind(xo, te::thread_axis("blockIdx.x"));
-  so.bind(tz, te::thread_axis("threadIdx.z"));
-  so.bind(ty, te::thread_axis("threadIdx.y"));
-  so.bind(tx, te::thread_axis("threadIdx.x"));
+  bind_grid(so, {bz, yo, xo}, {tz, ty, tx});
+  accumulate_at(s, conv, out, so, tx);
   te::Stage sc = s[conv];
-  if (!conv.same_as(out.op())) {
-    sc.set_scope("local");
-    sc.compute_at(so, tx);
-  }
   auto [rco, rci] = sc.split(sc.op_reduce_axis()[0], ci(rcb));
   std::vector<te::IterVar> order = {rco, rci, sc.op_reduce_axis()[1], sc.op_reduce_axis()[2]};
   if (!conv.same_as(out.op())) {
