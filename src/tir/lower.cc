@@ -25,6 +25,18 @@ PrimFunc lower(const te::Schedule& sch, const std::vector<te::Tensor>& args,
         << "lower " << name << ": input tensor " << t.name()
         << " is read by the schedule but is not among the arguments";
   }
+  // An extern stage reads its inputs from buffers, so a stage it reads is stored even where the
+  // schedule inlined it (a fused embedding lookup whose indices are a cast of the input: the
+  // index check is an extern stage over the cast). Its compute consumers still read it inlined.
+  for (const te::Stage& st : sch->stages) {
+    if (st->op->kind != te::OpKind::kExtern) continue;
+    for (const te::Tensor& t : st->op->input_tensors()) {
+      auto it = sch->stage_map.find(t.op().get());
+      if (it == sch->stage_map.end()) continue;
+      te::Stage in = it->second;
+      if (in->attach_type == te::AttachType::kInline) in.compute_root();
+    }
+  }
   te::BoundMap bounds = te::infer_bound(sch);
   Stmt body = te::schedule_ops(sch, bounds, args);
   std::vector<Var> params;

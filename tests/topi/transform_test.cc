@@ -171,6 +171,21 @@ TEST(TopiTransform, TakeWrapsNegativeIndices) {
   }
 }
 
+TEST(TopiTransform, TakeOfComputedIndices) {
+  // An embedding lookup whose indices are computed in the same kernel (a float input cast to
+  // int64, as exported recommendation models do): the injective schedule inlines the cast, but
+  // take's index check is an extern stage, which reads a buffer, so lowering stores the cast.
+  te::Tensor X = input({9, 4}, f32, "X");
+  te::Tensor F = input({3, 2}, f32, "F");
+  NDArray x = random_array({9, 4}, f32, 15);
+  NDArray f = random_array({3, 2}, f32, 16, -9.0, 8.9);  // cast truncates toward zero
+  te::Tensor t = take(X, cast(F, i64), 0);
+  check({X, F}, {t}, {x, f}, {reference({3, 2, 4}, f32, [&](const Shape& i) {
+          auto k = static_cast<int64_t>(at(f, {i[0], i[1]}));
+          return at(x, {k < 0 ? k + 9 : k, i[2]});
+        })});
+}
+
 TEST(TopiTransform, LayoutTransform) {
   te::Tensor X = input({2, 8, 3, 5}, f32, "X");
   NDArray x = random_array({2, 8, 3, 5}, f32, 13);
