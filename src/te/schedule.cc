@@ -81,7 +81,7 @@ const std::vector<IterVar>& Stage::op_reduce_axis() const {
 
 namespace {
 std::pair<IterVar, IterVar> do_split(StageNode* s, const IterVar& parent, Expr factor, Expr nparts,
-                                     const char* prim) {
+                                     const char* prim, bool shift_tail = false) {
   check_not_placeholder(s, prim);
   check_leaf(s, parent, prim);
   Expr amount = factor.defined() ? factor : nparts;
@@ -102,6 +102,10 @@ std::pair<IterVar, IterVar> do_split(StageNode* s, const IterVar& parent, Expr f
   r.outer = outer;
   r.inner = inner;
   (factor.defined() ? r.factor : r.nparts) = amount;
+  KILN_USER_CHECK(!shift_tail || it == IterVarType::kDataPar)
+      << prim << ": axis '" << iv_name(parent) << "' of stage '" << s->name()
+      << "' is a reduction axis; a shifted tail would accumulate its overlap twice";
+  r.shift_tail = shift_tail;
   s->relations.push_back(r);
   int pos = s->leaf_index(parent);
   s->leaf_iter_vars[pos] = outer;
@@ -112,8 +116,8 @@ std::pair<IterVar, IterVar> do_split(StageNode* s, const IterVar& parent, Expr f
 }
 }  // namespace
 
-std::pair<IterVar, IterVar> Stage::split(const IterVar& parent, Expr factor) {
-  return do_split(n_.get(), parent, std::move(factor), Expr(), "split");
+std::pair<IterVar, IterVar> Stage::split(const IterVar& parent, Expr factor, bool shift_tail) {
+  return do_split(n_.get(), parent, std::move(factor), Expr(), "split", shift_tail);
 }
 
 std::pair<IterVar, IterVar> Stage::split_nparts(const IterVar& parent, Expr nparts) {

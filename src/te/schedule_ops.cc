@@ -15,6 +15,7 @@
 // generated loop carries.
 #include "kiln/te/schedule_ops.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_set>
 
@@ -84,6 +85,15 @@ LoopSet enclosing_loops(const Stage& st) {
   return out;
 }
 
+/// Whether split `r` shifts its last tile inwards under bounds `b`: asked for, constant
+/// extents, a factor that does not divide the extent and is not longer than it.
+bool shifts_tail(const IterVarRelation& r, const BoundMap& b) {
+  if (r.kind != IterVarRelation::kSplit || !r.shift_tail) return false;
+  auto pe = as_const_int(b.at(r.parent.get())->extent);
+  auto ie = as_const_int(b.at(r.inner.get())->extent);
+  return pe && ie && *ie > 0 && *pe >= *ie && *pe % *ie != 0;
+}
+
 /// Value of each root (and intermediate) iter var in terms of the leaf vars.
 std::unordered_map<const IterVarNode*, Expr> pass_up_index(const StageNode* st, const BoundMap& b) {
   std::unordered_map<const IterVarNode*, Expr> v;
@@ -93,7 +103,10 @@ std::unordered_map<const IterVarNode*, Expr> pass_up_index(const StageNode* st, 
     if (r.kind == IterVarRelation::kSplit) {
       Expr inner_ext = b.at(r.inner.get())->extent;
       Expr pmin = b.at(r.parent.get())->min;
-      v[r.parent.get()] = v.at(r.outer.get()) * inner_ext + v.at(r.inner.get()) + pmin;
+      Expr start = v.at(r.outer.get()) * inner_ext;
+      // The last tile ends where the parent ends: start = min(outer * f, extent - f).
+      if (shifts_tail(r, b)) start = min(start, b.at(r.parent.get())->extent - inner_ext);
+      v[r.parent.get()] = start + v.at(r.inner.get()) + pmin;
     } else {
       const Range& ro = b.at(r.outer.get());
       const Range& ri = b.at(r.inner.get());
@@ -334,6 +347,7 @@ class NestBuilder {
     // Reduction: init at the first reduction loop, update inside all loops.
     size_t p = 0;
     while (p < leaves.size() && leaves[p]->iter_type != IterVarType::kCommReduce) ++p;
+    check_shifted_tiles_outside(st, p);
     const auto* r0 = c->body[0].as<Reduce>();
     std::vector<Expr> sources;
     for (const Expr& src : r0->source) sources.push_back(substitute(inl_.mutate(src), root_map));
@@ -369,6 +383,31 @@ class NestBuilder {
       return SeqStmt::make(inits);
     });
     return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
+  }
+
+  /// A shifted tile recomputes points of the tile before it: each must be a whole reduction,
+  /// so the loops deriving from a shifted split's outer axis lie outside leaf `p` (the first
+  /// reduction loop, where the accumulator is initialized).
+  void check_shifted_tiles_outside(const Stage& st, size_t p) {
+    for (const IterVarRelation& r : st->relations) {
+      if (!shifts_tail(r, b_)) continue;
+      std::unordered_set<const IterVarNode*> derived = {r.outer.get()};
+      for (const IterVarRelation& q : st->relations) {
+        if (q.kind == IterVarRelation::kSplit && derived.count(q.parent.get())) {
+          derived.insert(q.outer.get());
+          derived.insert(q.inner.get());
+        } else if (q.kind == IterVarRelation::kFuse &&
+                   (derived.count(q.outer.get()) || derived.count(q.inner.get()))) {
+          derived.insert(q.fused.get());
+        }
+      }
+      for (size_t i = p; i < st->leaf_iter_vars.size(); ++i)
+        KILN_USER_CHECK(!derived.count(st->leaf_iter_vars[i].get()))
+            << "split: stage '" << st->name() << "': the tile of axis '" << r.parent->var.name()
+            << "' is shifted inwards, but its loop '" << st->leaf_iter_vars[i]->var.name()
+            << "' lies inside the reduction loop '" << st->leaf_iter_vars[p]->var.name()
+            << "', so the points two tiles share would be accumulated twice";
+    }
   }
 
   /// A reduction's init nest: `make_init(fresh)`, a statement over fresh copies (".init") of
@@ -485,6 +524,11 @@ class NestBuilder {
       for (const IterVar& iv : roots) same_type |= iv->iter_type == rel.parent->iter_type;
       if (!have && same_type && values.count(rel.parent.get())) checked.push_back(rel.parent);
     }
+    for (const IterVarRelation& rel : st->relations)
+      if (shifts_tail(rel, b_))
+        checked.erase(std::remove_if(checked.begin(), checked.end(),
+                                     [&](const IterVar& iv) { return iv.same_as(rel.parent); }),
+                      checked.end());
     for (const IterVar& iv : checked) {
       bool is_leaf = st->leaf_index(iv) >= 0;
       if (is_leaf) continue;

@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 
+#include "index_analysis.h"
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
 #include "kiln/support/error.h"
@@ -35,6 +36,7 @@ namespace {
 
 using OpSet = std::set<const te::OperationNode*>;
 
+using detail::coefficient;
 using detail::extent_of;
 using detail::product;
 
@@ -74,40 +76,6 @@ bool has_condition(const te::ComputeOpNode* c) {
       }
     });
   return found;
-}
-
-/// The coefficient of `v` in `e` when `e` is affine in it (sums, differences, products with a
-/// constant, casts), else nullopt (floordiv, a product of two variables, …).
-std::optional<int64_t> coefficient(const Expr& e, const Var& v) {
-  if (!uses(e, v)) return 0;
-  switch (e->kind) {
-    case NodeKind::Variable:
-      return 1;
-    case NodeKind::Cast:
-      return coefficient(static_cast<const Cast*>(e.get())->value, v);
-    case NodeKind::Add:
-    case NodeKind::Sub: {
-      const auto* b = static_cast<const Add*>(e.get());
-      auto x = coefficient(b->a, v), y = coefficient(b->b, v);
-      if (!x || !y) return std::nullopt;
-      return e->kind == NodeKind::Add ? *x + *y : *x - *y;
-    }
-    case NodeKind::Mul: {
-      const auto* b = static_cast<const Mul*>(e.get());
-      auto ca = as_const_int(b->a), cb = as_const_int(b->b);
-      if (cb) {
-        auto x = coefficient(b->a, v);
-        return x ? std::optional<int64_t>(*x * *cb) : std::nullopt;
-      }
-      if (ca) {
-        auto y = coefficient(b->b, v);
-        return y ? std::optional<int64_t>(*y * *ca) : std::nullopt;
-      }
-      return std::nullopt;
-    }
-    default:
-      return std::nullopt;
-  }
 }
 
 int lanes_for(DataType t, const Target& target) {
@@ -169,14 +137,9 @@ bool has_reuse(const te::ComputeOpNode* c) {
 /// Whether the column axis may be vectorized (see the header).
 bool vectorizable(const te::ComputeOpNode* c, int x, int64_t X, int64_t lanes, bool has_bool) {
   if (has_bool || lanes <= 1 || X < std::min<int64_t>(lanes, 4)) return false;
-  // A masked tail vector measured 2-10x slower than full ones (every update of a partial tile
-  // is predicated), so define_tile prefers a vector width that divides the columns. When none
-  // does (49 = 7x7 pixels, 197 tokens), two full vectors' worth of columns are still far
-  // faster vectorized than scalar (a 64x64 by 64x49 product: 122 -> 28 us), with the
-  // partial tile peeled off the full ones (tile_outer).
-  bool divides = false;
-  for (int64_t l = lanes; l >= std::min<int64_t>(lanes, 4); l /= 2) divides = divides || X % l == 0;
-  if (!divides && X < 2 * lanes) return false;
+  // Columns no vector width divides (49 = 7x7 pixels, 197 tokens) are vectorized too: the
+  // last tile is shifted inwards (tile_outer), so no vector is masked (a 172x172 by 172x125
+  // product: 1.65 ms with masked tails, 65 us shifted).
   // Every load that moves along x must be contiguous in it (a unit stride on its innermost
   // axis, or broadcast): a strided or divided index would gather lane by lane. And some load
   // must be contiguous, or the reduction must not run along its inputs' innermost axis (then
@@ -244,9 +207,10 @@ std::pair<int64_t, int64_t> define_tile(Config& cfg, Plan& p, int64_t X, int64_t
   cfg.define_bool(p.prefix + "unroll_k");
   if (cfg.is_fallback()) {
     // The most multiply-adds per step (accumulators times their lanes) whose accumulators
-    // leave room for one row of operands and a broadcast, weighted by the share of the padded
-    // tile that is real work; a tile that does not divide the columns costs more (its masked
-    // tail measured 2-6x slower), so a narrower vector that divides them wins.
+    // leave room for one row of operands and a broadcast, weighted by the share of the tiles'
+    // work that is not recomputed (tile_outer shifts a last tile that does not divide inwards,
+    // over part of the one before it); a tile wider than the columns is masked (measured
+    // 2-6x slower), so a narrower one wins.
     const int64_t regs = p.vec ? target.vector_registers() : 16;
     double best = -1;
     int64_t bx = xs.front(), by = ys.front(), bl = ls.front();
@@ -258,7 +222,7 @@ std::pair<int64_t, int64_t> define_tile(Config& cfg, Plan& p, int64_t X, int64_t
           if (!p.reuse && (r > 1 || v > 1)) continue;  // no reuse: one vector
           const double ex = static_cast<double>(X) / (((X + cols - 1) / cols) * cols);
           const double ey = static_cast<double>(Y) / (((Y + r - 1) / r) * r);
-          const double tail = (X % cols != 0 ? 0.1 : 1.0) * (Y % r != 0 ? 0.8 : 1.0);
+          const double tail = cols > X ? 0.1 : 1.0;
           const double score =
               static_cast<double>(std::min<int64_t>(acc, 24)) * l / ls.front() * ex * ey * tail +
               1e-3 * acc;
@@ -302,13 +266,16 @@ Outer tile_outer(te::Stage& st, const Plan& p, int64_t rows, int64_t cols,
   IterVar yi, xi;
   for (int d = 0; d < static_cast<int>(axes.size()); ++d) {
     const int64_t e = extent_of(axes[d]);
+    // Tiles that do not divide the extent are shifted inwards (te::Stage::split): the last
+    // one overlaps the one before it, so no update is masked and the accumulator's extents
+    // stay constant.
     if (d == p.x) {
-      auto [o, i] = st.split(axes[d], detail::ci(cols));
+      auto [o, i] = st.split(axes[d], detail::ci(cols), /*shift_tail=*/true);
       outer.push_back(o);
       ext.push_back((e + cols - 1) / cols);
       xi = i;
     } else if (d == p.y) {
-      auto [o, i] = st.split(axes[d], detail::ci(rows));
+      auto [o, i] = st.split(axes[d], detail::ci(rows), /*shift_tail=*/true);
       outer.push_back(o);
       ext.push_back((e + rows - 1) / rows);
       yi = i;
@@ -323,10 +290,10 @@ Outer tile_outer(te::Stage& st, const Plan& p, int64_t rows, int64_t cols,
   st.reorder(order);
   if (yi.defined()) inner->push_back(yi);
   inner->push_back(xi);
-  // A column tile loop whose last tile is partial stays out of the parallel loop when the loops
-  // before it give two iterations or more: loop partition then peels the partial tile, and
-  // only its vectors are masked.
-  const bool partial_x = p.vec && extent_of(axes[p.x]) % cols != 0;
+  // A column tile longer than the columns is partial: its loop stays out of the parallel loop
+  // when the loops before it give two iterations or more, so that loop partition can peel it.
+  const int64_t X = extent_of(axes[p.x]);
+  const bool partial_x = p.vec && X % cols != 0 && X < cols;
   size_t k = 1;
   int64_t n = ext[0];
   while (k < outer.size() && n < kParallelChunks &&

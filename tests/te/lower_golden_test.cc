@@ -78,6 +78,53 @@ TEST(LowerGolden, NonDivisibleSplitInlineUnroll) {
   EXPECT_GOLDEN("nondivisible_unrolled", tir::to_string(lower(s, {A, E}, "f")));
 }
 
+TEST(LowerGolden, ShiftedTailTile) {
+  // Halide's ShiftInwards tail: 10 columns in tiles of 4 start at 0, 4 and min(8, 6) = 6, so
+  // the last tile recomputes columns 6 and 7 instead of being guarded; the accumulator at the
+  // tile keeps its constant extent and no statement carries a condition.
+  auto A = placeholder({3, 5}, DataType::Float(32), "A");
+  auto B = placeholder({5, 10}, DataType::Float(32), "B");
+  auto k = reduce_axis({0, 5}, "k");
+  auto C = compute(
+      {3, 10}, [&](Var i, Var j) { return sum(A(i, k) * B(k, j), {k}); }, "C");
+  auto s = create_schedule({C});
+  auto CL = s.cache_write(C, "local");
+  auto [jo, ji] = s[C].split(s[C].op_axis()[1], 4, /*shift_tail=*/true);
+  s[CL].compute_at(s[C], jo);
+  EXPECT_GOLDEN("shifted_tail_nests", nests(s, {A, B, C}));
+}
+
+TEST(LowerGolden, ShiftedTailInsideAReductionIsRefused) {
+  // The overlap of a shifted tile would be accumulated twice if the tile loop ran inside the
+  // reduction (after the accumulator's init).
+  auto A = placeholder({3, 10}, DataType::Float(32), "A");
+  auto k = reduce_axis({0, 3}, "k");
+  auto C = compute(
+      {10}, [&](Var j) { return sum(A(k, j), {k}); }, "C");
+  auto s = create_schedule({C});
+  auto [jo, ji] = s[C].split(C->axis[0], 4, /*shift_tail=*/true);
+  s[C].reorder({k, jo, ji});
+  try {
+    tir::lower(s, {A, C}, "f");
+    ADD_FAILURE() << "lowered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "the tile of axis 'i' is shifted inwards, but its loop 'i.outer' lies inside "
+                  "the reduction loop 'k'"),
+              std::string::npos)
+        << "got: " << e.what();
+  }
+  auto s2 = create_schedule({C});
+  try {
+    s2[C].split(k, 2, /*shift_tail=*/true);
+    ADD_FAILURE() << "split";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a reduction axis; a shifted tail would accumulate"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(LowerGolden, PrefetchTheNextBlockOfAStream) {
   // Latency hiding: each iteration of ko first hints the cache line of A's next 8-row block
   // (the index runs past A's last block on the last iteration: a prefetch never faults).

@@ -29,6 +29,10 @@ struct IterVarRelation {
   // split: parent -> (outer, inner); factor or nparts set.
   IterVar parent, outer, inner;
   Expr factor, nparts;
+  /// split by a factor that may not divide: the last outer iteration is shifted inwards to end
+  /// where the parent ends, recomputing some points of the one before it, instead of being
+  /// guarded (Halide's TailStrategy::ShiftInwards).
+  bool shift_tail = false;
   // fuse: (outer, inner) -> fused
   IterVar fused;
 };
@@ -65,8 +69,14 @@ class Stage {
   const std::vector<IterVar>& op_axis() const;
   const std::vector<IterVar>& op_reduce_axis() const;
 
-  /// Splits `parent` into (outer, inner) with inner extent `factor`.
-  std::pair<IterVar, IterVar> split(const IterVar& parent, Expr factor);
+  /// Splits `parent` into (outer, inner) with inner extent `factor`. Where the factor does not
+  /// divide the extent, the last tile is guarded (`likely(parent < extent)`), or, with
+  /// `shift_tail`, shifted inwards to end at the extent: every tile is whole and unguarded,
+  /// and the points it shares with the tile before it are computed twice (the same values).
+  /// A shifted split must be of a data-parallel axis whose outer loop lies outside the stage's
+  /// reduction loops (a reduction's overlap would otherwise be accumulated twice); it needs
+  /// constant extents, and a tile no longer than the extent, else the tail is guarded.
+  std::pair<IterVar, IterVar> split(const IterVar& parent, Expr factor, bool shift_tail = false);
   /// Splits `parent` into (outer, inner) with outer extent `nparts`.
   std::pair<IterVar, IterVar> split_nparts(const IterVar& parent, Expr nparts);
   /// Splits x and y and orders the loops (xo, yo, xi, yi); returns them in that order.
