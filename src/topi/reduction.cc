@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 
+#include "index_analysis.h"
 #include "lane_reduce.h"
 #include "topi_util.h"
 
@@ -92,8 +93,18 @@ te::Tensor reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdi
   const size_t rank = p.in_shape.size();
   const bool only_last =
       rank >= 1 && p.reduced[rank - 1] && std::count(p.reduced.begin(), p.reduced.end(), true) == 1;
-  if (only_last && x->dtype.is_float() && detail::two_stage(p.in_shape[rank - 1])) {
-    // Along the contiguous axis: a vectorizable partial stage, then its lanes (lane_reduce.h).
+  // Along the contiguous axis: a vectorizable partial stage, then its lanes (lane_reduce.h).
+  // Not when x's producers read that axis with a stride (a layout transform from NCHW16c): the
+  // schedule then vectorizes the kept axes, along which those loads are contiguous.
+  auto last_is_contiguous = [&] {
+    std::vector<Expr> idx;
+    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(Var("i" + std::to_string(d)));
+    Var k("k");
+    idx.push_back(k);
+    return detail::contiguous_in(x(idx), k);
+  };
+  if (only_last && x->dtype.is_float() && detail::two_stage(p.in_shape[rank - 1]) &&
+      last_is_contiguous()) {
     return detail::innermost_reduce(
         p.out_shape, p.in_shape[rank - 1],
         [&](const std::vector<Var>& i, Expr k) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "index_analysis.h"
 #include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
 #include "kiln/support/error.h"
@@ -82,7 +83,8 @@ bool reduces_innermost(const te::ComputeOpNode* c) {
   for (const IterVar& iv : c->reduce_axis) rvars.insert(iv->var);
   bool found = false;
   for (const Expr& b : c->body) {
-    post_order_visit(b, [&](const IRNode* n) {
+    // Through the injective producers the kernel inlines: their loads are what it reads.
+    post_order_visit(detail::inline_injective_loads(b), [&](const IRNode* n) {
       if (n->kind != NodeKind::ProducerLoad) return;
       const auto* pl = static_cast<const ProducerLoad*>(n);
       if (pl->indices.empty()) return;
