@@ -79,6 +79,24 @@ Expr Rewriter::rw_floordiv(const Expr& a, const Expr& b) {
     out.constant += *k;
     return from_linear(out, t);
   }
+  // floordiv(g*y + r, g*m) -> floordiv(y, m) when 0 <= r < g: the terms whose coefficients g
+  // divides (g a factor of the divisor) and a remainder r, the other terms and the constant,
+  // that stays in [0, g). A row of 28 inside a reshape, read from a tile start that is no
+  // multiple of the vector: floordiv(784*j + 28*i + min(16*o, 12) + v, 1568) with v < 16 is
+  // floordiv(28*j + i, 56).
+  for (const auto& [atom, coeff] : rest.terms) {
+    const int64_t g = gcd_int(cc, coeff);
+    if (g <= 1 || g == cc) continue;
+    LinearForm big, small;
+    for (const auto& [a2, k2] : rest.terms) (k2 % g == 0 ? big : small).add_term(a2, k2);
+    small.constant = rest.constant;
+    if (small.terms.empty() && small.constant == 0) continue;
+    ConstIntBound sb = ana_->bound(from_linear(small, t));
+    if (sb.min_value < 0 || sb.max_value == ConstIntBound::kPosInf || sb.max_value >= g) continue;
+    for (auto& term : big.terms) term.second /= g;
+    out.add_term(rw_floordiv(from_linear(big, t), make_const(t, cc / g)), 1);
+    return from_linear(out, t);
+  }
   Expr inner = cc == 1 ? rest_e : FloorDiv::make(rest_e, make_const(t, cc));
   if (out.terms.empty() && out.constant == 0) return inner;
   out.add_term(inner, 1);

@@ -51,6 +51,9 @@ Graph optimize(Graph g, const Target& target, const OptimizeOptions& opt) {
   if (opt.opt_level >= 2) {
     step("alter_op_layout", [&](const Graph& x) { return alter_op_layout(x, target, opt.tuned); });
     step("infer_types", infer_types);
+    // The reshapes the layout pass adds around a 1x1 convolution it runs as a matrix product
+    // sink below the bias and activation after it, which then fuse into the product.
+    step("simplify", simplify);
     // Weights packed once per node: identical packed copies (an LSTM's steps) merge.
     step("common_subexpression_elimination", common_subexpression_elimination);
   }

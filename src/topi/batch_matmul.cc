@@ -163,7 +163,10 @@ void schedule_batch_matmul(Config& cfg, te::Schedule& s, const te::Tensor& C_or_
     s[C].set_scope("local");
   }
   auto oax = so.op_axis();
-  auto [io, jo, ii, ji] = so.tile(oax[1], oax[2], ci(mr), ci(nb));
+  // Row and column tiles that do not divide are shifted inwards (te::Stage::split): every
+  // accumulator tile is whole, also where the epilogue reads only part of a padded product.
+  auto [io, ii] = so.split(oax[1], ci(mr), /*shift_tail=*/true);
+  auto [jo, ji] = so.split(oax[2], ci(nb), /*shift_tail=*/true);
   so.reorder({oax[0], jo, io, ii, ji});
   so.vectorize(so.split(ji, ci(lanes)).second);
   te::IterVar outer = so.fuse(oax[0], jo);

@@ -250,6 +250,14 @@ int concat_axis(const te::Tensor& out) {
 /// axes run inside, the innermost vectorized. When the axes outside it have no extent to share
 /// between threads (a [1, tokens, C] concat along the tokens), the concat axis itself is the
 /// parallel loop (each part a parallel loop).
+/// A row of `extent` elements in vectors of `lanes` (the split's outer loop `o`, its last vector
+/// shifted inwards when `lanes` does not divide): a row of at most four vectors is unrolled, so
+/// that each vector's start is a constant and the simplifier can resolve the divisions an
+/// inlined reshape or concat puts in its indices (a row of 28 as vectors at 0 and 12).
+void unroll_short_row(te::Stage& st, const IterVar& o, int64_t extent, int64_t lanes) {
+  if (extent % lanes != 0 && extent <= 4 * lanes) st.unroll(o);
+}
+
 void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, const Target& target) {
   te::Stage st = s[out];
   std::vector<IterVar> axes = st.op_axis();
@@ -263,10 +271,15 @@ void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, con
   order.push_back(axes.back());
   st.reorder(order);
   if (mid.size() > 1) st.fuse(mid);
-  const int lanes = lanes_for(out->dtype, target);
-  if (lanes > 1 && extent_of(axes.back()) >= lanes && !group_has_bool({out.op()})) {
-    auto [o, i] = st.split(axes.back(), Expr(lanes));
+  // The rows are copied in vectors of the target's width, or of a half or a quarter of it for
+  // rows shorter than that (ShuffleNet's 14-wide maps: two 8-lane vectors at 0 and 6).
+  int64_t lanes = lanes_for(out->dtype, target);
+  const int64_t row = extent_of(axes.back());
+  while (lanes > 4 && row < lanes) lanes /= 2;
+  if (lanes > 1 && row >= lanes && !group_has_bool({out.op()})) {
+    auto [o, i] = st.split(axes.back(), Expr(static_cast<int32_t>(lanes)), /*shift_tail=*/true);
     st.vectorize(i);
+    unroll_short_row(st, o, row, lanes);
   }
   if (product(axes) <= kParallelThreshold) return;
   if (product(par) > 1) {
@@ -275,23 +288,6 @@ void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, con
     st.parallel(axes[j]);  // nothing outside it to share: its parts run in parallel one by one
   }
 }
-
-/// `e` with the loads of injective intermediates (computes without a reduction, which the
-/// schedule inlines) replaced by their bodies, recursively: what the kernel will read.
-class InjectiveInliner : public IRMutator {
- protected:
-  using IRMutator::visit;
-  Expr visit(const ProducerLoad* op) override {
-    Expr e = IRMutator::visit(op);
-    const ProducerLoad* pl = e.as<ProducerLoad>();
-    const auto* t = dynamic_cast<const te::TensorNode*>(pl->producer.get());
-    const auto* c = t ? dynamic_cast<const te::ComputeOpNode*>(t->op.get()) : nullptr;
-    if (!c || !c->reduce_axis.empty() || c->body.size() != 1) return e;
-    VarMap<Expr> m;
-    for (size_t i = 0; i < c->axis.size(); ++i) m[c->axis[i]->var] = pl->indices[i];
-    return mutate(substitute(c->body[0], m));
-  }
-};
 
 /// The loads of `e` from tensors that are not injective intermediates.
 std::vector<const ProducerLoad*> source_loads(const Expr& e) {
@@ -334,8 +330,7 @@ bool blocks_plain_channels(const te::Tensor& out, int lanes) {
   if (!b || *b != lanes || !h || !w || *h * *w < lanes) return false;
   const te::ComputeOpNode* c = as_compute(out.op());
   if (!c || c->body.size() != 1) return false;
-  InjectiveInliner inl;
-  Expr body = inl.mutate(c->body[0]);
+  Expr body = detail::inline_injective_loads(c->body[0]);
   arith::Analyzer ana;
   for (const te::IterVar& iv : c->axis) ana.bind(iv->var, iv->dom);
   std::vector<const ProducerLoad*> loads = source_loads(body);
@@ -369,7 +364,7 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
     // other channels fill next (they stay in L1).
     IterVar p = st.fuse(axes[0], axes[1]);
     IterVar hw = st.fuse(axes[2], axes[3]);
-    auto [o, i] = st.split(hw, Expr(lanes));
+    auto [o, i] = st.split(hw, Expr(lanes), /*shift_tail=*/true);
     st.reorder({p, o, axes[4], i});
     st.vectorize(i);
     if (total > kParallelThreshold && extent_of(axes[0]) * extent_of(axes[1]) > 1) st.parallel(p);
@@ -380,8 +375,9 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
     // the outer axes are fused into one (parallel) loop.
     std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
     IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
-    auto [o, i] = st.split(axes.back(), Expr(lanes));
+    auto [o, i] = st.split(axes.back(), Expr(lanes), /*shift_tail=*/true);
     st.vectorize(i);
+    unroll_short_row(st, o, extent_of(axes.back()), lanes);
     if (total > kParallelThreshold && product(outer) > 1) st.parallel(fo);
     return;
   }
@@ -410,7 +406,7 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
   }
   IterVar fused = axes.size() > 1 ? st.fuse(axes) : axes[0];
   if (vec) {
-    auto [o, i] = st.split(fused, Expr(lanes));
+    auto [o, i] = st.split(fused, Expr(lanes), /*shift_tail=*/true);
     st.vectorize(i);
     if (total > kParallelThreshold) st.parallel(o);
   } else if (total > kParallelThreshold) {

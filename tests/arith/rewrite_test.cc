@@ -57,6 +57,23 @@ TEST_F(Rewrite, DivPullsMultiplesOut) {
   EXPECT_TRUE(same_ir(ana.simplify(floordiv(x - 1, 8)), floordiv(x - 1, 8)));
 }
 
+TEST_F(Rewrite, DivDropsARemainderBelowACommonFactor) {
+  // floordiv(g*y + r, g*m) -> floordiv(y, m) when 0 <= r < g: a row of 28 inside a reshape to
+  // rows of 1568, read from a shifted vector start (min(16*k, 12) + j, j < 16: at most 27);
+  // then floordiv(28*x + i, 56) with i < 28 is floordiv(x, 2).
+  ana.bind(i, Range(0, 28));
+  ana.bind(j, Range(0, 16));
+  ana.bind(k, Range(0, 2));
+  Expr start = min(k * 16, 12) + j;
+  EXPECT_TRUE(same_ir(ana.simplify(floordiv(x * 784 + i * 28 + start, 1568)), floordiv(x, 2)));
+  // A remainder that can reach the factor (j up to 15 plus 16) keeps the division.
+  Expr over = floordiv(x * 784 + i * 28 + j + 16, 1568);
+  EXPECT_FALSE(same_ir(ana.simplify(over), floordiv(x, 2)));
+  // Nor when the remainder may be negative.
+  Expr neg = floordiv(x * 784 + i * 28 + y, 1568);
+  EXPECT_FALSE(same_ir(ana.simplify(neg), floordiv(x, 2)));
+}
+
 TEST_F(Rewrite, DivNested) {
   EXPECT_TRUE(same_ir(ana.simplify(floordiv(floordiv(x, 4), 8)), floordiv(x, 32)));
   EXPECT_TRUE(same_ir(ana.simplify(floormod(floormod(x, 64), 8)), floormod(x, 8)));

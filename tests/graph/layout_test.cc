@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <random>
+#include <set>
+#include <string>
 
 #include "common/golden.h"
 #include "graph/graph_test_util.h"
@@ -283,6 +285,18 @@ TEST(AlterLayout, OneByOneConvOverUnblockableChannelsIsAMatrixProduct) {
   for (const Node& n : t.nodes()) convs += n.is_op() && n.op.rfind("conv2d", 0) == 0;
   EXPECT_EQ(convs, 1) << text;  // the strided one
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 34), 1e-4);
+  // In the whole pipeline the reshape back to NCHW sinks below the bias and the ReLU, which
+  // then fuse into the product's kernel.
+  Graph o = optimize(g, 2, Target::host());
+  int products = 0;
+  for (const std::vector<int>& grp : fuse_ops(o)) {
+    std::set<std::string> ops;
+    for (int id : grp) ops.insert(o.node(id).op);
+    if (!ops.count("matmul")) continue;
+    ++products;
+    EXPECT_TRUE(ops.count("add") && ops.count("relu")) << o.str();
+  }
+  EXPECT_EQ(products, 1) << o.str();
 }
 
 TEST(AlterLayout, OneTransformPerTensorAndLayout) {

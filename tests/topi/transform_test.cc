@@ -221,6 +221,35 @@ TEST(TopiTransform, LayoutTransformToShortBlock) {
   EXPECT_EQ(text.find("ramp"), std::string::npos) << text;
 }
 
+TEST(TopiTransform, ChannelShuffleOfShortRowsCopiesWholeVectors) {
+  // ShuffleNet-v2's concat + channel shuffle on NCHW maps whose rows are no multiple of the
+  // vector: rows of 28 as two 16-lane vectors (at 0 and 12), rows of 14 as two 8-lane ones (at
+  // 0 and 6), each read from one source row (no gather, no mask), against the index mapping.
+  for (int64_t w : {28, 14}) {
+    SCOPED_TRACE(w);
+    te::Tensor A = input({1, 6, 3, w}, f32, "A"), B = input({1, 6, 3, w}, f32, "B");
+    NDArray a = random_array({1, 6, 3, w}, f32, 20), b = random_array({1, 6, 3, w}, f32, 21);
+    te::Tensor cat = concat({A, B}, 1);
+    te::Tensor out =
+        reshape(transpose(reshape(cat, {1, 2, 6, 3, w}), {0, 2, 1, 3, 4}), {1, 12, 3, w});
+    NDArray want = reference({1, 12, 3, w}, f32, [&](const Shape& i) {
+      const int64_t c = (i[1] % 2) * 6 + i[1] / 2;  // the shuffled channel's source
+      return c < 6 ? at(a, {0, c, i[2], i[3]}) : at(b, {0, c - 6, i[2], i[3]});
+    });
+    check({A, B}, {out}, {a, b}, {want});
+    te::Schedule s = schedule_injective({out}, Target("llvm -mcpu=skylake-avx512"));
+    const std::string text = tir::to_string(lower(s, {A, B, out}, "f"));
+    const std::string lanes = w == 28 ? "16" : "8";
+    EXPECT_NE(text.find(", 1, " + lanes + ")] = select("), std::string::npos) << text;
+    EXPECT_NE(text.find(std::to_string(w == 28 ? 12 : 6) + ", 1, " + lanes + ")] = select("),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("broadcast(" + std::to_string(2 * 3 * w)), std::string::npos)
+        << text;  // no per-lane division by the shuffled channel pair
+    EXPECT_EQ(text.find(" if "), std::string::npos) << text;  // no masked vector
+  }
+}
+
 TEST(TopiTransform, ConcatOfManyInputsThenElementwiseReadsOneInputPerLoop) {
   // DenseNet's blocked concat of every earlier feature map, then batch norm + ReLU: the
   // schedule keeps the concat axis as a loop that loop_partition cuts into one loop per input,
