@@ -66,7 +66,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
   if (cfg.is_fallback()) {
     // The register tile covers V vectors of output channels (oc_reg chunks) by n = h x w output
     // pixels, with V * n + V + 1 <= registers (the accumulators, the V kernel vectors of a
-    // reduction step, one broadcast), or one more with 32 registers. One step costs, in cycles:
+    // reduction step, one broadcast). One step costs, in cycles:
     // V * n / 2 FMAs (two ports); V + n loads at about 1.5 per cycle; and, when the kernel slice a
     // tile streams through (V vectors x IC x KH x KW) does not fit L1, V vectors (64 bytes each
     // with AVX-512, 32 with AVX2) from L2 at about 24 bytes per cycle. The fallback maximizes the
@@ -74,8 +74,8 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // a tail, then to more accumulators (FMA latency hiding), then to taller tiles with AVX-512
     // and to wider ones (contiguous pixels) with AVX2. Measured against
     // oneDNN (docs/conv2d-schedule.md): 2 vectors x 14 pixels 0.81-0.89 where 4 x 4 gave
-    // 0.72-0.78 and 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) beat
-    // 2 x 7 at 7 wide but lost to 2 x 2 x 7 at 56 wide (0.59 against 0.83). With AVX2 (16 ymm, AMD
+    // 0.72-0.78 and 1 x 28 0.54 (ResNet's 56-, 28- and 14-wide 3x3 layers); 4 x 7 (one spill) lost
+    // to 2 x 2 x 7 at 56 wide (0.59 against 0.83). With AVX2 (16 ymm, AMD
     // EPYC Zen 1): 2 x 4 (8 accumulators) where the tuner's best direct configs held 8; counting 64
     // bytes a vector there had chosen a spilling 2 x 7 (C4, C7: 68% of peak). MobileNet-v2's 1x1
     // layers on 112- to 28-wide maps with AVX2: 3 x (1 x 4) or 2 x (1 x 4) at 0.94-1.04 of oneDNN
@@ -83,21 +83,23 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // the old 1 x (2 x 7)).
     const int64_t vecs = std::max<int64_t>(1, oc_bn / lanes);
     const double l1_bytes = 32 * 1024;
-    // What was measured per register file (AVX-512 on an Intel host, AVX2 on AMD EPYC Zen 1).
-    // With 32 registers one over the budget (a spilled accumulator per step) can pay (C12: 4 x 7
-    // at 0.80-0.91 of oneDNN, 2 x 7 at 0.70-0.81). With 16 it did not: in a network, where a
-    // bias epilogue follows the loop, LLVM's allocator spilled four accumulators of a 2 x 7 tile
-    // and shuffled the rest each step (MobileNet-v2's 960->320 layer on 7x7: 1.28 ms against
-    // 1.05 ms for 1 x 7; 0.91 ms without the bias), so the tile must fit; three chunks (3 x 4
-    // pixels: 24-channel outputs, where 2 and 4 do not divide), wider ties and tiles with a tail
-    // (the same layer: 2 x (4 + 3) 0.80 ms, 4 x (2 + 2 + 2 + 1) 0.84, 2 x (5 + 2) 0.85) were
-    // measured with AVX2 only, so the AVX-512 fallbacks keep their powers of two and divisors.
+    // The tile must fit the register file. With 32 registers one over the budget (a spilled
+    // accumulator per step) had measured faster on an Intel host (C12: 4 x 7 at 0.80-0.91 of
+    // oneDNN, 2 x 7 at 0.70-0.81), but on AMD Zen 4 the spill's store and reload in the inner
+    // loop made the kernel bimodal with the stack's address (ASLR): MobileNet-v3's 160 -> 960
+    // 1x1 layer on 7x7 took 0.17 or 0.27 ms from run to run with 4 x 7, 0.16 ms steadily with
+    // the tile that fits; MobileNet-v2 and -v3 ran 3-4% faster without the spill. With 16
+    // registers it did not pay either: in a network, where a bias epilogue follows the loop,
+    // LLVM's allocator spilled four accumulators of a 2 x 7 tile and shuffled the rest each step
+    // (MobileNet-v2's 960->320 layer on 7x7: 1.28 ms against 1.05 ms for 1 x 7; 0.91 ms without
+    // the bias). The tuner's space still holds the spilling tiles. Three chunks (3 x 4 pixels:
+    // 24-channel outputs, where 2 and 4 do not divide), wider ties and tiles with a tail (the
+    // same layer: 2 x (4 + 3) 0.80 ms, 4 x (2 + 2 + 2 + 1) 0.84, 2 x (5 + 2) 0.85) were measured
+    // with AVX2 only, so the AVX-512 fallbacks keep their powers of two and divisors.
     struct Rules {
-      int64_t max_over;
       bool three_chunks, wider_ties, tails;
     };
-    const Rules rules =
-        registers >= 32 ? Rules{1, false, false, false} : Rules{0, true, true, true};
+    const Rules rules = registers >= 32 ? Rules{false, false, false} : Rules{true, true, true};
     std::tuple<double, bool, int64_t, int64_t> best{-1, false, 0, 0};
     int64_t best_reg = 1, best_w = 1, best_h = 1;
     for (int64_t reg : {1, 2, 3, 4}) {
@@ -110,8 +112,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
       auto over_budget = [&](int64_t n) { return v * n + v + 1 - registers; };
       // Cycles of one reduction step of a tile of n pixels.
       auto step = [&](int64_t n) {
-        const int64_t over = std::max<int64_t>(0, over_budget(n));
-        const double fma = v * n / 2.0, load = (v + n + 2 * over) / 1.5,
+        const double fma = v * n / 2.0, load = (v + n) / 1.5,
                      l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
         return std::max({fma, load, l2});
       };
@@ -120,9 +121,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
         for (int64_t w = 1; w <= std::min<int64_t>(32, OW); ++w) {
           const int64_t n = h * w, tail = OW % w;
           if (tail != 0 && (!rules.tails || w > autotune::kSmallSplitFactors)) continue;
-          // One register over the budget costs a spilled accumulator per step (a store and a
-          // load); more than one is not considered.
-          if (over_budget(n) > rules.max_over) continue;
+          if (over_budget(n) > 0) continue;
           // A row of tiles: OW / w full ones and the tail, against the FMAs of the row.
           const double row = (OW / w) * step(n) + (tail ? step(h * tail) : 0.0);
           const double eff = std::round(1000 * (v * h * OW / 2.0) / row) / 1000;
