@@ -25,11 +25,11 @@
 ///   each vector load serves every row; else the next-innermost;
 /// * the columns are vectorized only when no tensor of the group is bool, every load along them
 ///   is contiguous (unit stride in its innermost index; strided or divided indices gather), no
-///   condition depends on them (a pooling window's `where` masks every tap), some vector width
-///   of 4, 8 or 16 lanes divides their extent or it holds two full vectors (49, 197: the partial
-///   last tile is peeled off the full ones and alone masked; a divisor is preferred, a masked
-///   tail tile measured 2-10x slower) and a load is contiguous or the reduction does not read
-///   its inputs' innermost axis;
+///   condition depends on them (a pooling window's `where` masks every tap), they hold a vector
+///   of 4 lanes or more, and a load is contiguous or the reduction does not read its inputs'
+///   innermost axis; row and column tiles that do not divide their extents are shifted inwards
+///   (te::Stage::split with shift_tail: the last tile overlaps the one before it), so no vector
+///   is masked and every accumulator tile is whole;
 /// * a reduction without reuse gets one vector (or element) per accumulator; when it cannot
 ///   vectorize either, only its two outer loops are fused and made parallel (a tile measured
 ///   no faster); a tuple reduction (argmax) is fused and parallel, not split;

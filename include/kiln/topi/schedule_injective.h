@@ -8,9 +8,13 @@
 /// * an injective output is vectorized by the lanes (target.vector_bits() / element bits):
 ///   when its innermost axis has at least that many elements, that axis is split by the
 ///   lanes and the other axes are fused into one loop; otherwise all axes are fused and split.
-///   The outer loop is parallel when the output has more than kParallelThreshold elements;
+///   A last vector that does not divide is shifted inwards (it overlaps the one before it; no
+///   mask), and a row of at most four vectors is unrolled. A concat's rows shorter than the
+///   lanes use a half or a quarter vector. The outer loop is parallel when the output has more
+///   than kParallelThreshold elements;
 /// * a reduction stage has its spatial axes fused and made parallel; when the innermost input
-///   axis is not reduced, the fused spatial axis is split by the lanes and its inner part
+///   axis (seen through the inlined producers) is not reduced, the fused spatial axis is split
+///   by the lanes and its inner part
 ///   moved inside the reduction loops and vectorized; when it is reduced, the reduction stays
 ///   a serial inner loop;
 /// * softmax and layer norm (one output row per leading index) compute their reductions at
