@@ -5,7 +5,8 @@
 // the whole blocks load plain vectors) whose lane axis v is spatial and contiguous in the input,
 // then the result R over v of P[..., v]. Used by the reductions (sum, mean, max, min, prod over the
 // last axis), softmax and layer norm; schedule_injective.cc vectorizes P's lane axis where the
-// final stage is computed (`attach_lane_partial`). Shorter rows keep one stage.
+// final stage is computed (`attach_lane_partial`). Shorter rows keep one stage; rows of 32
+// vectors or more keep four vectors of partials (V = 64), four independent accumulator chains.
 #pragma once
 
 #include <functional>
@@ -41,7 +42,10 @@ inline te::Tensor innermost_reduce(
         to_exprs(out_shape),
         [&](const std::vector<ir::Var>& i) { return r(f(i, k->var), {k}, ir::Expr()); }, name, tag);
   }
-  const int64_t V = kReduceLanes, outer = (L + V - 1) / V;
+  // Long rows keep four vectors of partials, four independent accumulator chains (a max's
+  // compare-and-select or a sum's add has several cycles of latency per vector).
+  const int64_t V = L >= 32 * kReduceLanes ? 4 * kReduceLanes : kReduceLanes;
+  const int64_t outer = (L + V - 1) / V;
   std::vector<int64_t> pshape = out_shape;
   pshape.push_back(V);
   auto ko = te::reduce_axis(ir::Range(ci(0), ci(outer)), "ko");
