@@ -39,6 +39,7 @@ using OpSet = std::set<const te::OperationNode*>;
 using detail::coefficient;
 using detail::extent_of;
 using detail::product;
+using detail::uses;
 
 const te::ComputeOpNode* as_compute(const te::Operation& op) {
   return op->kind == te::OpKind::kCompute ? static_cast<const te::ComputeOpNode*>(op.get())
@@ -58,10 +59,6 @@ std::vector<const ProducerLoad*> loads_of(const te::ComputeOpNode* c) {
       if (n->kind == NodeKind::ProducerLoad) r.push_back(static_cast<const ProducerLoad*>(n));
     });
   return r;
-}
-
-bool uses(const Expr& e, const Var& v) {
-  return uses_var(e, [&](const Variable* x) { return x == v.get(); });
 }
 
 /// True when a compute's body selects (a padding stage's bounds test).

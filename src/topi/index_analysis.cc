@@ -10,11 +10,11 @@ namespace kiln::topi::detail {
 
 using namespace kiln::ir;  // NOLINT
 
-namespace {
-
 bool uses(const Expr& e, const Var& v) {
   return uses_var(e, [&](const Variable* x) { return x == v.get(); });
 }
+
+namespace {
 
 class InjectiveInliner : public IRMutator {
  protected:

@@ -8,6 +8,9 @@
 
 namespace kiln::topi::detail {
 
+/// Whether `e` reads the variable `v`.
+bool uses(const ir::Expr& e, const ir::Var& v);
+
 /// The coefficient of `v` in `e` when `e` is affine in it (sums, differences, products with a
 /// constant, casts), else nullopt (floordiv, a product of two variables, ...).
 std::optional<int64_t> coefficient(const ir::Expr& e, const ir::Var& v);

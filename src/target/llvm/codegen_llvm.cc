@@ -218,11 +218,6 @@ std::unique_ptr<llvm::TargetMachine> create_target_machine(const Target& target)
   // Contract a*b + c into one FMA where the target has it (as TVM and clang -ffp-contract=fast
   // do): without it every multiply-accumulate costs two instructions, halving GEMM speed.
   opt.AllowFPOpFusion = llvm::FPOpFusion::Fast;
-  // Loops start on a 64-byte line on x86 (LLVM's default is 16): where a kernel's hot loop
-  // falls in its line otherwise depends on the code before it in the module, and on Zen 4 the
-  // same micro-kernel ran 1.6x slower at a 16- than at a 32-byte boundary (MobileNet-v3's
-  // 160 -> 960 1x1 convolution: 0.17 against 0.27 ms, identical instructions).
-  if (target.has_key("x86")) opt.LoopAlignment = 64;
   static const llvm::CodeGenOpt::Level kLevels[] = {llvm::CodeGenOpt::None, llvm::CodeGenOpt::Less,
                                                     llvm::CodeGenOpt::Default,
                                                     llvm::CodeGenOpt::Aggressive};
