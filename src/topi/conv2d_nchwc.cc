@@ -88,7 +88,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // oneDNN, 2 x 7 at 0.70-0.81), but on AMD Zen 4 the spill's store and reload in the inner
     // loop made the kernel bimodal with the stack's address (ASLR): MobileNet-v3's 160 -> 960
     // 1x1 layer on 7x7 took 0.17 or 0.27 ms from run to run with 4 x 7, 0.16 ms steadily with
-    // the tile that fits; MobileNet-v2 and -v3 ran 3-4% faster without the spill. With 16
+    // the tile that fits; MobileNet-v3 ran 2-4% faster without the spill, -v2 0-3%. With 16
     // registers it did not pay either: in a network, where a bias epilogue follows the loop,
     // LLVM's allocator spilled four accumulators of a 2 x 7 tile and shuffled the rest each step
     // (MobileNet-v2's 960->320 layer on 7x7: 1.28 ms against 1.05 ms for 1 x 7; 0.91 ms without
