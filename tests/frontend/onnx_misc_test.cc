@@ -4,14 +4,15 @@
 // a permuted output order with a gap, TF / IDF / TFIDF with weights) on 1-D and 2-D input,
 // QLinearMatMul with saturating results (2-D and batched), QLinearConv with per-channel weight
 // scales and bias, BatchNormalization in training mode (batch statistics and running
-// mean / variance), Einsum taking a diagonal, Mod of float16, Cast to and from bfloat16 (ties,
-// NaN, overflow to infinity, against a distance-based rounding), results without elements (Slice
-// past the end, Split into empty parts, Reshape with allowzero), and the errors for attribute
-// values that are not supported.
+// mean / variance), Einsum taking a diagonal and Einsum of two operands as a matmul, Mod of
+// float16, Cast to and from bfloat16 (ties, NaN, overflow to infinity, against a distance-based
+// rounding), results without elements (Slice past the end, Split into empty parts, Reshape with
+// allowzero), and the errors for attribute values that are not supported.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "common/error.h"
@@ -385,6 +386,73 @@ TEST(OnnxMisc, EinsumTakesDiagonals) {
           if (k.eq == "iib->bi" && i == j) want[b * n + i] = x[(i * n + j) * 3 + b];
         }
     expect_close(out[0], want, k.out);
+  }
+}
+
+// --- Einsum of two operands
+
+/// Naive Einsum of two operands with explicit output subscripts (no "...", no repeated letter):
+/// loops over every assignment of the letters.
+Vec einsum_ref(const std::string& ta, const Ints& sa, const Vec& a, const std::string& tb,
+               const Ints& sb, const Vec& b, const std::string& out, const Ints& so) {
+  std::map<char, int64_t> size;
+  for (size_t d = 0; d < ta.size(); ++d) size[ta[d]] = std::max(size[ta[d]], sa[d]);
+  for (size_t d = 0; d < tb.size(); ++d) size[tb[d]] = std::max(size[tb[d]], sb[d]);
+  std::string letters;
+  for (auto [ch, n] : size) letters += ch;
+  auto offset = [&](const std::string& t, const Ints& s, std::map<char, int64_t>& at) {
+    int64_t o = 0;
+    for (size_t d = 0; d < t.size(); ++d) o = o * s[d] + (s[d] == 1 ? 0 : at[t[d]]);
+    return o;
+  };
+  Vec y(size_t(numel(so)), 0.0f);
+  std::map<char, int64_t> at;
+  for (char ch : letters) at[ch] = 0;
+  for (;;) {
+    y[size_t(offset(out, so, at))] += a[size_t(offset(ta, sa, at))] * b[size_t(offset(tb, sb, at))];
+    size_t k = 0;
+    for (; k < letters.size(); ++k) {
+      if (++at[letters[k]] < size[letters[k]]) break;
+      at[letters[k]] = 0;
+    }
+    if (k == letters.size()) return y;
+  }
+}
+
+TEST(OnnxMisc, EinsumOfTwoOperandsIsAMatmulWhereItCanBe) {
+  struct Case {
+    std::string a, b, out;
+    Ints sa, sb, so;
+    bool matmul;
+  };
+  for (const Case& k : {
+           // MaxViT's attention: batch letters first, rows, then the contracted letter.
+           Case{"bghij", "bghjd", "bghid", {1, 2, 3, 5, 6}, {1, 2, 3, 6, 4}, {1, 2, 3, 5, 4}, true},
+           // Q·Kᵀ: the contracted letter last in both operands.
+           Case{"bhid", "bhjd", "bhij", {2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 5, 7}, true},
+           // No batch letter; the output transposed; batch letters out of order.
+           Case{"ik", "kj", "ji", {5, 3}, {3, 4}, {4, 5}, true},
+           Case{"hbik", "bhkj", "bjhi", {3, 2, 5, 4}, {2, 3, 4, 6}, {2, 6, 3, 5}, true},
+           // A matrix-vector product; letters of one operand summed out first.
+           Case{"bik", "k", "bi", {2, 5, 4}, {4}, {2, 5}, true},
+           Case{"ijx", "jk", "i", {3, 4, 2}, {4, 5}, {3}, true},
+           // A batch letter broadcast from size 1: the generic product.
+           Case{"bij", "bjk", "bik", {3, 4, 5}, {1, 5, 2}, {3, 4, 2}, false},
+       }) {
+    std::string eq = k.a + "," + k.b + "->" + k.out;
+    SCOPED_TRACE(eq);
+    Vec a = random_vec(numel(k.sa), 71), b = random_vec(numel(k.sb), 72);
+    OnnxNode node{"Einsum", "", "einsum", {"a", "b"}, {"y"}, {}, false};
+    node.attrs["equation"] = eq;
+    OnnxModel m = one_node("einsum2.onnx", 12, node);
+    m.inputs = {info("a", k.sa), info("b", k.sb)};
+    m.outputs = {info("y", k.so)};
+    graph::Graph g;
+    std::vector<runtime::NDArray> out = run(
+        m, {{"a", array(k.sa, a, DataType::Float(32))}, {"b", array(k.sb, b, DataType::Float(32))}},
+        &g);
+    EXPECT_EQ(g.str().find("matmul(") != std::string::npos, k.matmul) << g.str();
+    expect_close(out[0], einsum_ref(k.a, k.sa, a, k.b, k.sb, b, k.out, k.so), k.so);
   }
 }
 

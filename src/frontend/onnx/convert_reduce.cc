@@ -1,8 +1,9 @@
 // ONNX reductions and contractions: ReduceMean/Sum/Max/Min/Prod (graph reductions; axes as an
 // input from opset 13 for ReduceSum, 18 for the others), ReduceL1/L2/LogSum/LogSumExp/SumSquare
 // as element-wise ops around a sum, ArgMax/ArgMin (the min or max index where x equals its
-// extreme), CumSum as a matrix product with a triangular mask, and Einsum: operands transposed
-// and broadcast into one index space, multiplied and summed; a repeated subscript in a single
+// extreme), CumSum as a matrix product with a triangular mask, and Einsum: a batched matrix
+// product of two operands becomes transposes around a matmul; other equations transpose and
+// broadcast the operands into one index space, multiply and sum; a repeated subscript in a single
 // operand takes a diagonal (a mask, then a sum).
 #include "converter.h"
 
@@ -105,6 +106,77 @@ std::vector<Entry> convert_cumsum(Converter& c) {
   return {c.op("transpose", {y}, {{"axes", inverse}})};
 }
 
+/// Transposes `x` (labelled `from`) into the letter order `to` (a permutation of `from`).
+Entry transpose_to(Converter& c, Entry x, const std::string& from, const std::string& to) {
+  if (from == to) return x;
+  Ints perm;
+  for (char ch : to) perm.push_back(int64_t(from.find(ch)));
+  return c.op("transpose", {x}, {{"axes", perm}});
+}
+
+/// A two-operand Einsum that is a batched matrix product: every letter is a batch letter (both
+/// operands and the output, equal sizes), a row letter (first operand and output), a column
+/// letter (second operand and output) or a contracted one (both operands, not the output).
+/// The operands are transposed to [batch, rows, k] and [batch, k, columns], flattened and
+/// multiplied by matmul, the product reshaped and transposed to the output's order, as
+/// exporters write attention with Transpose + MatMul. A letter in one operand only and not in
+/// the output is summed over first. Other equations (broadcast batch letters, three operands)
+/// return nothing and take the generic product.
+std::optional<Entry> einsum_as_matmul(Converter& c, std::vector<std::string> terms,
+                                      const std::string& out,
+                                      const std::vector<graph::TensorType>& types) {
+  if (terms.size() != 2 || types[0].dtype != DataType::Float(32) ||
+      types[1].dtype != DataType::Float(32))
+    return std::nullopt;
+  if (std::set<char>(out.begin(), out.end()).size() != out.size()) return std::nullopt;
+  std::vector<Entry> x{c.in(0), c.in(1)};
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < 2; ++i) {
+    Ints alone;
+    std::string kept;
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      char ch = terms[i][d];
+      bool other = terms[1 - i].find(ch) != std::string::npos;
+      if (!other && out.find(ch) == std::string::npos) {
+        alone.push_back(int64_t(d));
+        continue;
+      }
+      kept += ch;
+      int64_t s = types[i].shape[d];
+      if (size.count(ch) && size[ch] != s) return std::nullopt;  // a broadcast letter
+      size[ch] = s;
+    }
+    if (!alone.empty()) {
+      x[i] = c.op("sum", {x[i]}, {{"axes", alone}, {"keepdims", int64_t{0}}});
+      terms[i] = kept;
+    }
+  }
+  std::string batch, rows, cols, red;
+  for (char ch : out) {
+    bool a = terms[0].find(ch) != std::string::npos, b = terms[1].find(ch) != std::string::npos;
+    if (!a && !b) return std::nullopt;
+    (a && b ? batch : a ? rows : cols) += ch;
+  }
+  for (char ch : terms[0])
+    if (out.find(ch) == std::string::npos) red += ch;
+  auto extent = [&](const std::string& letters) {
+    int64_t n = 1;
+    for (char ch : letters) n *= size[ch];
+    return n;
+  };
+  int64_t nb = extent(batch), m = extent(rows), n = extent(cols), k = extent(red);
+  Entry a = transpose_to(c, x[0], terms[0], batch + rows + red);
+  Entry b = transpose_to(c, x[1], terms[1], batch + red + cols);
+  bool flat = batch.empty();
+  a = c.op("reshape", {a}, {{"newshape", flat ? Ints{m, k} : Ints{nb, m, k}}});
+  b = c.op("reshape", {b}, {{"newshape", flat ? Ints{k, n} : Ints{nb, k, n}}});
+  Entry y = c.op("matmul", {a, b});
+  Ints shape;
+  for (char ch : batch + rows + cols) shape.push_back(size[ch]);
+  y = c.op("reshape", {y}, {{"newshape", shape}});
+  return transpose_to(c, y, batch + rows + cols, out);
+}
+
 std::vector<Entry> convert_einsum_product(Converter& c) {
   std::string eq;
   for (char ch : c.attr_string("equation", ""))
@@ -168,6 +240,7 @@ std::vector<Entry> convert_einsum_product(Converter& c) {
       if (s != 1) size[ch] = s;
     }
   }
+  if (std::optional<Entry> y = einsum_as_matmul(c, terms, out, types)) return {*y};
   Entry prod;
   for (size_t i = 0; i < terms.size(); ++i) {
     // Transpose into the order of `all`, then insert the missing letters as size-1 axes.
