@@ -20,6 +20,9 @@ inline ir::Expr and_opt(ir::Expr a, ir::Expr b) {
 /// that the tap is taken (undefined: always), and the avg divisor along this axis.
 struct AxisWindow {
   int64_t out = 0, taps = 0;
+  /// Padded windows: the padding before the input and the extent of the padded input the
+  /// windows read (at least pad_begin + the input's extent); 0 for adaptive windows.
+  int64_t pad_begin = 0, padded = 0;
   std::function<ir::Expr(ir::Expr o, ir::Expr r)> pos;
   std::function<ir::Expr(ir::Expr o, ir::Expr r)> take;
   std::function<ir::Expr(ir::Expr o)> count;

@@ -6,11 +6,14 @@
 // count is the closed-form number of counted taps per axis (taps in [lo, hi) with
 // lo/hi = the padded or the unpadded input, so no second reduction is needed). The schedule
 // fuses batch, channel and output row into one parallel loop and vectorizes either the output
-// row (NCHW, split by the lanes, under the window loops) or the channel block (NCHWc).
+// row (NCHW, split by the lanes, under the window loops) or the channel block (NCHWc). Padded
+// NCHW windows read a padded copy of the rows each output row needs (computed at the row), so
+// no vector load is guarded per lane.
 #include "kiln/topi/pooling.h"
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "pool_window.h"
 #include "topi_util.h"
@@ -43,6 +46,8 @@ AxisWindow window_axis(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
   AxisWindow a;
   a.out = pool_output_size(in, k, s, pb, pe, d, ceil_mode);
   a.taps = k;
+  a.pad_begin = pb;
+  a.padded = std::max(in + pb, (a.out - 1) * s + (k - 1) * d + 1);
   a.pos = [=](Expr o, Expr r) { return o * ci(s) - ci(pb) + r * ci(d); };
   const bool lo_check = pb > 0;
   const bool hi_check = (a.out - 1) * s - pb + (k - 1) * d >= in;
@@ -134,14 +139,32 @@ te::Tensor make_pool(const te::Tensor& x, const Layout& L, PoolType type, const 
   auto rh = te::reduce_axis({0, ci(ah.taps)}, "rh");
   auto rw = te::reduce_axis({0, ci(aw.taps)}, "rw");
   const bool is_max = type == PoolType::kMax;
+  // NCHW rows are vectorized along W, where a tap's condition differs per lane: a padded copy
+  // of the rows (max: -inf, avg: 0) lets every tap load whole vectors unguarded.
+  const bool padded = !L.cblock && ah.padded && aw.padded && x->dtype.is_float() &&
+                      (ah.take(ci(0), ci(0)).defined() || aw.take(ci(0), ci(0)).defined());
+  te::Tensor src = x;
+  if (padded) {
+    const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+    src = te::compute(
+        {ci(L.N), ci(L.C), ci(ah.padded), ci(aw.padded)},
+        [&](const std::vector<Var>& i) {
+          Expr h = i[2] - ci(ah.pad_begin), w = i[3] - ci(aw.pad_begin);
+          Expr in = h >= ci(0) && h < ci(L.H) && w >= ci(0) && w < ci(L.W);
+          return if_then_else(in, x({i[0], i[1], h, w}), make_const(x->dtype, fill));
+        },
+        name + "_pad", tag::kPoolPad);
+  }
   te::Tensor red = te::compute(
       oshape,
       [&](const std::vector<Var>& i) {
-        std::vector<Expr> idx{i[0], i[1], ah.pos(i[2], rh->var), aw.pos(i[3], rw->var)};
+        Expr h = ah.pos(i[2], rh->var), w = aw.pos(i[3], rw->var);
+        if (padded) h = h + ci(ah.pad_begin), w = w + ci(aw.pad_begin);
+        std::vector<Expr> idx{i[0], i[1], h, w};
         if (L.cblock) idx.push_back(i[4]);
-        Expr where = and_opt(ah.take(i[2], rh->var), aw.take(i[3], rw->var));
-        return is_max ? detail::nan_max_reduce(x(idx), {rh, rw}, where)
-                      : te::sum(x(idx), {rh, rw}, where);
+        Expr where = padded ? Expr() : and_opt(ah.take(i[2], rh->var), aw.take(i[3], rw->var));
+        return is_max ? detail::nan_max_reduce(src(idx), {rh, rw}, where)
+                      : te::sum(src(idx), {rh, rw}, where);
       },
       is_max ? name : name + "_sum", tag::kPool);
   if (is_max) return red;
@@ -214,9 +237,10 @@ void schedule_pool(Config& cfg, te::Schedule& s, const te::Tensor& out, const Ta
   }
   const bool vec = cfg.knob("vec") != 0, unroll = cfg.knob("unroll_window") != 0;
 
-  te::Operation pool;
+  te::Operation pool, pad;
   for (const te::Operation& op : te::post_dfs_order({out.op()})) {
     if (op->tag == tag::kPool) pool = op;
+    if (op->tag == tag::kPoolPad) pad = op;
   }
   KILN_USER_CHECK(pool.defined()) << "schedule_pool: no pooling stage under " << out.name();
   for (const te::Operation& op : te::post_dfs_order({out.op()})) {
@@ -243,10 +267,22 @@ void schedule_pool(Config& cfg, te::Schedule& s, const te::Tensor& out, const Ta
       sp.vectorize(pax[4]);
     }
   } else if (vec && OW > 1) {
-    if (!pool.same_as(out.op())) so.vectorize(so.split(oax[3], ci(lanes)).second);
-    auto [wo, wi] = sp.split(pax[3], ci(lanes));
+    // A row at least a vector long ends in a whole vector shifted inwards (no masked tail).
+    const bool shift = OW >= lanes;
+    if (!pool.same_as(out.op())) so.vectorize(so.split(oax[3], ci(lanes), shift).second);
+    auto [wo, wi] = sp.split(pax[3], ci(lanes), shift);
     sp.reorder({wo, rax[0], rax[1], wi});
     sp.vectorize(wi);
+  }
+  if (pad.defined()) {
+    // The padded rows the output row reads, copied once per row.
+    te::Stage sd = s[pad];
+    sd.compute_at(so, outer);
+    if (vec) {
+      te::IterVar w = sd.op_axis()[3];
+      const int64_t PW = *as_const_int(w->dom->extent);
+      if (PW > 1) sd.vectorize(sd.split(w, ci(lanes), PW >= lanes).second);
+    }
   }
   const int64_t taps = *as_const_int(rax[0]->dom->extent) * *as_const_int(rax[1]->dom->extent);
   if (unroll && taps <= 16) {

@@ -1,13 +1,16 @@
 // Pooling: max / avg (both count_include_pad modes), padding, stride, dilation, ceil_mode,
 // global and adaptive pooling in NCHW and NCHW16c, each against a naive C++ reference written
 // after PyTorch's CPU kernels (avg: hend = min(hstart + k, H + pad), divisor from the clipped or
-// unclipped window), with the fallback schedule and every knob of the template.
+// unclipped window), with the fallback schedule and every knob of the template; padded NCHW
+// windows read a padded copy of their rows, unguarded.
 #include "kiln/topi/pooling.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
 
 #include "e2e/e2e_util.h"
 
@@ -111,6 +114,29 @@ TEST(Pool, WindowedMaxAndAvgNCHW) {
   // Dilation (max only, as in PyTorch).
   Pool2DAttrs ad{{3, 2}, {1, 2}, {2, 1, 2, 1}, {2, 3}, true, true};
   check_pool(window(PoolType::kMax, {1, 2, 13, 17}, ad), autotune::Config::fallback(), seed++);
+}
+
+TEST(Pool, PaddedNCHWRowsAreCopiedSoNoTapIsGuardedPerLane) {
+  // PoolFormer's token mixer: 3x3, stride 1, padding 1, the divisor without the padding; rows
+  // of 37 (two whole vectors and a shifted one) and of 9 (shorter than a vector).
+  uint32_t seed = 21;
+  for (PoolType t : {PoolType::kAvg, PoolType::kMax}) {
+    for (int64_t w : {37, 9}) {
+      Pool2DAttrs a{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false};
+      PoolWorkload wl = window(t, {1, 3, 6, w}, a);
+      check_pool(wl, autotune::Config::fallback(), seed++);
+      autotune::Instance inst = autotune::instantiate(pool_template(wl, e2e::host_target()),
+                                                      autotune::Config::fallback());
+      std::string text = e2e::lowered_text(inst.sch, inst.args);
+      EXPECT_NE(text.find("_pad["), std::string::npos) << text;
+      // The reduction's updates read the padded rows without a condition.
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);)
+        if (line.find("_pad[ramp") != std::string::npos && line.find(" = ") != std::string::npos &&
+            line.find("_pad[ramp") > line.find(" = "))
+          EXPECT_EQ(line.find(" if "), std::string::npos) << line;
+    }
+  }
 }
 
 TEST(Pool, WindowedNCHW16c) {

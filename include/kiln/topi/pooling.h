@@ -49,6 +49,7 @@ const char* pool_type_name(PoolType t);
 namespace tag {
 constexpr const char* kPool = "pool";         ///< the windowed reduction (max, or avg's sum)
 constexpr const char* kPoolAvg = "pool_avg";  ///< avg: the scaling stage after the sum
+constexpr const char* kPoolPad = "pool_pad";  ///< NCHW: the padded input rows
 }  // namespace tag
 
 /// Window attributes of pool2d. Padding is {top, left, bottom, right}.
