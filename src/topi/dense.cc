@@ -166,16 +166,19 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
     order.push_back(oax.back());
     so.reorder(order);
   }
-  auto [io, jo, ii, ji] = so.tile(oax[m_axis], oax.back(), detail::ci(mr), detail::ci(nb));
+  // Row tiles that do not divide M end in a whole tile shifted inwards (it recomputes a few rows
+  // of the tile before it), so every tile has constant bounds and panels and row tiles fuse into
+  // one parallel loop, also for a single panel (a channels-last Linear with N <= the panel
+  // width). Only M below one row tile leaves a partial tile: then the panel loop alone is
+  // parallel, so that loop_partition can split the partial tile off.
+  const bool shift = M % mr != 0 && M >= mr;
+  auto [io, ii] = so.split(oax[m_axis], detail::ci(mr), shift);
+  auto [jo, ji] = so.split(oax.back(), detail::ci(nb));
   so.reorder({jo, io, ii, ji});
   auto [jio, jii] = so.split(ji, detail::ci(lanes));
   so.vectorize(jii);
-  // Row tiles that divide M: fuse panels and row tiles into one parallel loop. Otherwise the
-  // panel loop alone is parallel, so that loop_partition can split each panel's last, partial
-  // row tile off and the full tiles keep constant bounds (a tail inside a fused loop would
-  // leave every tile of the fused loop's remainder with dynamic bounds).
   te::IterVar outer = io;
-  if (M % mr == 0) {
+  if (M % mr == 0 || shift) {
     outer = so.fuse(jo, io);
     so.parallel(outer);
   } else {

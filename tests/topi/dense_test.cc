@@ -104,6 +104,24 @@ TEST(Dense, FallbackScheduleOnManyShapes) {
   }
 }
 
+TEST(Dense, RowsThatNoTileDividesEndInAShiftedTileAndStayParallel) {
+  // ConvNeXt's channels-last Linear: 3136 pixels x 40 outputs, one panel; rows 6 per tile leave
+  // 4. Every tile is whole (the last one shifted inwards) and the row tiles run in parallel.
+  uint32_t seed = 40;
+  for (DenseWorkload w : {DenseWorkload{3136, 40, 16}, DenseWorkload{13, 50, 33, true, true}}) {
+    check_template(w, autotune::Config::fallback(), seed);
+    seed += 3;
+    autotune::Instance inst =
+        autotune::instantiate(dense_template(w, e2e::host_target()), autotune::Config::fallback());
+    ASSERT_NE(w.M % inst.config.knob("tile_y"), 0);
+    std::string text = e2e::lowered_text(inst.sch, inst.args);
+    EXPECT_NE(text.find("parallel for (j.outer.i.outer.fused"), std::string::npos) << text;
+    // The last tile starts at M - tile_y.
+    const std::string last = ", " + std::to_string(w.M - inst.config.knob("tile_y")) + ")";
+    EXPECT_NE(text.find(last), std::string::npos) << text;
+  }
+}
+
 TEST(Dense, FallbackConfigIsTheDocumentedDefault) {
   // The register tile follows the target's vector registers: 6 x 64 (24 zmm accumulators of
   // 32) with AVX-512, 6 x 16 (12 ymm of 16) with AVX2; a GEMV takes the widest panel on both.
