@@ -427,6 +427,43 @@ TEST(AlterLayout, Conv1dStackStaysBlocked) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 43).max_err, 1e-4);
 }
 
+// GhostNet's ghost module: a 1x1 conv to 24 channels (blocks of 8) and a cheap depthwise conv
+// of it, concatenated into 48 channels and sliced to all 48, then a stride-2 depthwise conv.
+// The slice keeps every element (simplify drops it) and the untuned depthwise conv reads the
+// blocks of 8 its producers wrote, where its own default block would be 16: no layout_transform
+// between the concat and it.
+TEST(AlterLayout, DepthwiseConvReadsItsProducersBlock) {
+  std::mt19937 rng(45);
+  const int64_t C = 8, H = 24, S = 12;
+  Graph g;
+  Entry x = g.add_input("x", {1, C, S, S}, f32);
+  Entry a = g.add_op("relu", {conv(g, rng, x, C, H, 1, "primary")});
+  Entry dw_w = g.add_constant("cheap_w", random_array({H, 1, 3, 3}, rng, -0.3f, 0.3f));
+  Entry b = g.add_op("relu",
+                     {g.add_op("conv2d", {a, dw_w},
+                               {{"padding", Ints{1, 1, 1, 1}}, {"groups", int64_t{H}}}, "cheap")});
+  Entry cat = g.add_op("concat", {a, b}, {{"axis", int64_t{1}}}, "cat");
+  Entry sl = g.add_op("strided_slice", {cat},
+                      {{"begin", Ints{0}}, {"end", Ints{2 * H}}, {"axes", Ints{1}}}, "slice");
+  Entry w2 = g.add_constant("dw_w", random_array({2 * H, 1, 3, 3}, rng, -0.3f, 0.3f));
+  Entry d = g.add_op(
+      "conv2d", {sl, w2},
+      {{"padding", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"groups", int64_t{2 * H}}}, "dw");
+  g.add_output(conv(g, rng, d, 2 * H, 16, 1, "project"));
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(count_op(o, "strided_slice"), 0u) << o.str();
+  int found = 0;
+  for (const Node& n : o.nodes()) {
+    if (n.is_op() && n.op == "depthwise_conv2d_nchwc" && n.name == "dw") {
+      ++found;
+      EXPECT_EQ(n.outputs[0].shape.back(), 8) << o.str();
+      EXPECT_EQ(o.node(n.inputs[0].node).op, "concat") << o.str();
+    }
+  }
+  EXPECT_EQ(found, 1) << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 45).max_err, 1e-4);
+}
+
 TEST(LayoutRoundTrips, FindsATensorConvertedBackAndForth) {
   // conv → softmax over channels (an op that needs NCHW) → conv: the softmax's result is
   // blocked again, a round trip of 32 x 5 x 5 values.

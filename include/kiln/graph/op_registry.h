@@ -93,6 +93,9 @@ struct OpDef {
   /// its slot and the op runs no kernel.
   std::function<std::optional<std::vector<size_t>>(const std::vector<TensorType>&, const Attrs&)>
       in_place;
+  /// True for the ops whose output is always their one input's bytes, reinterpreted (reshape,
+  /// flatten, squeeze, unsqueeze, expand_dims): simplify cancels and sinks their chains.
+  bool reinterprets = false;
 
   /// The attribute schema entry `name`, or nullptr.
   const AttrSpec* find_attr(const std::string& name) const;

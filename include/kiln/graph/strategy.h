@@ -93,6 +93,8 @@ class LayoutRewriter {
   virtual Entry as_layout(Entry e, const TensorType& t, const std::string& layout) = 0;
   /// The layout a new-graph entry is in.
   virtual const std::string& layout_of(Entry e) const = 0;
+  /// The layout the producer of the node's input `k` wrote (nothing is added).
+  virtual const std::string& input_layout(size_t k) = 0;
   /// A new constant named after `base` (made unique).
   virtual Entry add_constant(const std::string& base, runtime::NDArray value) = 0;
   /// Adds a helper node to the new graph (its inputs new-graph entries); its first output is in

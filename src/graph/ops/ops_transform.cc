@@ -118,6 +118,28 @@ std::optional<std::vector<size_t>> reinterpret_in_place(const std::vector<Tensor
   return std::vector<size_t>{0};
 }
 
+/// A strided_slice that keeps every element in order (each sliced axis from its start to its
+/// end with stride 1, GhostNet's [:, :C] of a C-channel concat) is its input.
+std::optional<std::vector<size_t>> slice_in_place(const std::vector<TensorType>& in,
+                                                  const Attrs& a) {
+  if (in.size() != 1 || !in[0].known()) return std::nullopt;
+  const Ints& begin = a.get_ints("begin");
+  const Ints& end = a.get_ints("end");
+  const Ints& strides = a.get_ints("strides");
+  const Ints& axes = a.get_ints("axes");
+  const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+  for (size_t k = 0; k < begin.size(); ++k) {
+    int64_t axis = k < axes.size() ? axes[k] : static_cast<int64_t>(k);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank || k >= end.size()) return std::nullopt;
+    const int64_t n = in[0].shape[size_t(axis)];
+    int64_t b = begin[k] < 0 ? begin[k] + n : begin[k], e = end[k] < 0 ? end[k] + n : end[k];
+    if ((k < strides.size() && strides[k] != 1) || std::max<int64_t>(b, 0) != 0 || e < n)
+      return std::nullopt;
+  }
+  return std::vector<size_t>{0};
+}
+
 std::optional<BlockedForm> blocked_concat(const Graph& g, const Node& n, const Block& block) {
   int64_t axis = n.attrs.has("axis") ? n.attrs.get_int("axis") : 0;
   if (axis < 0) axis += 4;
@@ -225,11 +247,13 @@ void register_transform_ops(OpRegistry& r) {
       [](In in, A a, N n) { return one(topi::reshape(in[0], a.get_ints("newshape"), n)); });
   reshape.blocked = blocked_shuffle;
   reshape.in_place = reinterpret_in_place;
+  reshape.reinterprets = true;
   r.add(reshape);
   OpDef flatten = injective("flatten", {{"axis", AttrKind::kInt, int64_t{1}}}, [](In in, A a, N n) {
     return one(topi::flatten(in[0], static_cast<int>(a.get_int("axis")), n));
   });
   flatten.in_place = reinterpret_in_place;
+  flatten.reinterprets = true;
   r.add(flatten);
   r.add(injective("transpose", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
     return one(topi::transpose(in[0], to_int(a.get_ints("axes")), n));
@@ -245,11 +269,13 @@ void register_transform_ops(OpRegistry& r) {
     return one(topi::squeeze(in[0], to_int(a.get_ints("axes")), n));
   });
   squeeze.in_place = reinterpret_in_place;
+  squeeze.reinterprets = true;
   r.add(squeeze);
   OpDef unsqueeze = injective(
       "unsqueeze", {{"axes", AttrKind::kInts, std::nullopt}},
       [](In in, A a, N n) { return one(topi::unsqueeze(in[0], to_int(a.get_ints("axes")), n)); });
   unsqueeze.in_place = reinterpret_in_place;
+  unsqueeze.reinterprets = true;
   r.add(unsqueeze);
   OpDef expand_dims = injective(
       "expand_dims",
@@ -259,6 +285,7 @@ void register_transform_ops(OpRegistry& r) {
                                      static_cast<int>(a.get_int("num_newaxis")), n));
       });
   expand_dims.in_place = reinterpret_in_place;
+  expand_dims.reinterprets = true;
   r.add(expand_dims);
   OpDef pad = injective("pad",
                         {{"pad_before", AttrKind::kInts, std::nullopt},
@@ -281,6 +308,7 @@ void register_transform_ops(OpRegistry& r) {
                                        a.get_ints("strides"), to_int(a.get_ints("axes")), n));
       });
   slice.blocked = blocked_slice;
+  slice.in_place = slice_in_place;
   r.add(slice);
   OpDef take = injective("take", {{"axis", AttrKind::kInt, int64_t{0}}}, [](In in, A a, N n) {
     return one(topi::take(in[0], in[1], static_cast<int>(a.get_int("axis")), n));

@@ -418,9 +418,17 @@ bool alter_depthwise_conv2d(LayoutRewriter& rw) {
   if (!wl || !is_depthwise(*wl)) return false;
   try {
     autotune::Config cfg = rw.config([&] { return depthwise_conv2d_task(*wl, call.target); });
-    const int64_t bn =
+    int64_t bn =
         topi::define_depthwise_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);
     if (bn < min_channel_block(call.target)) return false;
+    // Untuned, the convolution reads its input in the block its producer wrote, when that block
+    // divides the channels and is a vector block no wider than the default: converting the
+    // input (GhostNet's two 8-channel-block halves concatenated into 48 channels) costs a pass
+    // over it, as much as the memory-bound convolution itself.
+    const int64_t from = detail::block_of(rw.input_layout(0));
+    if (cfg.is_fallback() && from >= min_channel_block(call.target) && from < bn &&
+        wl->in_channel % from == 0)
+      bn = from;
     const topi::Conv2DWorkload w = *wl;
     const Target target = call.target;
     emit_blocked_conv(rw, "depthwise_conv2d_nchwc", bn, bn,

@@ -107,6 +107,9 @@ class LayoutAlterer : public LayoutRewriter {
     const Entry old = g_.node(call_->index).inputs.at(k);
     return as_layout(map_[old], g_.type_of(old), layout);
   }
+  const std::string& input_layout(size_t k) override {
+    return layout_of(map_[g_.node(call_->index).inputs.at(k)]);
+  }
   /// `e` (a new-graph entry holding a tensor of logical NCHW type `t`) in layout `want`
   /// ("" for NCHW): itself, or a (memoized) layout_transform of it.
   Entry as_layout(Entry e, const TensorType& t, const std::string& want) override {

@@ -2,6 +2,8 @@
 // either forwards one of its inputs in its place or rewrites it, looking only at the node
 // and its producers in the graph being built:
 //   identity(x), dropout(x)                     → x
+//   an op whose output is its input's bytes, of x's type (OpDef::in_place: a strided_slice
+//   that keeps every element)                   → x
 //   reshape(x) to x's own shape                  → x
 //   reshape(reshape(x))                          → reshape(x) (or x)   (reshape: also flatten,
 //                                                  squeeze, unsqueeze, expand_dims)
@@ -89,14 +91,14 @@ bool is_identity_perm(const std::vector<int64_t>& p) {
 
 /// The ops that move data without computing: simplify cancels their chains and sinks them
 /// below element-wise ops. Reshape-like are the ops that only reinterpret their one input's
-/// bytes (reshape, flatten, squeeze, unsqueeze, expand_dims: OpDef::in_place with one input).
+/// bytes (reshape, flatten, squeeze, unsqueeze, expand_dims: OpDef::reinterprets).
 enum class Move { kNone, kReshape, kTranspose };
 
 Move move_kind(const Node& n) {
   if (!n.is_op()) return Move::kNone;
   if (n.op == "transpose") return Move::kTranspose;
   const OpDef* def = OpRegistry::global().find(n.op);
-  if (def && def->in_place && def->max_inputs == 1 && n.inputs.size() == 1 && n.num_outputs() == 1)
+  if (def && def->reinterprets && n.inputs.size() == 1 && n.num_outputs() == 1)
     return Move::kReshape;
   return Move::kNone;
 }
@@ -111,6 +113,15 @@ Rewrite simplify_node(const Graph& out, Node& n) {
   auto fwd = [](Entry e) { return Rewrite{true, e}; };
   const std::string& op = n.op;
   if (op == "identity" || op == "dropout") return fwd(n.inputs[0]);
+  if (n.inputs.size() == 1 && out.type_of(n.inputs[0]) == n.outputs[0]) {
+    // An op whose output is its one input's bytes unchanged (OpDef::in_place at offset 0).
+    const OpDef* def = OpRegistry::global().find(op);
+    if (def && def->in_place) {
+      std::optional<std::vector<size_t>> at =
+          def->in_place({out.type_of(n.inputs[0])}, def->normalize_attrs(n.attrs, n.name));
+      if (at && *at == std::vector<size_t>{0}) return fwd(n.inputs[0]);
+    }
+  }
   const Move kind = move_kind(n);
   if (kind == Move::kReshape) {
     Entry x = n.inputs[0];
