@@ -10,8 +10,9 @@
 // registers, and each reduction step is tile_oh * tile_ow broadcasts and FMAs with one kernel
 // vector per lane group. A tile width that does not divide the row leaves a narrower tail tile
 // (the split's guard, partitioned into its own copy of the nest). The tile loop (n, oc_chunk,
-// oh_outer fused) is parallel; the padding is a root stage, parallel and vectorized over the
-// channel block; epilogue stages are inlined into the output.
+// oh_outer fused, and ow_outer when those are fewer than 16) is parallel; the padding is a root
+// stage, parallel and vectorized over the channel block; epilogue stages are inlined into the
+// output.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -398,7 +399,15 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
   auto oh = cfg.split("tile_oh").apply(so, ax[2]);
   auto ow = cfg.split("tile_ow").apply(so, ax[3]);
   so.reorder({ax[0], ob.first, oh[0], ow[0], ob.second, oh[1], ow[1], ax[4]});
-  te::IterVar tile = acc_outer ? so.fuse({ax[0], ob.first}) : so.fuse({ax[0], ob.first, oh[0]});
+  // The parallel loop: batch, channel chunks and row tiles; with fewer than 16 of those (a
+  // Conv1d's single row over a few channel chunks: WaveNet, QuartzNet) the column tiles too,
+  // so that every thread gets work and the pool can balance it.
+  const int64_t th = cfg.split("tile_oh").size[1], tw = cfg.split("tile_ow").size[1];
+  const int64_t rows = cs[0] * ((cs[1] + reg - 1) / reg) * ((cs[2] + th - 1) / th);
+  const bool by_columns = !acc_outer && rows < 16;
+  te::IterVar tile = acc_outer    ? so.fuse({ax[0], ob.first})
+                     : by_columns ? so.fuse({ax[0], ob.first, oh[0], ow[0]})
+                                  : so.fuse({ax[0], ob.first, oh[0]});
   so.parallel(tile);
   so.unroll(ob.second);
   so.unroll(oh[1]);
@@ -414,7 +423,7 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
     // vectors right away, so one broadcast register is live at a time. With the chunks outside,
     // LLVM kept all n broadcasts live across the chunks and spilled accumulators once
     // V * n + n + V > 32 (2 vectors x 14 pixels: 5.6 ms against 1.4 ms for oneDNN on C2).
-    sa.compute_at(so, ow[0]);
+    sa.compute_at(so, by_columns ? tile : ow[0]);
     sa.reorder({aax[0], rax[0], rax[1], rax[2], rax[3], aax[2], aax[3], aax[1], aax[4]});
     sa.unroll(aax[2]);
     sa.unroll(aax[3]);
@@ -431,7 +440,6 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
                 aax[1], aax[4]});
     sa.unroll(ah.second);
     sa.unroll(aw.second);
-    const int64_t th = cfg.split("tile_oh").size[1], tw = cfg.split("tile_ow").size[1];
     prefetch_next_kernel_block(sa, ins[1], tile, rax, ah.first, cs[2] / th, aw.first,
                                (cs[3] + tw - 1) / tw, reg, cs[1]);
   }

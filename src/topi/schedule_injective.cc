@@ -372,13 +372,19 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
   }
   if (vec && axes.size() >= 2 && extent_of(axes.back()) >= lanes) {
     // Keep the innermost axis whole so that broadcast reads along it stay contiguous vectors;
-    // the outer axes are fused into one (parallel) loop.
+    // the outer axes are fused into one (parallel) loop. With fewer than 16 rows (a GroupNorm's
+    // [N, 1, C*H*W] view) the vectors of the rows are shared out too.
     std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
     IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
     auto [o, i] = st.split(axes.back(), Expr(lanes), /*shift_tail=*/true);
     st.vectorize(i);
     unroll_short_row(st, o, extent_of(axes.back()), lanes);
-    if (total > kParallelThreshold && product(outer) > 1) st.parallel(fo);
+    if (total > kParallelThreshold) {
+      if (product(outer) < 16 && extent_of(axes.back()) > 4 * lanes)
+        st.parallel(st.fuse(fo, o));
+      else if (product(outer) > 1)
+        st.parallel(fo);
+    }
     return;
   }
   const int64_t last = extent_of(axes.back());

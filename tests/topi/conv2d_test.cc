@@ -254,6 +254,24 @@ TEST(Conv2DNCHWc, TilesWithATailMatchTheReference) {
   }
 }
 
+TEST(Conv2DNCHWc, ASingleRowSharesItsColumnTilesBetweenThreads) {
+  // A Conv1d (WaveNet's 1x1 over 300 steps, 32 -> 32 channels): one output row and two channel
+  // chunks, so the parallel loop also takes the column tiles.
+  const Conv2DWorkload w = wl(1, 32, 1, 300, 32, 1, 1, 1, Padding2D{});
+  autotune::Template t = conv2d_nchwc_template(w, {true, false, true}, host_target());
+  check_nchwc_configs(w, {true, false, true}, t, {Config::fallback()});
+  Instance inst = autotune::instantiate(t, Config::fallback());
+  const std::string text = tir::to_string(tir::lower(inst.sch, inst.args, "f"));
+  const Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(inst.config, w, host_target());
+  const int64_t tw = inst.config.split("tile_ow").size[1], reg = inst.config.knob("oc_reg");
+  const int64_t tiles = (300 + tw - 1) / tw * ((32 / l.oc_bn + reg - 1) / reg);
+  EXPECT_NE(text.find("parallel for (i.j.outer.fused.k.outer.fused.l.outer.fused, 0, " +
+                      std::to_string(tiles) + ")"),
+            std::string::npos)
+      << inst.config.str() << "\n"
+      << text;
+}
+
 /// The cache lines (64 bytes) of `buffer` that prefetches in the lowered `body` hint, over every
 /// iteration of the loops around them, with the loops named in `fixed` held at their minimum.
 class PrefetchedLines : public ir::IRVisitor {

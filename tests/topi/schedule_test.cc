@@ -40,6 +40,23 @@ TEST(TopiSchedule, InjectiveInlinesAndVectorizes) {
   EXPECT_EQ(count(small, "parallel"), 0) << small;
 }
 
+TEST(TopiSchedule, FewLongRowsShareTheirVectorsBetweenThreads) {
+  // A GroupNorm's [N, 1, C*H*W] view, N = 2: the two rows alone would keep a thread idle, so
+  // the rows' vectors are one parallel loop with them.
+  te::Tensor A = input({2, 1, 3000}, f32, "A"), M = input({2, 1, 1}, f32, "M");
+  te::Tensor C = subtract(A, M);
+  std::string ir = lowered(schedule_injective({C}, host_target()), {A, M, C});
+  const int lanes = host_target().vector_bits() / 32;
+  EXPECT_NE(ir.find("parallel for (i.j.fused.k.outer.fused, 0, " +
+                    std::to_string(2 * ((3000 + lanes - 1) / lanes)) + ")"),
+            std::string::npos)
+      << ir;
+  NDArray a = random_array({2, 1, 3000}, f32, 5), m = random_array({2, 1, 1}, f32, 6);
+  NDArray want =
+      reference({2, 1, 3000}, f32, [&](const Shape& i) { return at(a, i) - bcast_at(m, i); });
+  check({A, M}, {C}, {a, m}, {want});
+}
+
 TEST(TopiSchedule, HalfVectorChannelBlockIsTheVector) {
   // A squeeze-and-excitation scale on NCHW8c: the 8-channel block is the vector, so the
   // per-channel operand is one contiguous load (a 16-lane vector over the flattened axes would
