@@ -166,12 +166,16 @@ void schedule_dense_packed(Config& cfg, te::Schedule& s, const te::Tensor& D, co
     order.push_back(oax.back());
     so.reorder(order);
   }
-  // Row tiles that do not divide M end in a whole tile shifted inwards (it recomputes a few rows
-  // of the tile before it), so every tile has constant bounds and panels and row tiles fuse into
-  // one parallel loop, also for a single panel (a channels-last Linear with N <= the panel
-  // width). Only M below one row tile leaves a partial tile: then the panel loop alone is
-  // parallel, so that loop_partition can split the partial tile off.
-  const bool shift = M % mr != 0 && M >= mr;
+  // Row tiles that divide M: panels and row tiles fuse into one parallel loop. Otherwise, with
+  // at least 8 panels, the panel loop alone is parallel, so that loop_partition can split each
+  // panel's last, partial row tile off and the full tiles keep constant bounds (a tail inside a
+  // fused loop would leave every tile of the fused loop's remainder with dynamic bounds). With
+  // fewer panels (a channels-last Linear with N <= the panel width: one) that would leave threads
+  // idle: the last row tile is shifted inwards instead (it recomputes up to mr - 1 rows of the
+  // tile before it, (mr - M % mr) / M of the work: 3% for BERT's 128 tokens, which keep the
+  // partial tile) and panels and row tiles fuse.
+  const int64_t panels = (N + nb - 1) / nb;
+  const bool shift = M % mr != 0 && M >= mr && panels < 8;
   auto [io, ii] = so.split(oax[m_axis], detail::ci(mr), shift);
   auto [jo, ji] = so.split(oax.back(), detail::ci(nb));
   so.reorder({jo, io, ii, ji});

@@ -104,9 +104,10 @@ TEST(Dense, FallbackScheduleOnManyShapes) {
   }
 }
 
-TEST(Dense, RowsThatNoTileDividesEndInAShiftedTileAndStayParallel) {
+TEST(Dense, FewPanelsShiftTheLastRowTileAndStayParallel) {
   // ConvNeXt's channels-last Linear: 3136 pixels x 40 outputs, one panel; rows 6 per tile leave
-  // 4. Every tile is whole (the last one shifted inwards) and the row tiles run in parallel.
+  // 4. With fewer than 8 panels every tile is whole (the last one shifted inwards) and the row
+  // tiles run in parallel with the panels.
   uint32_t seed = 40;
   for (DenseWorkload w : {DenseWorkload{3136, 40, 16}, DenseWorkload{13, 50, 33, true, true}}) {
     check_template(w, autotune::Config::fallback(), seed);
@@ -120,6 +121,15 @@ TEST(Dense, RowsThatNoTileDividesEndInAShiftedTileAndStayParallel) {
     const std::string last = ", " + std::to_string(w.M - inst.config.knob("tile_y")) + ")";
     EXPECT_NE(text.find(last), std::string::npos) << text;
   }
+  // Many panels (BERT's 128 tokens by 3072 outputs, 48 panels): the panels alone are parallel
+  // and each one's partial row tile is split off, nothing recomputed.
+  DenseWorkload many{128, 3072, 64};
+  autotune::Instance inst =
+      autotune::instantiate(dense_template(many, e2e::host_target()), autotune::Config::fallback());
+  ASSERT_NE(many.M % inst.config.knob("tile_y"), 0);
+  std::string text = e2e::lowered_text(inst.sch, inst.args);
+  EXPECT_NE(text.find("parallel for (j.outer, 0, "), std::string::npos) << text;
+  EXPECT_EQ(text.find("min("), std::string::npos) << text;
 }
 
 TEST(Dense, FallbackConfigIsTheDocumentedDefault) {

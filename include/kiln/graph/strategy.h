@@ -95,6 +95,10 @@ class LayoutRewriter {
   virtual const std::string& layout_of(Entry e) const = 0;
   /// The layout the producer of the node's input `k` wrote (nothing is added).
   virtual const std::string& input_layout(size_t k) = 0;
+  /// True when the producer of the node's input `k` is an injective op that computes its output
+  /// (not a view of its inputs, as an in-place concat is): a layout_transform of that output
+  /// fuses into the producer's kernel and costs no pass of its own.
+  virtual bool input_producer_fuses(size_t k) = 0;
   /// A new constant named after `base` (made unique).
   virtual Entry add_constant(const std::string& base, runtime::NDArray value) = 0;
   /// Adds a helper node to the new graph (its inputs new-graph entries); its first output is in

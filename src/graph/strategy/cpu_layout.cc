@@ -421,13 +421,14 @@ bool alter_depthwise_conv2d(LayoutRewriter& rw) {
     int64_t bn =
         topi::define_depthwise_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);
     if (bn < min_channel_block(call.target)) return false;
-    // Untuned, the convolution reads its input in the block its producer wrote, when that block
-    // divides the channels and is a vector block no wider than the default: converting the
-    // input (GhostNet's two 8-channel-block halves concatenated into 48 channels) costs a pass
-    // over it, as much as the memory-bound convolution itself.
+    // Untuned, the convolution reads its input in the narrower block its producer wrote, when
+    // that block divides the channels and converting the input would be a pass of its own
+    // (GhostNet's two 8-channel-block halves concatenated in place into 48 channels): as much
+    // memory traffic as the memory-bound convolution itself. A conversion that fuses into an
+    // injective producer (ShuffleNet's channel shuffle) costs nothing: the default block stays.
     const int64_t from = detail::block_of(rw.input_layout(0));
     if (cfg.is_fallback() && from >= min_channel_block(call.target) && from < bn &&
-        wl->in_channel % from == 0)
+        wl->in_channel % from == 0 && !rw.input_producer_fuses(0))
       bn = from;
     const topi::Conv2DWorkload w = *wl;
     const Target target = call.target;

@@ -110,6 +110,15 @@ class LayoutAlterer : public LayoutRewriter {
   const std::string& input_layout(size_t k) override {
     return layout_of(map_[g_.node(call_->index).inputs.at(k)]);
   }
+  bool input_producer_fuses(size_t k) override {
+    const Node& p = out_.node(map_[g_.node(call_->index).inputs.at(k)].node);
+    const OpDef* def = p.is_op() ? OpRegistry::global().find(p.op) : nullptr;
+    if (!def || def->pattern > topi::OpPattern::kInjective) return false;
+    if (!def->in_place) return true;
+    std::vector<TensorType> in;
+    for (const Entry& e : p.inputs) in.push_back(out_.type_of(e));
+    return !def->in_place(in, def->normalize_attrs(p.attrs, p.name)).has_value();
+  }
   /// `e` (a new-graph entry holding a tensor of logical NCHW type `t`) in layout `want`
   /// ("" for NCHW): itself, or a (memoized) layout_transform of it.
   Entry as_layout(Entry e, const TensorType& t, const std::string& want) override {
