@@ -4,10 +4,11 @@
 // a permuted output order with a gap, TF / IDF / TFIDF with weights) on 1-D and 2-D input,
 // QLinearMatMul with saturating results (2-D and batched), QLinearConv with per-channel weight
 // scales and bias, BatchNormalization in training mode (batch statistics and running
-// mean / variance), Einsum taking a diagonal and Einsum of two operands as a matmul, Mod of
-// float16, Cast to and from bfloat16 (ties, NaN, overflow to infinity, against a distance-based
-// rounding), results without elements (Slice past the end, Split into empty parts, Reshape with
-// allowzero), and the errors for attribute values that are not supported.
+// mean / variance), Einsum taking a diagonal and Einsum of two operands as a matmul, MatMul
+// broadcasting batch dimensions, Mod of float16, Cast to and from bfloat16 (ties, NaN, overflow to
+// infinity, against a distance-based rounding), results without elements (Slice past the end, Split
+// into empty parts, Reshape with allowzero), and the errors for attribute values that are not
+// supported.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -454,6 +455,67 @@ TEST(OnnxMisc, EinsumOfTwoOperandsIsAMatmulWhereItCanBe) {
     EXPECT_EQ(g.str().find("matmul(") != std::string::npos, k.matmul) << g.str();
     expect_close(out[0], einsum_ref(k.a, k.sa, a, k.b, k.sb, b, k.out, k.so), k.so);
   }
+}
+
+// --- MatMul with broadcast batch dimensions
+
+TEST(OnnxMisc, MatMulBroadcastsBatchDimensionsAsNumpy) {
+  struct Case {
+    Ints sa, sb, so;
+  };
+  for (const Case& k : {
+           // Grouped-query attention's shape: one key matrix per group of heads (expanded).
+           Case{{2, 3, 4, 5}, {2, 1, 5, 6}, {2, 3, 4, 6}},
+           // Ranks differ; one matrix for every batch (batch_matmul broadcasts it).
+           Case{{3, 4, 5}, {1, 1, 5, 2}, {1, 3, 4, 2}},
+           Case{{4, 5}, {2, 3, 5, 2}, {2, 3, 4, 2}},
+           Case{{2, 1, 4, 5}, {3, 5, 2}, {2, 3, 4, 2}},
+       }) {
+    SCOPED_TRACE(::testing::PrintToString(k.sa) + " x " + ::testing::PrintToString(k.sb));
+    Vec a = random_vec(numel(k.sa), 81), b = random_vec(numel(k.sb), 82);
+    OnnxNode node{"MatMul", "", "mm", {"a", "b"}, {"y"}, {}, false};
+    OnnxModel m = one_node("matmul_bcast.onnx", 13, node);
+    m.inputs = {info("a", k.sa), info("b", k.sb)};
+    m.outputs = {info("y", k.so)};
+    std::vector<runtime::NDArray> out = run(m, {{"a", array(k.sa, a, DataType::Float(32))},
+                                                {"b", array(k.sb, b, DataType::Float(32))}});
+    // Reference: the output's batch index, right-aligned into each operand (size 1 repeats).
+    const size_t r = k.so.size();
+    const int64_t M = k.so[r - 2], N = k.so[r - 1], K = k.sa.back();
+    Vec want(size_t(numel(k.so)), 0.0f);
+    const int64_t batches = numel(k.so) / (M * N);
+    auto offset = [&](const Ints& s, int64_t flat) {  // the operand's first element of batch `flat`
+      Ints idx(r - 2);
+      for (size_t d = r - 2; d-- > 0;) idx[d] = flat % k.so[d], flat /= k.so[d];
+      int64_t o = 0;
+      const size_t own = s.size() - 2;
+      for (size_t d = 0; d < own; ++d) {
+        const int64_t i = idx[r - 2 - own + d];
+        o = o * s[d] + (s[d] == 1 ? 0 : i);
+      }
+      return o * s[own] * s[own + 1];
+    };
+    for (int64_t bt = 0; bt < batches; ++bt)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double acc = 0;
+          for (int64_t q = 0; q < K; ++q)
+            acc += double(a[size_t(offset(k.sa, bt) + i * K + q)]) *
+                   b[size_t(offset(k.sb, bt) + q * N + j)];
+          want[size_t((bt * M + i) * N + j)] = float(acc);
+        }
+    expect_close(out[0], want, k.so);
+  }
+  // Batch dimensions that do not broadcast: an error naming the node and both types.
+  OnnxNode node{"MatMul", "", "mm", {"a", "b"}, {"y"}, {}, false};
+  OnnxModel m = one_node("matmul_bad.onnx", 13, node);
+  m.inputs = {info("a", {2, 3, 4, 5}), info("b", {2, 2, 5, 6})};
+  m.outputs = {info("y", {2, 3, 4, 6})};
+  EXPECT_NE(error_of([&] { import_onnx(m); })
+                .find("batch dimensions of float32[2, 3, 4, 5] and "
+                      "float32[2, 2, 5, 6] do not broadcast"),
+            std::string::npos)
+      << error_of([&] { import_onnx(m); });
 }
 
 // --- Mod of float16

@@ -39,7 +39,6 @@ std::vector<Entry> convert_gemm(Converter& c) {
 }
 
 std::vector<Entry> convert_matmul(Converter& c) {
-  // Operands of one rank above 3 with equal batch dimensions: batch flattened to 3-D.
   int ra = c.rank_of(c.in(0)), rb = c.rank_of(c.in(1));
   if (ra > 2 && rb == 2) {
     // [..., M, K] · [K, N]: the leading dimensions flattened into M (Linear layers on
@@ -50,13 +49,38 @@ std::vector<Entry> convert_matmul(Converter& c) {
     out.push_back(sb[1]);
     return std::vector<Entry>{c.op("reshape", {c.op("matmul", {a, c.in(1)})}, {{"newshape", out}})};
   }
-  if (ra > 3 && ra == rb) {
+  if (ra >= 2 && rb >= 2 && std::max(ra, rb) > 2) {
+    // Batched: the batch dimensions broadcast as numpy's (right-aligned; an operand whose batch
+    // dimensions differ from the result's is expanded, e.g. grouped-query attention's keys
+    // shared by several heads, unless it is one matrix), then flattened to one batch axis.
     Ints sa = c.type_in(0).shape, sb = c.type_in(1).shape;
-    c.unsupported_if(!std::equal(sa.begin(), sa.end() - 2, sb.begin()),
-                     "MatMul with broadcast batch dimensions");
-    Entry a = c.op("reshape", {c.in(0)}, {{"newshape", Ints{-1, sa[ra - 2], sa[ra - 1]}}});
-    Entry b = c.op("reshape", {c.in(1)}, {{"newshape", Ints{-1, sb[rb - 2], sb[rb - 1]}}});
-    Ints out(sa.begin(), sa.end() - 1);
+    Ints ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    Ints batch(std::max(ba.size(), bb.size()), 1);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const int64_t x = k < ba.size() ? ba[ba.size() - 1 - k] : 1;
+      const int64_t y = k < bb.size() ? bb[bb.size() - 1 - k] : 1;
+      KILN_USER_CHECK(x == y || x == 1 || y == 1)
+          << c.where() << ": batch dimensions of " << c.type_in(0).str() << " and "
+          << c.type_in(1).str() << " do not broadcast";
+      batch[batch.size() - 1 - k] = std::max(x, y);
+    }
+    auto batched = [&](Entry e, const Ints& own, int64_t rows, int64_t cols) {
+      int64_t n = 1;
+      for (int64_t d : own) n *= d;
+      // One matrix for every batch: batch_matmul broadcasts a batch of 1 itself.
+      if (n == 1) return c.op("reshape", {e}, {{"newshape", Ints{1, rows, cols}}});
+      if (own != batch) {
+        Ints full = batch;
+        full.push_back(rows);
+        full.push_back(cols);
+        e = c.op("where", {c.fill("ones", 1, DataType::Bool(), full), e, e});
+      }
+      return c.op("reshape", {e}, {{"newshape", Ints{-1, rows, cols}}});
+    };
+    Entry a = batched(c.in(0), ba, sa[ra - 2], sa[ra - 1]);
+    Entry b = batched(c.in(1), bb, sb[rb - 2], sb[rb - 1]);
+    Ints out = batch;
+    out.push_back(sa[ra - 2]);
     out.push_back(sb[rb - 1]);
     return std::vector<Entry>{c.op("reshape", {c.op("matmul", {a, b})}, {{"newshape", out}})};
   }
