@@ -200,7 +200,13 @@ void check_input_shapes(const frontend::OnnxModel& m,
     if (!v.kind.empty() || !v.has_shape || shapes.count(v.name)) continue;
     for (size_t d = 0; d < v.shape.size(); ++d) {
       const frontend::OnnxDim& md = v.shape[d];
-      if (md.size >= 0 || !md.param.empty()) continue;  // known, or symbolic (the importer asks)
+      if (md.size >= 0) continue;
+      if (!md.param.empty()) {
+        KILN_ERROR << "'" << m.path << "': input '" << v.name << "' dimension " << d
+                   << " is symbolic ('" << md.param << "'); give the input's shape with "
+                   << "--input-shape " << v.name << "=D1,D2,... (the model's shape is "
+                   << model_dims(v) << ")";
+      }
       if (md.size < -1) {
         KILN_ERROR << "'" << m.path << "': input '" << v.name << "' dimension " << d
                    << " is negative (" << md.size << "); give the input's shape with --input-shape "

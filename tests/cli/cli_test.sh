@@ -202,6 +202,19 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys
 PY
 "$KILN" compile "$TMP/negdim.onnx" -o "$TMP/negdim" >/dev/null 2>"$TMP/log" && fail "a negative model dimension accepted"
 grep -q "input 'x' dimension 1 is negative (-3); give the input's shape with --input-shape x=D1,D2,...$" "$TMP/log" || fail "negative model dimension message: $(cat "$TMP/log")"
+
+# A symbolic dimension (a batch exported as dynamic) names the option that sets it.
+/usr/bin/python3 - "$TMP/symdim.onnx" <<'PY' || fail "could not write the symbolic-dimension model"
+import sys, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+"$KILN" compile "$TMP/symdim.onnx" -o "$TMP/symdim" >/dev/null 2>"$TMP/log" && fail "a symbolic model dimension accepted without a shape"
+grep -q "input 'x' dimension 0 is symbolic ('batch'); give the input's shape with --input-shape x=D1,D2,... (the model's shape is \[batch, 3\])$" "$TMP/log" || fail "symbolic model dimension message: $(cat "$TMP/log")"
+"$KILN" compile "$TMP/symdim.onnx" -o "$TMP/symdim" --input-shape x=2,3 >/dev/null 2>"$TMP/log" || fail "--input-shape for a symbolic dimension: $(cat "$TMP/log")"
 # Numeric options: NaN and negative tolerances refused, readable range messages.
 "$KILN" compare "$SMALL" --atol nan >/dev/null 2>"$TMP/log" && fail "--atol nan accepted"
 grep -q "\-\-atol: expected a finite number >= 0, got 'nan'" "$TMP/log" || fail "--atol nan message: $(cat "$TMP/log")"
