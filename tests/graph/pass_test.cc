@@ -186,7 +186,9 @@ TEST(Simplify, ASliceThatKeepsEveryElementInOrderIsDropped) {
   for (const Node& n : r.nodes()) {
     if (!n.is_op()) continue;
     names += n.name + " ";
-    if (n.name == "reversed") EXPECT_TRUE(r.node(n.inputs[0].node).is_input()) << r.str();
+    if (n.name == "reversed") {
+      EXPECT_TRUE(r.node(n.inputs[0].node).is_input()) << r.str();
+    }
   }
   EXPECT_EQ(names, "reversed part ") << r.str();
 }

@@ -133,8 +133,9 @@ TEST(Pool, PaddedNCHWRowsAreCopiedSoNoTapIsGuardedPerLane) {
       std::istringstream lines(text);
       for (std::string line; std::getline(lines, line);)
         if (line.find("_pad[ramp") != std::string::npos && line.find(" = ") != std::string::npos &&
-            line.find("_pad[ramp") > line.find(" = "))
+            line.find("_pad[ramp") > line.find(" = ")) {
           EXPECT_EQ(line.find(" if "), std::string::npos) << line;
+        }
     }
   }
 }
