@@ -667,7 +667,7 @@ std::vector<NodeTime> GraphExecutor::profile(int repeat) {
   Impl& g = get("profile");
   std::vector<NodeTime> r;
   for (const OpCall& op : g.ops)
-    r.push_back({g.nodes[op.node].name, g.nodes[op.node].func_name, 0});
+    r.push_back({g.nodes[op.node].name, g.nodes[op.node].func_name, 0, op.node});
   for (int k = 0; k < repeat; ++k) {
     for (size_t i = 0; i < g.ops.size(); ++i) {
       auto t0 = std::chrono::steady_clock::now();

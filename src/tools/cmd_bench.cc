@@ -140,32 +140,28 @@ Roofline measure_roofline(int threads) {
   return r;
 }
 
-/// Per node name, its kernel's (flops, bytes) from a module graph's attrs (0 when absent).
-std::map<std::string, std::pair<double, double>> kernel_costs(const nlohmann::json& j) {
-  std::map<std::string, std::pair<double, double>> r;
+/// Per node index (graph.json's "nodes"; names need not be unique), its kernel's (flops, bytes)
+/// from the node's attrs (0 when absent) and the implementation its kernel's master runs
+/// ("impl": a template's name, or opaque.generic for the rule-based scheduler; "" when absent).
+struct KernelInfo {
+  double flops = 0, bytes = 0;
+  std::string impl;
+};
+std::map<int, KernelInfo> kernel_infos(const nlohmann::json& j) {
+  std::map<int, KernelInfo> r;
   if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) return r;
+  int index = 0;
   for (const nlohmann::json& n : j["nodes"]) {
-    if (!n.is_object() || !n.contains("attrs") || !n.contains("name")) continue;
+    const int i = index++;
+    if (!n.is_object() || !n.contains("attrs") || !n["attrs"].is_object()) continue;
     const nlohmann::json& a = n["attrs"];
     auto num = [&](const char* k) {
-      return a.is_object() && a.contains(k) && a[k].is_number() ? a[k].get<double>() : 0.0;
+      return a.contains(k) && a[k].is_number() ? a[k].get<double>() : 0.0;
     };
-    if (n["name"].is_string()) r[n["name"].get<std::string>()] = {num("flops"), num("bytes")};
-  }
-  return r;
-}
-
-/// Per node name, the implementation its kernel's master runs (graph.json's "impl"; "" when
-/// absent): a template's name, or opaque.generic for the rule-based scheduler.
-std::map<std::string, std::string> kernel_impls(const nlohmann::json& j) {
-  std::map<std::string, std::string> r;
-  if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) return r;
-  for (const nlohmann::json& n : j["nodes"]) {
-    if (!n.is_object() || !n.contains("attrs") || !n.contains("name") || !n["name"].is_string())
-      continue;
-    const nlohmann::json& a = n["attrs"];
-    if (a.is_object() && a.contains("impl") && a["impl"].is_string())
-      r[n["name"].get<std::string>()] = a["impl"].get<std::string>();
+    KernelInfo& k = r[i];
+    k.flops = num("flops");
+    k.bytes = num("bytes");
+    if (a.contains("impl") && a["impl"].is_string()) k.impl = a["impl"].get<std::string>();
   }
   return r;
 }
@@ -245,8 +241,7 @@ int bench(const BenchOptions& o) {
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return nodes[a].ms > nodes[b].ms; });
     const Roofline roof = measure_roofline(threads);
-    const auto costs = kernel_costs(graph_json);
-    const auto impls = kernel_impls(graph_json);
+    const std::map<int, KernelInfo> infos = kernel_infos(graph_json);
     std::printf(
         "roofline, measured now on %d thread(s): %.1f GFLOP/s fp32 multiply-add peak, %.1f GB/s "
         "copy bandwidth\n",
@@ -257,9 +252,9 @@ int bench(const BenchOptions& o) {
     nlohmann::json prof = nlohmann::json::array();
     for (size_t k = 0; k < order.size(); ++k) {
       const runtime::NodeTime& n = nodes[order[k]];
-      auto c = costs.find(n.name);
-      const double flops = c != costs.end() ? c->second.first : 0;
-      const double bytes = c != costs.end() ? c->second.second : 0;
+      auto it = infos.find(n.node);
+      const KernelInfo info = it != infos.end() ? it->second : KernelInfo{0, 0, "?"};
+      const double flops = info.flops, bytes = info.bytes;
       const double sec = n.ms / 1e3;
       // The roofline's time for this kernel: its operations at the peak or its bytes at the
       // bandwidth, whichever takes longer; the share of it the kernel reaches.
@@ -269,14 +264,15 @@ int bench(const BenchOptions& o) {
       if (static_cast<int>(k) < o.profile)
         std::printf("  %8.3f ms %5.1f%%  %8.2f %8.2f  %9.1f%%   %s  (%s, %s)\n", n.ms,
                     total > 0 ? 100 * n.ms / total : 0.0, gflops, gbs, 100 * frac, n.name.c_str(),
-                    n.func_name.c_str(), impls.count(n.name) ? impls.at(n.name).c_str() : "?");
+                    n.func_name.c_str(), info.impl.empty() ? "?" : info.impl.c_str());
       prof.push_back({{"name", n.name},
+                      {"node", n.node},
                       {"func", n.func_name},
                       {"ms", n.ms},
                       {"flops", flops},
                       {"bytes", bytes},
                       {"roofline_fraction", frac},
-                      {"impl", impls.count(n.name) ? impls.at(n.name) : ""}});
+                      {"impl", it != infos.end() ? info.impl : ""}});
     }
     report["profile"] = prof;
     report["roofline"] = {{"gflops", roof.gflops}, {"gbs", roof.gbs}, {"threads", threads}};

@@ -120,6 +120,31 @@ assert all(n["bytes"] > 0 and n["flops"] >= 0 and n["roofline_fraction"] >= 0 fo
 assert any(n["flops"] > 0 for n in p), p
 assert r["roofline"]["gflops"] > 0 and r["roofline"]["gbs"] > 0 and r["roofline"]["threads"] >= 1, r
 PY
+# Nodes may share a name (a Conv1d's ReLU, fused into the convolution, and the squeeze after it
+# both carry the ONNX output's): the profile attributes costs and implementations by node.
+/usr/bin/python3 - "$TMP/conv1d.onnx" <<'PY' || fail "could not write the Conv1d model"
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((32, 16, 3)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1]),
+                       helper.make_node("Relu", ["c"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 64])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+"$KILN" compile "$TMP/conv1d.onnx" -o "$TMP/conv1d" >"$TMP/log" 2>&1 || fail "compile conv1d: $(cat "$TMP/log")"
+"$KILN" bench "$TMP/conv1d" --repeat 2 --profile 5 --json "$TMP/bench4.json" >"$TMP/log" 2>&1 || fail "bench conv1d: $(cat "$TMP/log")"
+/usr/bin/python3 - "$TMP/bench4.json" "$TMP/conv1d/graph.json" <<'PY' || fail "profile by node: $(cat "$TMP/bench4.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+nodes = json.load(open(sys.argv[2]))["nodes"]
+names = [n["name"] for n in p]
+assert len(names) != len(set(names)), names  # the case this checks: a name shared by two nodes
+for n in p:
+    a = nodes[n["node"]]["attrs"]
+    assert n["func"] == a["func_name"] and n["flops"] == a.get("flops", 0) and n["impl"] == a.get("impl", ""), (n, a)
+assert any(n["impl"] == "conv2d_nchwc.cpu" and n["flops"] > 0 for n in p), p
+PY
 "$KILN" bench "$TMP/small" --opt-level 0 >"$TMP/log" 2>&1 && fail "bench dir --opt-level accepted"
 grep -q "\-\-opt-level applies to a model file, not to the compiled module" "$TMP/log" || fail "bench dir --opt-level message: $(cat "$TMP/log")"
 "$KILN" bench "$TMP/nothing.onnx" >"$TMP/log" 2>&1 && fail "missing model accepted"

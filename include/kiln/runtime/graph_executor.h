@@ -49,9 +49,10 @@ struct TensorInfo {
 
 /// The mean time of one op node over a profile() run.
 struct NodeTime {
-  std::string name;       ///< the node's name
+  std::string name;       ///< the node's name (not unique: a model may reuse one)
   std::string func_name;  ///< the function it calls
   double ms = 0;          ///< mean milliseconds per call
+  int node = -1;          ///< the node's index in graph.json's "nodes"
 };
 
 class GraphExecutor {
