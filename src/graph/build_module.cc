@@ -364,7 +364,8 @@ class ModuleBuilder {
       }
       if (!en.func_name.empty()) {
         const int master = master_of(g_, groups[it->second]);
-        if (!g_.node(master).name.empty()) m.kernel_masters[en.name] = g_.node(master).name;
+        if (!g_.node(master).name.empty())
+          m.kernel_masters[static_cast<int>(exec.size())] = g_.node(master).name;
       }
       exec.push_back(std::move(en));
     }

@@ -185,7 +185,7 @@ int time_in_network(const Graph& g, const Target& target, const std::vector<Tuni
       std::vector<double> sum(workloads.size(), 0);
       std::vector<std::set<std::string>> nodes(workloads.size());
       for (const runtime::NodeTime& n : times) {
-        auto m = var.module.kernel_masters.find(n.name);
+        auto m = var.module.kernel_masters.find(n.node);
         if (m == var.module.kernel_masters.end()) continue;
         auto w = find_node(workload_of_node, m->second);
         if (w == workload_of_node.end()) continue;

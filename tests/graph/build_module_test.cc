@@ -182,6 +182,33 @@ TEST(BuildModule, ResidualTwoOutputsAndSharedKernels) {
   EXPECT_EQ(build_module(g, Target::host(), BuildOptions{0, false}).num_kernels, 4);
 }
 
+TEST(BuildModule, KernelMastersAreKeyedByNodeIndexNotByName) {
+  // A Conv1d as the ONNX importer writes it, its ReLU and the squeeze after it both named after
+  // the model's output: two kernel nodes named "y", whose masters differ.
+  std::mt19937 rng(13);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 32}, f32);
+  Entry u = g.add_op("unsqueeze", {x}, {{"axes", std::vector<int64_t>{2}}}, "conv");
+  Entry c = g.add_op("conv2d", {u, g.add_constant("w", random_array({32, 16, 1, 3}, rng))},
+                     {{"padding", std::vector<int64_t>{0, 1, 0, 1}}}, "conv");
+  Entry r = g.add_op("relu", {c}, {}, "y");
+  g.add_output(g.add_op("squeeze", {r}, {{"axes", std::vector<int64_t>{2}}}, "y"));
+  CompiledModule m = build_module(g, Target::host(), BuildOptions{2, true});
+  auto j = nlohmann::json::parse(m.graph_json);
+  std::vector<int> named_y;
+  for (size_t i = 0; i < j["nodes"].size(); ++i)
+    if (j["nodes"][i]["name"] == "y" && j["nodes"][i]["attrs"].contains("func_name"))
+      named_y.push_back(static_cast<int>(i));
+  ASSERT_EQ(named_y.size(), 2u) << m.graph_json;
+  std::set<std::string> masters;
+  for (int i : named_y) {
+    ASSERT_TRUE(m.kernel_masters.count(i)) << i << "\n" << m.graph_json;
+    masters.insert(m.kernel_masters.at(i));
+  }
+  EXPECT_EQ(masters.size(), 2u) << m.graph_json;
+  EXPECT_TRUE(masters.count("conv")) << m.graph_json;
+}
+
 TEST(BuildModule, OutputThatIsAnInputAndNoParams) {
   Graph g;
   Entry x = g.add_input("x", {8}, f32);

@@ -81,10 +81,11 @@ struct CompiledModule {
   /// With tuning_records: a summary line, then one line per tunable workload (tuned or default,
   /// and how many records were used or ignored and why).
   std::vector<std::string> tuning_report;
-  /// For each kernel node of graph_json (by name; a fused group is named after its last node),
-  /// the name of its group's master node: the conv2d of a conv2d + add + relu group. A profile
-  /// (GraphExecutor::profile) names kernel nodes; this maps them back to the model's operators.
-  std::map<std::string, std::string> kernel_masters;
+  /// For each kernel node of graph_json (by its index in "nodes": names repeat, a fused group
+  /// being named after its last node), the name of its group's master node: the conv2d of a
+  /// conv2d + add + relu group. A profile (GraphExecutor::profile, NodeTime::node) gives kernel
+  /// nodes; this maps them back to the model's operators.
+  std::map<int, std::string> kernel_masters;
 
   /// Writes DIR/graph.json, DIR/lib.so and DIR/params.bin (creating DIR). Throws kiln::Error
   /// naming the path on failure.
