@@ -518,6 +518,92 @@ TEST(OnnxMisc, MatMulBroadcastsBatchDimensionsAsNumpy) {
       << error_of([&] { import_onnx(m); });
 }
 
+// --- 3-D pooling as two 2-D pools
+
+/// Naive 3-D max / average pool of x [N, C, D, H, W] (ONNX semantics, floor or ceil output
+/// sizes, a window starting in the end padding dropped as PyTorch does).
+Vec pool3d_ref(const Vec& x, const Ints& xs, bool is_max, const Ints& k, const Ints& st,
+               const Ints& pads, const Ints& dil, bool ceil, bool include_pad, Ints* out_shape) {
+  Ints os{xs[0], xs[1]};
+  for (size_t d = 0; d < 3; ++d) {
+    int64_t span = xs[2 + d] + pads[d] + pads[d + 3] - dil[d] * (k[d] - 1) - 1;
+    int64_t o = (ceil ? (span + st[d] - 1) / st[d] : span / st[d]) + 1;
+    if (ceil && (o - 1) * st[d] >= xs[2 + d] + pads[d]) --o;
+    os.push_back(o);
+  }
+  *out_shape = os;
+  Vec y(size_t(numel(os)));
+  size_t at = 0;
+  for (int64_t n = 0; n < os[0]; ++n)
+    for (int64_t c = 0; c < os[1]; ++c)
+      for (int64_t od = 0; od < os[2]; ++od)
+        for (int64_t oh = 0; oh < os[3]; ++oh)
+          for (int64_t ow = 0; ow < os[4]; ++ow) {
+            double acc = is_max ? -INFINITY : 0;
+            int64_t counted = 1;
+            const int64_t o[3] = {od, oh, ow};
+            for (size_t d = 0; d < 3; ++d) {
+              // Taps inside the input (or, counting the padding, inside the padded input).
+              const int64_t s0 = o[d] * st[d] - pads[d];
+              const int64_t lo = include_pad ? -pads[d] : 0;
+              const int64_t hi = include_pad ? xs[2 + d] + pads[d + 3] : xs[2 + d];
+              int64_t cnt = 0;
+              for (int64_t r = 0; r < k[d]; ++r)
+                cnt += s0 + r * dil[d] >= lo && s0 + r * dil[d] < hi;
+              counted *= cnt;
+            }
+            for (int64_t a = 0; a < k[0]; ++a)
+              for (int64_t b = 0; b < k[1]; ++b)
+                for (int64_t e = 0; e < k[2]; ++e) {
+                  const int64_t i = od * st[0] - pads[0] + a * dil[0];
+                  const int64_t j = oh * st[1] - pads[1] + b * dil[1];
+                  const int64_t l = ow * st[2] - pads[2] + e * dil[2];
+                  if (i < 0 || i >= xs[2] || j < 0 || j >= xs[3] || l < 0 || l >= xs[4]) continue;
+                  const double v =
+                      x[size_t((((n * xs[1] + c) * xs[2] + i) * xs[3] + j) * xs[4] + l)];
+                  acc = is_max ? std::max(acc, v) : acc + v;
+                }
+            y[at++] = float(is_max ? acc : acc / double(counted));
+          }
+  return y;
+}
+
+TEST(OnnxMisc, Pool3dRunsAsTwo2dPools) {
+  struct Case {
+    bool is_max;
+    Ints k, st, pads, dil;
+    bool ceil, include_pad;
+  };
+  const Ints xs{2, 3, 7, 9, 11};
+  Vec x = random_vec(numel(xs), 91);
+  for (const Case& k : {
+           Case{true, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, false, false},
+           Case{true, {2, 3, 3}, {1, 2, 1}, {0, 1, 1, 1, 0, 1}, {2, 1, 2}, true, false},
+           Case{false, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, true, false},
+           Case{false, {3, 2, 3}, {1, 2, 2}, {1, 0, 1, 1, 1, 0}, {1, 1, 1}, false, true},
+       }) {
+    SCOPED_TRACE(std::string(k.is_max ? "max" : "avg") + " k " + ::testing::PrintToString(k.k));
+    OnnxNode node{k.is_max ? "MaxPool" : "AveragePool", "", "pool", {"x"}, {"y"}, {}, false};
+    node.attrs["kernel_shape"] = k.k;
+    node.attrs["strides"] = k.st;
+    node.attrs["pads"] = k.pads;
+    node.attrs["ceil_mode"] = int64_t{k.ceil};
+    if (k.is_max)
+      node.attrs["dilations"] = k.dil;
+    else
+      node.attrs["count_include_pad"] = int64_t{k.include_pad};
+    Ints os;
+    Vec want = pool3d_ref(x, xs, k.is_max, k.k, k.st, k.pads, k.dil, k.ceil, k.include_pad, &os);
+    OnnxModel m = one_node("pool3d.onnx", 12, node);
+    m.inputs = {info("x", xs)};
+    m.outputs = {info("y", os)};
+    graph::Graph g;
+    std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x, DataType::Float(32))}}, &g);
+    EXPECT_EQ(g.str().find("pool_nd"), std::string::npos) << g.str();
+    expect_close(out[0], want, os);
+  }
+}
+
 // --- Mod of float16
 
 TEST(OnnxMisc, ModOfFloat16IsExact) {

@@ -443,13 +443,62 @@ std::vector<Entry> convert_pool_2d(Converter& c, const char* op) {
   return {c.op(op, {x}, a)};
 }
 
+bool wants_indices(const Converter& c) {
+  return c.node->outputs.size() > 1 && !c.node->outputs[1].empty();
+}
+
+/// A 3-D MaxPool / AveragePool of float32 as two 2-D pools (the window is separable: a max of
+/// maxima; an average of averages, the divisor a product of per-axis counts also without the
+/// padding): over (H, W) on [N·D, C, H, W], the layout a Conv3d's 2-D convolutions use, then
+/// over D on [N, C, D, Ho·Wo]. nullopt where a pool2d cannot take an axis' window (padding wider
+/// than half of it, a dilated average).
+std::optional<Entry> pool_3d_as_2d(Converter& c, bool is_max, const Window& w) {
+  const graph::TensorType t = c.type_in(0);
+  if (t.dtype != DataType::Float(32) || t.shape.size() != 5) return std::nullopt;
+  for (size_t d = 0; d < 3; ++d) {
+    const int64_t half = ((w.kernel[d] - 1) * w.dilations[d] + 1) / 2;
+    if (w.pads[d] > half || w.pads[d + 3] > half || (!is_max && w.dilations[d] != 1))
+      return std::nullopt;
+  }
+  const char* op = is_max ? "max_pool2d" : "avg_pool2d";
+  auto pool = [&](Entry x, Ints kernel, Ints strides, Ints pads, Ints dilation) {
+    Attrs a{{"pool_size", kernel},
+            {"strides", strides},
+            {"padding", pads},
+            {"ceil_mode", c.attr_int("ceil_mode", 0)}};
+    if (is_max)
+      a.set("dilation", dilation);
+    else
+      a.set("count_include_pad", c.attr_int("count_include_pad", 0));
+    return c.op(op, {x}, a);
+  };
+  const int64_t N = t.shape[0], C = t.shape[1], D = t.shape[2];
+  Entry x = c.op("transpose", {c.in(0)}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  x = c.op("reshape", {x}, {{"newshape", Ints{N * D, C, t.shape[3], t.shape[4]}}});
+  x = pool(x, {w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]},
+           {w.pads[1], w.pads[2], w.pads[4], w.pads[5]}, {w.dilations[1], w.dilations[2]});
+  const std::optional<graph::TensorType> spatial = c.known_type(x);
+  KILN_ICHECK(spatial) << c.where() << ": the spatial pool of a 3-D pool has no type";
+  const Ints hw = spatial->shape;
+  x = c.op("reshape", {x}, {{"newshape", Ints{N, D, C, hw[2], hw[3]}}});
+  x = c.op("transpose", {x}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  x = c.op("reshape", {x}, {{"newshape", Ints{N, C, D, hw[2] * hw[3]}}});
+  x = pool(x, {w.kernel[0], 1}, {w.strides[0], 1}, {w.pads[0], 0, w.pads[3], 0},
+           {w.dilations[0], 1});
+  const std::optional<graph::TensorType> pooled = c.known_type(x);
+  KILN_ICHECK(pooled) << c.where() << ": the depth pool of a 3-D pool has no type";
+  return c.op("reshape", {x}, {{"newshape", Ints{N, C, pooled->shape[2], hw[2], hw[3]}}});
+}
+
 /// MaxPool / AveragePool over any window rank through max_pool_nd / avg_pool_nd, with MaxPool's
-/// Indices.
+/// Indices; 3-D windows of float32 without Indices as two 2-D pools (pool_3d_as_2d).
 std::vector<Entry> convert_pool_nd(Converter& c, bool is_max) {
   Ints k = c.attr_ints("kernel_shape", {});
   size_t sp = k.size();
   check_window_rank(c, sp);
   Window w = window_of(c, sp, k);
+  if (sp == 3 && !(is_max && wants_indices(c)))
+    if (std::optional<Entry> y = pool_3d_as_2d(c, is_max, w)) return {*y};
   graph::Attrs a{{"pool_size", w.kernel},
                  {"strides", w.strides},
                  {"padding", w.pads},
@@ -472,10 +521,6 @@ std::vector<Entry> convert_pool_nd(Converter& c, bool is_max) {
     outs.push_back(c.op("max_pool_nd_indices", {xf}, ia));
   }
   return outs;
-}
-
-bool wants_indices(const Converter& c) {
-  return c.node->outputs.size() > 1 && !c.node->outputs[1].empty();
 }
 
 /// MaxUnpool: out = zeros of the unpooled shape with X's values at the (constant) flat
