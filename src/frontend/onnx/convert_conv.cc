@@ -359,6 +359,30 @@ std::vector<Entry> convert_conv_transpose_3d(Converter& c) {
 
 std::vector<Entry> convert_pool_2d(Converter& c, const char* op);
 
+/// pool2d's attributes for one window: a max pool takes the dilation, an average pool ONNX's
+/// count_include_pad.
+Attrs pool2d_attrs(const Converter& c, bool is_max, Ints kernel, Ints strides, Ints pads,
+                   Ints dilation) {
+  Attrs a{{"pool_size", std::move(kernel)},
+          {"strides", std::move(strides)},
+          {"padding", std::move(pads)},
+          {"ceil_mode", c.attr_int("ceil_mode", 0)}};
+  if (is_max)
+    a.set("dilation", std::move(dilation));
+  else
+    a.set("count_include_pad", c.attr_int("count_include_pad", 0));
+  return a;
+}
+
+/// True when a padding (pads[d] before and pads[d + sp] after axis d) is wider than half of the
+/// axis' dilated window: pool2d takes at most half.
+bool pads_wider_than_half(const Ints& kernel, const Ints& dilation, const Ints& pads) {
+  const size_t sp = kernel.size();
+  for (size_t d = 0; d < 2 * sp; ++d)
+    if (pads[d] > ((kernel[d % sp] - 1) * dilation[d % sp] + 1) / 2) return true;
+  return false;
+}
+
 /// Pooling: 1-D windows run as 2-D ones over a unit height.
 std::vector<Entry> convert_pool(Converter& c, const char* op) {
   if (c.attr_ints("kernel_shape", {}).size() != 1) return convert_pool_2d(c, op);
@@ -370,16 +394,8 @@ std::vector<Entry> convert_pool(Converter& c, const char* op) {
   KILN_USER_CHECK(st.size() == 1 && dl.size() == 1 && p.size() == 2)
       << c.where() << ": strides, dilations or pads of the wrong length for a 1-D window";
   bool is_max = std::string(op) == "max_pool2d";
-  c.unsupported_if(p[0] > ((k[0] - 1) * dl[0] + 1) / 2 || p[1] > ((k[0] - 1) * dl[0] + 1) / 2,
-                   "padding wider than half the pooling window");
-  Attrs a{{"pool_size", Ints{1, k[0]}},
-          {"strides", Ints{1, st[0]}},
-          {"padding", Ints{0, p[0], 0, p[1]}},
-          {"ceil_mode", c.attr_int("ceil_mode", 0)}};
-  if (is_max)
-    a.set("dilation", Ints{1, dl[0]});
-  else
-    a.set("count_include_pad", c.attr_int("count_include_pad", 0));
+  c.unsupported_if(pads_wider_than_half(k, dl, p), "padding wider than half the pooling window");
+  Attrs a = pool2d_attrs(c, is_max, {1, k[0]}, {1, st[0]}, {0, p[0], 0, p[1]}, {1, dl[0]});
   Entry x = c.op("unsqueeze", {c.in(0)}, {{"axes", Ints{2}}});
   return {c.op("squeeze", {c.op(op, {x}, a)}, {{"axes", Ints{2}}})};
 }
@@ -388,15 +404,9 @@ std::vector<Entry> convert_pool_2d(Converter& c, const char* op) {
   c.unsupported_if(c.node->outputs.size() > 1 && !c.node->outputs[1].empty(),
                    "MaxPool's Indices output");
   Window s = window_of(c, 2, {});
-  Attrs a{{"pool_size", s.kernel},
-          {"strides", s.strides},
-          {"padding", s.pads},
-          {"ceil_mode", c.attr_int("ceil_mode", 0)}};
   bool is_max = std::string(op) == "max_pool2d";
-  if (is_max)
-    a.set("dilation", s.dilations);
-  else
-    a.set("count_include_pad", c.attr_int("count_include_pad", 0));
+  Attrs a = pool2d_attrs(c, is_max, s.kernel, s.strides, s.pads, s.dilations);
+  const bool wide = pads_wider_than_half(s.kernel, s.dilations, s.pads);
   Entry x = c.in(0);
   DataType xt = c.dtype_of(x);
   if (is_max && (xt == DataType::UInt(8) || xt == DataType::Int(8))) {
@@ -404,15 +414,9 @@ std::vector<Entry> convert_pool_2d(Converter& c, const char* op) {
     c.unsupported_if(c.node->outputs.size() > 1, "MaxPool's Indices output");
     Entry f = c.op("cast", {x}, {{"dtype", std::string("float32")}});
     Entry y = c.op(op, {f}, a);
-    bool pads_wide = false;
-    for (size_t d = 0; d < 4; ++d)
-      pads_wide |= s.pads[d] > ((s.kernel[d % 2] - 1) * s.dilations[d % 2] + 1) / 2;
-    c.unsupported_if(pads_wide, "8-bit MaxPool with padding wider than half the window");
+    c.unsupported_if(wide, "8-bit MaxPool with padding wider than half the window");
     return {c.op("cast", {y}, {{"dtype", xt.str()}})};
   }
-  bool wide = false;
-  for (size_t d = 0; d < 4; ++d)
-    wide |= s.pads[d] > ((s.kernel[d % 2] - 1) * s.dilations[d % 2] + 1) / 2;
   if (wide) {
     // Padding wider than half the window: pad explicitly with a value the pool ignores (the
     // lowest float for max; zero for an average that counts the padding), then pool unpadded.
@@ -454,23 +458,13 @@ bool wants_indices(const Converter& c) {
 /// than half of it, a dilated average).
 std::optional<Entry> pool_3d_as_2d(Converter& c, bool is_max, const Window& w) {
   const graph::TensorType t = c.type_in(0);
-  if (t.dtype != DataType::Float(32) || t.shape.size() != 5) return std::nullopt;
-  for (size_t d = 0; d < 3; ++d) {
-    const int64_t half = ((w.kernel[d] - 1) * w.dilations[d] + 1) / 2;
-    if (w.pads[d] > half || w.pads[d + 3] > half || (!is_max && w.dilations[d] != 1))
-      return std::nullopt;
-  }
+  if (t.dtype != DataType::Float(32) || t.shape.size() != 5 ||
+      pads_wider_than_half(w.kernel, w.dilations, w.pads) ||
+      (!is_max && w.dilations != Ints{1, 1, 1}))
+    return std::nullopt;
   const char* op = is_max ? "max_pool2d" : "avg_pool2d";
   auto pool = [&](Entry x, Ints kernel, Ints strides, Ints pads, Ints dilation) {
-    Attrs a{{"pool_size", kernel},
-            {"strides", strides},
-            {"padding", pads},
-            {"ceil_mode", c.attr_int("ceil_mode", 0)}};
-    if (is_max)
-      a.set("dilation", dilation);
-    else
-      a.set("count_include_pad", c.attr_int("count_include_pad", 0));
-    return c.op(op, {x}, a);
+    return c.op(op, {x}, pool2d_attrs(c, is_max, kernel, strides, pads, dilation));
   };
   const int64_t N = t.shape[0], C = t.shape[1], D = t.shape[2];
   Entry x = c.op("transpose", {c.in(0)}, {{"axes", Ints{0, 2, 1, 3, 4}}});
