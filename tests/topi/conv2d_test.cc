@@ -272,6 +272,41 @@ TEST(Conv2DNCHWc, ASingleRowSharesItsColumnTilesBetweenThreads) {
       << text;
 }
 
+TEST(Conv2DNCHWc, TasksShareTheirInputRowsWhenTheInputOutweighsTheKernel) {
+  // The parallel loop runs over (batch, channel chunk, row tile). A 1x1 conv over a big map to
+  // few channels (SegFormer's decoder: 21 MB of input, 1 MB of kernel) has neighbouring tasks
+  // share their input rows (rows outer), which then serve every chunk from L2; a small map
+  // under a big kernel (ResNet's deep layers) has them share their kernel slice (chunks
+  // outer).
+  const EpilogueFlags ep{true, false, true};
+  for (const auto& [w, rows_outer] :
+       {std::pair{wl(1, 256, 16, 96, 64, 1, 1, 1, Padding2D{}), true},
+        std::pair{wl(1, 256, 8, 8, 64, 1, 1, 1, Padding2D{}), false}}) {
+    autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+    autotune::ConfigSpace space = autotune::define_space(t);
+    nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
+    j.erase("index");
+    j["knobs"]["tile_oh"] = {-1, rows_outer ? 2 : 1};
+    j["knobs"]["tile_ow"] = {-1, 4};
+    j["knobs"]["acc_outer"] = 0;
+    std::vector<Config> configs;
+    for (int64_t reg : {1, 2}) {
+      j["knobs"]["oc_reg"] = reg;
+      configs.push_back(Config::from_json(j, space));
+    }
+    check_nchwc_configs(w, ep, t, configs);
+    for (const Config& c : configs) {
+      Instance inst = autotune::instantiate(t, c);
+      const std::string text = tir::to_string(tir::lower(inst.sch, inst.args, "f"));
+      EXPECT_NE(text.find(rows_outer ? "parallel for (i.k.outer.fused.j.outer.fused,"
+                                     : "parallel for (i.j.outer.fused.k.outer.fused,"),
+                std::string::npos)
+          << w.str() << " " << inst.config.str() << "\n"
+          << text;
+    }
+  }
+}
+
 /// The cache lines (64 bytes) of `buffer` that prefetches in the lowered `body` hint, over every
 /// iteration of the loops around them, with the loops named in `fixed` held at their minimum.
 class PrefetchedLines : public ir::IRVisitor {
