@@ -464,6 +464,47 @@ TEST(AlterLayout, DepthwiseConvReadsItsProducersBlock) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 45).max_err, 1e-4);
 }
 
+// A bilinear 2x upsampling as the ONNX importer writes Resize (per axis: two takes of the
+// input rows or columns, each times its weights, added) between two convolutions, as in
+// SegFormer's and FPN decoders: the takes gather rows and columns of the blocked tensor, so
+// nothing is converted between the convolutions.
+TEST(AlterLayout, ResizeTapsOfABlockedTensorStayBlocked) {
+  std::mt19937 rng(47);
+  const int64_t C = 32, S = 6;
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, S, S}, f32);
+  Entry y = g.add_op("relu", {conv(g, rng, x, 8, C, 3, "head")});
+  for (int64_t axis : {2, -1}) {
+    NDArray i0 = NDArray::empty({2 * S}, DataType::Int(64));
+    NDArray i1 = NDArray::empty({2 * S}, DataType::Int(64));
+    for (int64_t o = 0; o < 2 * S; ++o) {
+      i0.data_as<int64_t>()[o] = std::max<int64_t>(0, (o - 1) / 2);
+      i1.data_as<int64_t>()[o] = std::min<int64_t>(S - 1, (o + 1) / 2);
+    }
+    const Ints wshape = axis == 2 ? Ints{2 * S, 1} : Ints{2 * S};
+    std::vector<Entry> taps;
+    for (const NDArray& idx : {i0, i1}) {
+      const std::string k = std::to_string(axis) + "_" + std::to_string(taps.size());
+      Entry t = g.add_op("take", {y, g.add_constant("idx" + k, idx)}, {{"axis", axis}});
+      taps.push_back(g.add_op("multiply", {t, g.add_constant("w" + k, random_array(wshape, rng))}));
+    }
+    y = g.add_op("add", taps);
+  }
+  g.add_output(conv(g, rng, y, C, 16, 1, "tail"));
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(round_trips(o), "") << o.str();
+  EXPECT_EQ(count_op(o, "layout_transform"), 2u) << o.str();  // x in, the result out
+  int takes = 0;
+  for (const Node& n : o.nodes()) {
+    if (n.is_op() && n.op == "take") {
+      ++takes;
+      EXPECT_EQ(n.outputs[0].shape.size(), 5u) << o.str();
+    }
+  }
+  EXPECT_EQ(takes, 4) << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 47).max_err, 1e-4);
+}
+
 TEST(LayoutRoundTrips, FindsATensorConvertedBackAndForth) {
   // conv → softmax over channels (an op that needs NCHW) → conv: the softmax's result is
   // blocked again, a round trip of 32 x 5 x 5 values.

@@ -213,6 +213,21 @@ std::optional<BlockedForm> blocked_pad(const Graph& g, const Node& n, const Bloc
   return BlockedForm{n.op, a, n.inputs, b};
 }
 
+/// A take along a 4-D blocked tensor's batch, row or column axis with 1-D indices (a
+/// separable Resize's taps: SegFormer's and FPN decoders upsample blocked conv outputs): the
+/// same take along the same axis of [N, C/b, H, W, b].
+std::optional<BlockedForm> blocked_take(const Graph& g, const Node& n, const Block& block) {
+  const int64_t b = block(n.inputs[0]);
+  int64_t axis = n.attrs.get_int("axis");
+  if (axis < 0) axis += 4;
+  if (b == 0 || g.type_of(n.inputs[0]).shape.size() != 4 ||
+      g.type_of(n.inputs[1]).shape.size() != 1 || axis < 0 || axis > 3 || axis == 1)
+    return std::nullopt;
+  Attrs a = n.attrs;
+  a.set("axis", axis);
+  return BlockedForm{n.op, a, n.inputs, b};
+}
+
 /// The last reshape of ShuffleNet's channel shuffle of a blocked x — reshape x [N, C, H, W] to
 /// [N, g, C/g, H, W], transpose (0, 2, 1, 3, 4), reshape to [N, C, H, W] — as one
 /// channel_shuffle of x in x's layout (the two intermediates are left to dead-code elimination
@@ -315,6 +330,7 @@ void register_transform_ops(OpRegistry& r) {
   });
   take.min_inputs = take.max_inputs = 2;
   take.check = check_take_indices;
+  take.blocked = blocked_take;
   r.add(take);
   r.add(injective("layout_transform",
                   {{"src_layout", AttrKind::kString, std::nullopt},

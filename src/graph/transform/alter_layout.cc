@@ -13,8 +13,8 @@
 //     are re-laid out at compile time; ops with a "layout" attribute (pooling) compute blocked;
 //   - an op with a blocked form (OpDef::blocked, declared in its registration) computes in it:
 //     concat of blocked tensors on whole channel blocks, strided_slice (Split) when it keeps
-//     whole blocks, ShuffleNet's channel shuffle (reshape, transpose, reshape) of a blocked
-//     tensor as one blocked channel_shuffle.
+//     whole blocks, take along a spatial axis (Resize), ShuffleNet's channel shuffle
+//     (reshape, transpose, reshape) of a blocked tensor as one blocked channel_shuffle.
 // Every other op, and the graph's results, get their operands back in NCHW. A layout_transform
 // is added only where a producer's layout differs from what its consumer needs, and once per
 // (tensor, layout). Constants are packed on the host, so the pass compiles nothing. Node names
@@ -352,7 +352,10 @@ class LayoutAlterer : public LayoutRewriter {
     r.op = f->op;
     r.name = n.name;
     r.attrs = f->attrs;
-    for (const Entry& e : f->inputs) r.inputs.push_back(as_layout(map_[e], g_.type_of(e), L));
+    // Operands that are not 4-D (take's indices) are read as they are.
+    for (const Entry& e : f->inputs)
+      r.inputs.push_back(g_.type_of(e).shape.size() == 4 ? as_layout(map_[e], g_.type_of(e), L)
+                                                         : map_[e]);
     r.outputs = {blocked_type(n.outputs[0], f->block)};
     emit(i, std::move(r), L);
     return true;
