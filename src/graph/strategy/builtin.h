@@ -25,7 +25,7 @@ std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call);
 bool is_depthwise(const topi::Conv2DWorkload& wl);
 
 /// The workload conv2d_nchwc computes for `wl` when its output channels have no block of 8: the
-/// channels padded to whole vector blocks (at most a quarter more work), else nothing (`wl`
+/// channels padded to whole vector blocks (at most three quarters more work), else nothing (`wl`
 /// itself runs, blocked or NCHW). The layout hook and the tuning task both use it, so that
 /// `kiln tune` tunes what runs.
 std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWorkload& wl,
