@@ -4,7 +4,8 @@
 #   1. format: clang-format 14 (the tree's .clang-format) --dry-run -Werror over every tracked
 #      *.h / *.cc (every *.h / *.cc under src, include, tests, bench outside a git checkout);
 #   2. layers: scripts/check_layers.py and its self-test;
-#   3. op names: scripts/check_op_names.py (with scripts/op_name_allowlist.txt) and its self-test.
+#   3. op names: scripts/check_op_names.py (with scripts/op_name_allowlist.txt) and its self-test;
+#   4. size: no source file under src/ over 800 lines (split a file by what its parts do).
 # Usage: scripts/lint.sh [ROOT]. CLANG_FORMAT=path picks the clang-format binary.
 set -uo pipefail
 
@@ -47,6 +48,14 @@ for check in check_layers check_op_names; do
   "$PY" "scripts/$check.py" --self-test || failed+=("$check self-test")
   "$PY" "scripts/$check.py" "$ROOT" || failed+=("$check")
 done
+
+# 4. File size.
+long=$(find src -name '*.h' -o -name '*.cc' | sort | xargs wc -l | awk '$2 != "total" && $1 > 800')
+if [ -n "$long" ]; then
+  echo "lint: files over 800 lines (split them by what their parts do):"
+  echo "$long"
+  failed+=(size)
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "lint: FAILED: ${failed[*]}"
