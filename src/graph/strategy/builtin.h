@@ -24,9 +24,10 @@ std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call);
 /// True for a depthwise workload (groups = in = out channels).
 bool is_depthwise(const topi::Conv2DWorkload& wl);
 
-/// The workload conv2d_nchwc computes for `wl` when its output channels have no block of 8: the
-/// channels padded to whole vector blocks (at most three quarters more work), else nothing (`wl`
-/// itself runs, blocked or NCHW). The layout hook and the tuning task both use it, so that
+/// The workload conv2d_nchwc computes for `wl` when its output channels have no power-of-two
+/// block of 8 or more: the channels padded to whole vector blocks (at most three quarters more
+/// work for blocks under 8, a quarter for others), else nothing (`wl` itself runs, blocked or
+/// NCHW). The layout hook and the tuning task both use it, so that
 /// `kiln tune` tunes what runs.
 std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWorkload& wl,
                                                            const Target& target);

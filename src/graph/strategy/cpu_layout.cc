@@ -261,25 +261,30 @@ std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWor
   const int64_t lanes = target.vector_bits() / 32, O = wl.out_channel;
   if (lanes < 2 || wl.params.groups != 1 || wl.out_height() * wl.out_width() <= 1) return {};
   autotune::Config fallback = autotune::Config::fallback();
-  if (topi::define_conv2d_nchwc_knobs(fallback, wl, target, topi::ChannelBlocks::kDefault).oc_bn >=
-      min_channel_block(target))
-    return {};
+  const int64_t block =
+      topi::define_conv2d_nchwc_knobs(fallback, wl, target, topi::ChannelBlocks::kDefault).oc_bn;
+  const bool narrow = block < min_channel_block(target);
+  if (!narrow && (block & (block - 1)) == 0) return {};
   topi::Conv2DWorkload padded = wl;
   padded.out_channel = (O + lanes - 1) / lanes * lanes;
-  // Up to three quarters more work: the NCHW convolution it replaces ran at 35-45% of the FMA
-  // peak and needed its input converted from blocks (SegFormer's head, 256 -> 19 classes on
-  // 64x80: 1.34 ms plus 1.26 ms of conversion, against 2.08 ms over 32 channels; FCN's 21
-  // classes on 28x28: 0.76 -> 0.51 ms). Blocks of 8 (24 channels) ran at 20% with AVX-512.
-  if (4 * padded.out_channel > 7 * O) return {};
+  // A block narrower than 8: up to three quarters more work. The NCHW convolution it replaces
+  // ran at 35-45% of the FMA peak and needed its input converted from blocks (SegFormer's head,
+  // 256 -> 19 classes on 64x80: 1.34 ms plus 1.26 ms of conversion, against 2.08 ms over 32
+  // channels; FCN's 21 classes on 28x28: 0.76 -> 0.51 ms). Blocks of 8 (24 channels) ran at
+  // 20% with AVX-512. A block of 8 or more that is no power of two (R(2+1)D's 230 = 23 x 10,
+  // whose 10-lane vectors LLVM splits into 8 + 2): up to a quarter more. R(2+1)D's 230-channel
+  // convolutions ran 24.9 -> 16.6 ms and 12.7 -> 7.9 ms over 240 channels (58% -> 92% of the
+  // peak), the model 3% faster after the cut and the next layer's conversion.
+  if (4 * padded.out_channel > (narrow ? 7 : 5) * O) return {};
   return padded;
 }
 
 namespace {
-/// A convolution whose output channels have no block of 8 or more (921 = 3 · 307 in R(2+1)D,
-/// a pruned model's odd widths) as a blocked convolution over padded_output_workload's
-/// channels (zero weights: the extra channels are 0), then its NCHW copy cut back to the
-/// node's channels. False, adding nothing, when there is no padded workload or the blocked
-/// template does not cover it.
+/// A convolution whose output channels have no power-of-two block of 8 or more (921 = 3 · 307
+/// and 230 = 23 · 10 in R(2+1)D, a pruned model's odd widths) as a blocked convolution over
+/// padded_output_workload's channels (zero weights: the extra channels are 0), then its NCHW copy
+/// cut back to the node's channels. False, adding nothing, when there is no padded workload or the
+/// blocked template does not cover it.
 bool emit_padded_output_conv(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
   const OpCall& call = rw.call();
   std::optional<topi::Conv2DWorkload> pw = padded_output_workload(wl, call.target);
@@ -382,9 +387,15 @@ bool alter_conv2d_nchwc(LayoutRewriter& rw) {
     // convolutions of a pooled [N, C, 1, 1] tensor, e.g. 144 → 6 channels), whose work is
     // negligible and whose blocked output spares converting its input and output.
     if (l.ic_bn < min_channel_block(call.target) && emit_matmul_conv(rw, *wl)) return true;
-    if (l.oc_bn < min_channel_block(call.target) && wl->out_height() * wl->out_width() > 1)
-      return call.constant(1) && call.constant(1)->dtype() == DataType::Float(32) &&
-             emit_padded_output_conv(rw, *wl);
+    // Blocks that are no power of two (230 = 23 x 10 channels) run split vectors: padded
+    // where that adds at most a quarter, else as they are.
+    const bool narrow = l.oc_bn < min_channel_block(call.target);
+    if ((narrow || (l.oc_bn & (l.oc_bn - 1)) != 0) && wl->out_height() * wl->out_width() > 1) {
+      if (call.constant(1) && call.constant(1)->dtype() == DataType::Float(32) &&
+          emit_padded_output_conv(rw, *wl))
+        return true;
+      if (narrow) return false;
+    }
     emit_blocked_conv(rw, "conv2d_nchwc", l.ic_bn, l.oc_bn,
                       pack_conv_weight(*call.constant(1), l.ic_bn, l.oc_bn),
                       conv2d_nchwc_choice(*wl, call.target));
