@@ -387,6 +387,35 @@ TEST(Conv2DNCHWc, AccOuterPrefetchesEveryLineOfTheNextKernelBlock) {
   }
 }
 
+TEST(Conv2DNCHWc, ManyInputStreamsPrefetchTheNextColumnTile) {
+  // A 1x1 conv over 256 channels (16 blocks of 16, or 32 of 8) on a 16x96 map, 1.5 MB of input:
+  // each register tile reads as many input streams, more than the hardware prefetchers
+  // follow, so at each ic_outer block the tile prefetches the next column tile's pixels of that
+  // block (one line a pixel). Task 0 (row 0), every column tile but the last, every block.
+  const Conv2DWorkload w = wl(1, 256, 16, 96, 32, 1, 1, 1, Padding2D{});
+  const EpilogueFlags ep{true, false, true};
+  autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+  autotune::ConfigSpace space = autotune::define_space(t);
+  nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
+  j.erase("index");
+  j["knobs"]["tile_oh"] = {-1, 1};
+  j["knobs"]["tile_ow"] = {-1, 4};
+  j["knobs"]["oc_reg"] = 1;
+  j["knobs"]["acc_outer"] = 0;
+  const Config c = Config::from_json(j, space);
+  check_nchwc_configs(w, ep, t, {c});
+  Instance inst = autotune::instantiate(t, c);
+  tir::PrimFunc f = tir::lower(inst.sch, inst.args, "f");
+  const int64_t ib = define_conv2d_nchwc_knobs(inst.config, w, host_target()).ic_bn;
+  PrefetchedLines v("data", {});
+  v.visit_stmt(f->body);
+  EXPECT_EQ(v.statements, 4) << tir::to_string(f);
+  int64_t missing = 0;
+  for (int64_t k = 0; k < 256 / ib; ++k)
+    for (int64_t px = 4; px < 96; ++px) missing += v.lines.count((k * 16 * 96 + px) * ib / 16) == 0;
+  EXPECT_EQ(missing, 0) << tir::to_string(f);
+}
+
 TEST(Conv2DNCHWc, PackWeightCompute) {
   te::Tensor k = input({32, 8, 3, 3}, f32, "k");
   te::Tensor pk = pack_conv2d_weight(k, 4, 16);
