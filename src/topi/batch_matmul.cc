@@ -82,10 +82,10 @@ te::Tensor batch_matmul(const te::Tensor& A, const te::Tensor& B, bool transpose
                         const std::string& name) {
   BmmShapes sh = check_bmm(A, B, transpose_b);
   auto k = te::reduce_axis({0, ci(sh.K)}, "k");
-  if (!transpose_b && sh.N % kBatchMatmulPad != 0) {
+  if (!transpose_b && batch_matmul_padded_width(sh.N) != sh.N) {
     // B zero-padded to Np columns, the product over [batch, M, Np], then the first N columns:
-    // the schedule's column panels then divide the padded product (no partial panel).
-    const int64_t Np = (sh.N + kBatchMatmulPad - 1) / kBatchMatmulPad * kBatchMatmulPad;
+    // the schedule's column panels are then never wider than the product.
+    const int64_t Np = batch_matmul_padded_width(sh.N);
     te::Tensor Bp = te::compute(
         {ci(sh.BB), ci(sh.K), ci(Np)},
         [&](Var b, Var kk, Var n) {
@@ -196,10 +196,10 @@ autotune::Template batch_matmul_template(const BatchMatmulWorkload& w, const Tar
       << "batch_matmul_template: extents must be positive, got batch=" << w.batch << " M=" << w.M
       << " N=" << w.N << " K=" << w.K;
   return autotune::Template{
-      "batch_matmul_cpu", "1", [w, target](Config& cfg) {
-        // The width the schedule sees: N, padded to kBatchMatmulPad without transpose_b.
-        const int64_t n_eff =
-            w.transpose_b ? w.N : (w.N + kBatchMatmulPad - 1) / kBatchMatmulPad * kBatchMatmulPad;
+      // Version 2: wide products are the result (no padded copy; batch_matmul_padded_width).
+      "batch_matmul_cpu", "2", [w, target](Config& cfg) {
+        // The width the schedule sees: N, or N padded (batch_matmul_padded_width).
+        const int64_t n_eff = w.transpose_b ? w.N : batch_matmul_padded_width(w.N);
         const int64_t nb = detail::define_panel_width(cfg, w.M, n_eff, target);
         te::Tensor A = te::placeholder({ci(w.batch), ci(w.M), ci(w.K)}, DataType::Float(32), "A");
         te::Tensor B =

@@ -127,6 +127,27 @@ TEST(BatchMatmul, EpilogueAndPaddedColumns) {
   EXPECT_GE(tiles, 1) << text;
 }
 
+TEST(BatchMatmul, WideOddColumnsShiftTheLastPanelInsteadOfPadding) {
+  // A wide product whose width is no multiple of 16 (Whisper's 1500 x 1500 attention scores)
+  // is not padded: the product is the result, and a last panel that does not divide the
+  // columns is shifted inwards, so no padded product is copied out. Every panel width. A
+  // narrower one, where the shifted panel would recompute more than 1/16, is padded.
+  auto A = te::placeholder({2, 13, 20}, DataType::Float(32), "A");
+  auto B = te::placeholder({2, 20, 1000}, DataType::Float(32), "B");
+  EXPECT_EQ(batch_matmul(A, B)->op->tag, tag::kBatchMatmul);
+  EXPECT_EQ(batch_matmul_padded_width(1000), 1000);
+  EXPECT_EQ(batch_matmul_padded_width(1500), 1500);
+  EXPECT_EQ(batch_matmul_padded_width(196), 208);
+  EXPECT_EQ(batch_matmul_padded_width(37), 48);
+  BatchMatmulWorkload w{2, 13, 1000, 20, false};
+  autotune::Template t = batch_matmul_template(w, e2e::host_target());
+  for (const auto& c : covering_configs(autotune::define_space(t))) {
+    check(w, c, 60);
+    auto inst = autotune::instantiate(t, c);
+    EXPECT_EQ(e2e::lowered_text(inst.sch, inst.args).find("_padded"), std::string::npos) << c.str();
+  }
+}
+
 TEST(BatchMatmul, ShapeErrors) {
   auto A = te::placeholder({2, 4, 8}, DataType::Float(32), "A");
   auto B = te::placeholder({2, 9, 5}, DataType::Float(32), "B");
