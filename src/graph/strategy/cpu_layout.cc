@@ -41,6 +41,9 @@ using detail::blocked_type;
 using runtime::NDArray;
 using Ints = std::vector<int64_t>;
 
+/// A channel block whose vectors LLVM splits when it is no power of two (10 = 8 + 2 lanes).
+bool splits_vectors(int64_t block) { return (block & (block - 1)) != 0; }
+
 /// OIHW → [O/oc, C/ic, KH, KW, ic, oc] (topi::pack_conv2d_weight).
 NDArray pack_conv_weight(const NDArray& w, int64_t ic, int64_t oc) {
   const Ints s = w.shape();
@@ -264,7 +267,7 @@ std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWor
   const int64_t block =
       topi::define_conv2d_nchwc_knobs(fallback, wl, target, topi::ChannelBlocks::kDefault).oc_bn;
   const bool narrow = block < min_channel_block(target);
-  if (!narrow && (block & (block - 1)) == 0) return {};
+  if (!narrow && !splits_vectors(block)) return {};
   topi::Conv2DWorkload padded = wl;
   padded.out_channel = (O + lanes - 1) / lanes * lanes;
   // A block narrower than 8: up to three quarters more work. The NCHW convolution it replaces
@@ -390,7 +393,7 @@ bool alter_conv2d_nchwc(LayoutRewriter& rw) {
     // Blocks that are no power of two (230 = 23 x 10 channels) run split vectors: padded
     // where that adds at most a quarter, else as they are.
     const bool narrow = l.oc_bn < min_channel_block(call.target);
-    if ((narrow || (l.oc_bn & (l.oc_bn - 1)) != 0) && wl->out_height() * wl->out_width() > 1) {
+    if ((narrow || splits_vectors(l.oc_bn)) && wl->out_height() * wl->out_width() > 1) {
       if (call.constant(1) && call.constant(1)->dtype() == DataType::Float(32) &&
           emit_padded_output_conv(rw, *wl))
         return true;
