@@ -27,35 +27,61 @@ constexpr const char* kLanePartialTag = "comm_reduce,lane_partial";
 /// A reduction over `axis` where `where` holds (te::sum, a comm_reducer, ...).
 using ReduceWhere = std::function<ir::Expr(ir::Expr, std::vector<te::IterVar>, ir::Expr)>;
 
-/// True when a row of L elements is reduced in two stages.
-inline bool two_stage(int64_t L) { return L >= 2 * kReduceLanes; }
+/// True when a row of L elements is reduced in two stages: rows of two vectors or more, and
+/// rows of whole vectors reduced with further (outer) dimensions (a blocked tensor's lanes).
+inline bool two_stage(int64_t L, const std::vector<int64_t>& outer = {}) {
+  int64_t rows = 1;
+  for (int64_t o : outer) rows *= o;
+  return L >= 2 * kReduceLanes || (rows > 1 && L % kReduceLanes == 0);
+}
 
-/// out[i] = R over k in [0, L) of f(i, k), i over `out_shape`, in two stages when two_stage(L).
-/// The result has name `name` and tag `tag`; the partial stage is `name`.partial.
+/// out[i] = R over (o, k) of f(i, o, k): o over `outer` (further reduced dimensions, outside
+/// the row; empty for a plain row reduction), k in [0, L) the row, i over `out_shape`; in two
+/// stages when two_stage(L), the partial stage reducing o and the row's vector blocks. The
+/// result has name `name` and tag `tag`; the partial stage is `name`.partial.
 inline te::Tensor innermost_reduce(
-    const std::vector<int64_t>& out_shape, int64_t L,
-    const std::function<ir::Expr(const std::vector<ir::Var>&, ir::Expr)>& f, const ReduceWhere& r,
-    const std::string& name, const std::string& tag) {
-  if (!two_stage(L)) {
+    const std::vector<int64_t>& out_shape, const std::vector<int64_t>& outer, int64_t L,
+    const std::function<ir::Expr(const std::vector<ir::Var>&, const std::vector<ir::Var>&,
+                                 ir::Expr)>& f,
+    const ReduceWhere& r, const std::string& name, const std::string& tag) {
+  auto outer_axes = [&] {
+    std::vector<te::IterVar> ks;
+    for (size_t j = 0; j < outer.size(); ++j)
+      ks.push_back(te::reduce_axis(ir::Range(ci(0), ci(outer[j])), "o" + std::to_string(j)));
+    return ks;
+  };
+  auto vars = [](const std::vector<te::IterVar>& ks) {
+    std::vector<ir::Var> v;
+    for (const te::IterVar& k : ks) v.push_back(k->var);
+    return v;
+  };
+  if (!two_stage(L, outer)) {
+    std::vector<te::IterVar> ks = outer_axes();
     auto k = te::reduce_axis(ir::Range(ci(0), ci(L)), "k");
+    std::vector<ir::Var> o = vars(ks);
+    ks.push_back(k);
     return te::compute(
         to_exprs(out_shape),
-        [&](const std::vector<ir::Var>& i) { return r(f(i, k->var), {k}, ir::Expr()); }, name, tag);
+        [&](const std::vector<ir::Var>& i) { return r(f(i, o, k->var), ks, ir::Expr()); }, name,
+        tag);
   }
   // Long rows keep four vectors of partials, four independent accumulator chains (a max's
   // compare-and-select or a sum's add has several cycles of latency per vector).
   const int64_t V = L >= 32 * kReduceLanes ? 4 * kReduceLanes : kReduceLanes;
-  const int64_t outer = (L + V - 1) / V;
+  const int64_t n_blocks = (L + V - 1) / V;
   std::vector<int64_t> pshape = out_shape;
   pshape.push_back(V);
-  auto ko = te::reduce_axis(ir::Range(ci(0), ci(outer)), "ko");
+  std::vector<te::IterVar> ks = outer_axes();
+  std::vector<ir::Var> o = vars(ks);
+  auto ko = te::reduce_axis(ir::Range(ci(0), ci(n_blocks)), "ko");
+  ks.push_back(ko);
   te::Tensor partial = te::compute(
       to_exprs(pshape),
       [&](const std::vector<ir::Var>& iv) {
         std::vector<ir::Var> i(iv.begin(), iv.end() - 1);
         ir::Expr k = ko->var * ci(V) + iv.back();
-        if (L % V == 0) return r(f(i, k), {ko}, ir::Expr());
-        return r(f(i, ir::min(k, ci(L - 1))), {ko}, likely(k < ci(L)));
+        if (L % V == 0) return r(f(i, o, k), ks, ir::Expr());
+        return r(f(i, o, ir::min(k, ci(L - 1))), ks, likely(k < ci(L)));
       },
       name + ".partial", kLanePartialTag);
   auto v = te::reduce_axis(ir::Range(ci(0), ci(V)), "v");
@@ -67,6 +93,19 @@ inline te::Tensor innermost_reduce(
         return r(partial(idx), {v}, ir::Expr());
       },
       name, tag);
+}
+
+/// out[i] = R over k in [0, L) of f(i, k): a row reduction (above, with no outer dimensions).
+inline te::Tensor innermost_reduce(
+    const std::vector<int64_t>& out_shape, int64_t L,
+    const std::function<ir::Expr(const std::vector<ir::Var>&, ir::Expr)>& f, const ReduceWhere& r,
+    const std::string& name, const std::string& tag) {
+  return innermost_reduce(
+      out_shape, {}, L,
+      [&](const std::vector<ir::Var>& i, const std::vector<ir::Var>&, ir::Expr k) {
+        return f(i, k);
+      },
+      r, name, tag);
 }
 
 }  // namespace kiln::topi::detail

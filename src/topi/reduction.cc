@@ -91,11 +91,10 @@ te::Tensor reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdi
                   const std::string& op, const std::string& name, const ReduceWhere& f) {
   ReducePlan p = plan_reduce(x, axes, keepdims, op);
   const size_t rank = p.in_shape.size();
-  const bool only_last =
-      rank >= 1 && p.reduced[rank - 1] && std::count(p.reduced.begin(), p.reduced.end(), true) == 1;
-  // Along the contiguous axis: a vectorizable partial stage, then its lanes (lane_reduce.h).
-  // Not when x's producers read that axis with a stride (a layout transform from NCHW16c): the
-  // schedule then vectorizes the kept axes, along which those loads are contiguous.
+  // Along the contiguous axis: a vectorizable partial stage that also reduces the other reduced
+  // dimensions, then its lanes (lane_reduce.h). Not when x's producers read that axis with a
+  // stride (a layout transform from NCHW16c): the schedule then vectorizes the kept axes, along
+  // which those loads are contiguous.
   auto last_is_contiguous = [&] {
     std::vector<Expr> idx;
     for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(Var("i" + std::to_string(d)));
@@ -103,13 +102,23 @@ te::Tensor reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdi
     idx.push_back(k);
     return detail::contiguous_in(x(idx), k);
   };
-  if (only_last && x->dtype.is_float() && detail::two_stage(p.in_shape[rank - 1]) &&
-      last_is_contiguous()) {
+  std::vector<int64_t> outer;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    if (p.reduced[d]) outer.push_back(p.in_shape[d]);
+  if (rank >= 1 && p.reduced[rank - 1] && x->dtype.is_float() &&
+      detail::two_stage(p.in_shape[rank - 1], outer) && last_is_contiguous()) {
     return detail::innermost_reduce(
-        p.out_shape, p.in_shape[rank - 1],
-        [&](const std::vector<Var>& i, Expr k) {
-          std::vector<Expr> idx(i.begin(), i.end());
-          if (keepdims) idx.pop_back();
+        p.out_shape, outer, p.in_shape[rank - 1],
+        [&](const std::vector<Var>& i, const std::vector<Var>& o, Expr k) {
+          std::vector<Expr> idx;
+          size_t io = 0, oo = 0;
+          for (size_t d = 0; d + 1 < rank; ++d) {
+            if (!p.reduced[d])
+              idx.push_back(i[io++]);
+            else
+              idx.push_back(o[oo++]);
+            if (p.reduced[d] && keepdims) ++io;
+          }
           idx.push_back(k);
           return x(idx);
         },

@@ -505,6 +505,96 @@ TEST(AlterLayout, ResizeTapsOfABlockedTensorStayBlocked) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 47).max_err, 1e-4);
 }
 
+/// A float32 scalar.
+NDArray scalar(float v) {
+  NDArray a = NDArray::empty({}, f32);
+  *a.data_as<float>() = v;
+  return a;
+}
+
+/// The mean nodes of `g` and the ranks of their inputs, as text ("5 5 " for two blocked ones).
+std::string mean_input_ranks(const Graph& g) {
+  std::string s;
+  for (const Node& n : g.nodes())
+    if (n.is_op() && n.op == "mean") s += std::to_string(g.type_of(n.inputs[0]).shape.size()) + " ";
+  return s;
+}
+
+/// A layer norm over all of `x`'s non-batch axes `axes` as exported ops: mean, x − mean, the
+/// mean of its square, + eps, sqrt, divide, then a per-channel scale and shift of shape `pc`.
+Entry global_norm(Graph& g, std::mt19937& rng, Entry x, const Ints& axes, const Ints& pc,
+                  const std::string& name) {
+  Attrs mean_attrs{{"axes", axes}, {"keepdims", int64_t{1}}};
+  Entry mu = g.add_op("mean", {x}, mean_attrs, name + "_mean");
+  Entry d = g.add_op("subtract", {x, mu});
+  Entry var = g.add_op("mean", {g.add_op("multiply", {d, d})}, mean_attrs, name + "_var");
+  Entry sd =
+      g.add_op("sqrt", {g.add_op("add", {var, g.add_constant(name + "_eps", scalar(1e-5f))})});
+  Entry y = g.add_op("divide", {d, sd});
+  y = g.add_op("multiply", {y, g.add_constant(name + "_g", random_array(pc, rng, 0.5f, 1.5f))});
+  return g.add_op("add", {y, g.add_constant(name + "_b", random_array(pc, rng))});
+}
+
+// Conv-TasNet's separation block as the ONNX importer writes it: 1-D convolutions (conv2d over
+// a unit height between unsqueeze and squeeze), PReLU as where(x < 0, x·a, x) and a global
+// layer norm over channels and time ([N, C, L] means over axes 1 and 2). simplify sinks the
+// squeeze through the where and through the means (over the 4-D tensor's axes 1 and 3), and
+// the means reduce the blocked tensor: nothing is converted between the convolutions.
+TEST(AlterLayout, Conv1dGlobalLayerNormStaysBlocked) {
+  std::mt19937 rng(49);
+  const int64_t C = 32, L = 40;
+  Graph g;
+  Entry x = g.add_input("x", {1, C, L}, f32);
+  Entry zero = g.add_constant("zero", scalar(0.0f));
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string name = "conv" + std::to_string(layer);
+    Entry u = g.add_op("unsqueeze", {x}, {{"axes", Ints{2}}});
+    Entry w = g.add_constant(name + "_w", random_array({C, C, 1, 3}, rng, -0.2f, 0.2f));
+    Entry y = g.add_op("conv2d", {u, w}, {{"padding", Ints{0, 1, 0, 1}}}, name);
+    y = g.add_op("squeeze", {y}, {{"axes", Ints{2}}});
+    Entry neg = g.add_op("less", {y, zero});
+    Entry scaled = g.add_op("multiply", {y, g.add_constant(name + "_a", scalar(0.25f))});
+    y = g.add_op("where", {neg, scaled, y}, {}, name + "_prelu");
+    x = global_norm(g, rng, y, {1, 2}, {1, C, 1}, name + "_gln");
+  }
+  g.add_output(x);
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(count_op(o, "squeeze") + count_op(o, "unsqueeze"), 2u) << o.str();
+  EXPECT_EQ(round_trips(o), "") << o.str();
+  EXPECT_EQ(count_op(o, "layout_transform"), 2u) << o.str();
+  if (host_has_16_lanes()) EXPECT_EQ(mean_input_ranks(o), "5 5 5 5 ") << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 49).max_err, 1e-4);
+}
+
+// PoolFormer's GroupNorm with one group between convolutions, as exported: a reshape of
+// [N, C, H, W] to [N, 1, C·H·W] and a normalization over its last axis, back to [N, C, H, W]
+// and a per-channel scale and shift. The means reduce over whole axes of the blocked tensor
+// (simplify sinks the reshape through them): no layout_transform between the convolutions.
+TEST(AlterLayout, GroupNormWithOneGroupStaysBlocked) {
+  std::mt19937 rng(51);
+  const int64_t C = 32, S = 10;
+  Graph g;
+  Entry x = g.add_input("x", {1, C, S, S}, f32);
+  Entry y = conv(g, rng, x, C, C, 3, "conv1");
+  Entry r = g.add_op("reshape", {y}, {{"newshape", Ints{1, 1, C * S * S}}});
+  Entry mu = g.add_op("mean", {r}, {{"axes", Ints{2}}, {"keepdims", int64_t{1}}});
+  Entry d = g.add_op("subtract", {r, mu});
+  Entry var = g.add_op("mean", {g.add_op("multiply", {d, d})},
+                       {{"axes", Ints{2}}, {"keepdims", int64_t{1}}});
+  Entry n = g.add_op(
+      "divide",
+      {d, g.add_op("sqrt", {g.add_op("add", {var, g.add_constant("eps", scalar(1e-5f))})})});
+  n = g.add_op("reshape", {n}, {{"newshape", Ints{1, C, S, S}}});
+  n = g.add_op("multiply", {n, g.add_constant("gamma", random_array({C, 1, 1}, rng, 0.5f, 1.5f))});
+  n = g.add_op("add", {n, g.add_constant("beta", random_array({C, 1, 1}, rng))});
+  g.add_output(conv(g, rng, n, C, C, 1, "conv2"));
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(round_trips(o), "") << o.str();
+  EXPECT_EQ(count_op(o, "layout_transform"), 2u) << o.str();
+  if (host_has_16_lanes()) EXPECT_EQ(mean_input_ranks(o), "5 5 ") << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 51).max_err, 1e-4);
+}
+
 TEST(LayoutRoundTrips, FindsATensorConvertedBackAndForth) {
   // conv → softmax over channels (an op that needs NCHW) → conv: the softmax's result is
   // blocked again, a round trip of 32 x 5 x 5 values.

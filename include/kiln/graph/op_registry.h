@@ -51,11 +51,14 @@ using FInferType =
 /// FInferCorrectLayout): a node of `op` with `attrs` reading `inputs` (entries of the graph
 /// asked, each read in NCHW<block>c) computes the asked node's logical NCHW value in
 /// NCHW<block>c.
+/// A form whose output carries no channels (a reduction over them) gives that output's shape in
+/// `plain_shape`: the output is reshaped to the asked node's NCHW type (a view).
 struct BlockedForm {
   std::string op;
   Attrs attrs;
   std::vector<Entry> inputs;
   int64_t block = 0;
+  std::vector<int64_t> plain_shape;
 };
 /// The blocked form of node `n` of `g` given `block(e)`, the channel block of the layout entry
 /// `e` of `g` is computed in (0: NCHW); nullopt when the node computes in NCHW.

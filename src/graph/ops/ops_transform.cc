@@ -251,6 +251,32 @@ std::optional<BlockedForm> blocked_shuffle(const Graph& g, const Node& n, const 
   return BlockedForm{"channel_shuffle", a, {x}, b};
 }
 
+/// A reduction with keepdims of a blocked 4-D tensor: the same reduction of [N, C/b, H, W, b],
+/// over the block's lanes too when it reduces the channels; its result then carries no
+/// channels ([N, 1, H', W', 1], the NCHW result's elements in order).
+std::optional<BlockedForm> blocked_reduce(const Graph& g, const Node& n, const Block& block) {
+  const int64_t b = block(n.inputs[0]);
+  if (b == 0 || g.type_of(n.inputs[0]).shape.size() != 4 || n.attrs.get_int("keepdims") == 0)
+    return std::nullopt;
+  Ints axes = n.attrs.get_ints("axes");
+  if (axes.empty()) axes = {0, 1, 2, 3};
+  for (int64_t& a : axes) {
+    if (a < 0) a += 4;
+    if (a < 0 || a > 3) return std::nullopt;
+  }
+  const bool channels = std::count(axes.begin(), axes.end(), 1) > 0;
+  if (channels) axes.push_back(4);
+  std::sort(axes.begin(), axes.end());
+  Attrs a = n.attrs;
+  a.set("axes", axes);
+  BlockedForm f{n.op, a, n.inputs, b};
+  if (channels) {
+    const Ints& o = n.outputs[0].shape;
+    f.plain_shape = {o[0], 1, o[2], o[3], 1};
+  }
+  return f;
+}
+
 }  // namespace
 
 void register_transform_ops(OpRegistry& r) {
@@ -358,6 +384,7 @@ void register_transform_ops(OpRegistry& r) {
     d.compute = [f](In in, A a, N n) {
       return one(f(in[0], to_int(a.get_ints("axes")), a.get_int("keepdims") != 0, n));
     };
+    d.blocked = blocked_reduce;
     r.add(d);
   }
 }

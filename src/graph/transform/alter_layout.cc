@@ -346,7 +346,9 @@ class LayoutAlterer : public LayoutRewriter {
       return false;
     std::optional<BlockedForm> f =
         def->blocked(g_, n, [&](Entry e) { return block_of(layout_of(map_[e])); });
-    if (!f || f->block <= 0 || n.outputs[0].shape[1] % f->block != 0) return false;
+    if (!f || f->block <= 0) return false;
+    const bool plain = !f->plain_shape.empty();
+    if (!plain && n.outputs[0].shape[1] % f->block != 0) return false;
     const std::string L = blocked_layout(f->block);
     Node r;
     r.op = f->op;
@@ -356,6 +358,12 @@ class LayoutAlterer : public LayoutRewriter {
     for (const Entry& e : f->inputs)
       r.inputs.push_back(g_.type_of(e).shape.size() == 4 ? as_layout(map_[e], g_.type_of(e), L)
                                                          : map_[e]);
+    if (plain) {  // a result without channels, as the node's NCHW type
+      r.outputs = {TensorType{f->plain_shape, n.outputs[0].dtype}};
+      const Entry e{out_.add_node(std::move(r)), 0};
+      map_.set_node(i, reshaped(e, out_.type_of(e), n.outputs[0].shape).node, 1);
+      return true;
+    }
     r.outputs = {blocked_type(n.outputs[0], f->block)};
     emit(i, std::move(r), L);
     return true;

@@ -445,9 +445,10 @@ class MoveSinker {
   std::optional<Entry> sink(Graph& out, const Node& n, int readers) {
     const OpDef* def = OpRegistry::global().find(n.op);
     if (!def || def->find_attr("axis") || n.num_outputs() != 1) return std::nullopt;
+    if (def->pattern == topi::OpPattern::kCommReduce) return sink_reduce(out, n, readers);
     const bool unary = def->pattern == topi::OpPattern::kElemWise && n.inputs.size() == 1;
-    const bool binary = def->pattern == topi::OpPattern::kBroadcast && n.inputs.size() == 2;
-    if (!unary && !binary) return std::nullopt;
+    const bool nary = def->pattern == topi::OpPattern::kBroadcast && n.inputs.size() >= 2;
+    if (!unary && !nary) return std::nullopt;
     const TensorType& ot = n.outputs[0];
     auto move_of = [&](Entry e) -> const Node* {
       const Node& m = out.node(e.node);
@@ -460,52 +461,146 @@ class MoveSinker {
       return static_cast<size_t>(e.node) < out_uses_.size() &&
              out_uses_[static_cast<size_t>(e.node)] == 1;
     };
-    Node f = n;
+    // The first operand that is moved and not broadcast sets the move; every other operand is
+    // moved the same way, a constant, or (below a reshape) a broadcast tensor reshaped to
+    // broadcast as it did: a reshape is free.
     const Node* move = nullptr;
-    if (unary) {
-      move = move_of(n.inputs[0]);
-      if (!move || !may_sink(n.inputs[0])) return std::nullopt;
-      f.inputs[0] = move->inputs[0];
-    } else {
-      const Node* ma = move_of(n.inputs[0]);
-      const Node* mb = move_of(n.inputs[1]);
-      if (ma && mb) {  // both moved the same way
-        if (ma->op != mb->op || !(ma->attrs == mb->attrs) ||
-            out.type_of(ma->inputs[0]).shape != out.type_of(mb->inputs[0]).shape ||
-            out.type_of(n.inputs[0]).shape != ot.shape ||
-            out.type_of(n.inputs[1]).shape != ot.shape)
-          return std::nullopt;
-        move = ma;
-        f.inputs = {ma->inputs[0], mb->inputs[0]};
-      } else {
-        const size_t k = ma ? 0 : 1;  // the moved operand; the other must be a constant
-        move = ma ? ma : mb;
-        const Entry c = n.inputs[1 - k];
-        if (!move || !may_sink(n.inputs[k]) || !out.node(c.node).is_constant() ||
-            out.type_of(n.inputs[k]).shape != ot.shape)
-          return std::nullopt;
-        const Ints& from = out.type_of(move->inputs[0]).shape;
-        std::optional<Ints> cs = padded_shape(out.type_of(c).shape, ot.shape.size());
-        std::optional<Ints> cu = cs ? unmoved_shape(*move, *cs, from, ot.shape) : std::nullopt;
-        if (!cu) return std::nullopt;
-        const Node& cn = out.node(c.node);
-        runtime::NDArray v = runtime::NDArray::empty(*cu, cn.value.dtype());
+    for (const Entry& e : n.inputs)
+      if (const Node* m = move_of(e); m && out.type_of(e).shape == ot.shape) {
+        move = m;
+        break;
+      }
+    if (!move) return std::nullopt;
+    const Node m = *move;  // adding a node may move the graph's nodes
+    const Ints from = out.type_of(m.inputs[0]).shape;
+    std::vector<bool> moved(n.inputs.size(), false);
+    std::vector<Ints> unmoved(n.inputs.size());  // the other operands' shapes below the move
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Node* mk = move_of(n.inputs[k]);
+      if (mk && mk->op == m.op && mk->attrs == m.attrs &&
+          out.type_of(n.inputs[k]).shape == ot.shape && out.type_of(mk->inputs[0]).shape == from) {
+        moved[k] = true;
+        continue;
+      }
+      // A tensor reshaped must broadcast (else its reshape would be sunk again, and back).
+      if (!out.node(n.inputs[k].node).is_constant() &&
+          (move_kind(m) != Move::kReshape || out.type_of(n.inputs[k]).numel() >= ot.numel()))
+        return std::nullopt;
+      std::optional<Ints> cs = padded_shape(out.type_of(n.inputs[k]).shape, ot.shape.size());
+      std::optional<Ints> cu = cs ? unmoved_shape(m, *cs, from, ot.shape) : std::nullopt;
+      if (!cu) return std::nullopt;
+      unmoved[k] = *cu;
+    }
+    if (std::count(moved.begin(), moved.end(), true) == 1) {
+      const size_t k =
+          static_cast<size_t>(std::find(moved.begin(), moved.end(), true) - moved.begin());
+      if (!may_sink(n.inputs[k])) return std::nullopt;
+    }
+    Node f = n;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Entry e = n.inputs[k];
+      if (moved[k]) {
+        f.inputs[k] = out.node(e.node).inputs[0];
+      } else if (out.node(e.node).is_constant()) {
+        const Node& cn = out.node(e.node);
+        runtime::NDArray v = runtime::NDArray::empty(unmoved[k], cn.value.dtype());
         v.copy_from(cn.value.data(), cn.value.nbytes());
         const std::string suffix = "_unmoved";
         const bool again =
             cn.name.size() > suffix.size() &&
             cn.name.compare(cn.name.size() - suffix.size(), suffix.size(), suffix) == 0;
         const std::string name = names_(again ? cn.name : cn.name + suffix);
-        f.inputs[k] = move->inputs[0];
-        Node m = *move;  // adding a node may move the graph's nodes
-        f.inputs[1 - k] = out.add_constant(name, std::move(v));
-        return add_moved(out, std::move(f), std::move(m), n, readers);
+        f.inputs[k] = out.add_constant(name, std::move(v));
+      } else {
+        f.inputs[k] = reshaped(out, e, unmoved[k]);
       }
     }
-    return add_moved(out, std::move(f), Node(*move), n, readers);
+    return add_moved(out, std::move(f), std::move(m), n, readers);
   }
 
  private:
+  /// Reduction `n` of a reshape r(m(x)) where each axis of m(x) that r reduces spans whole
+  /// axes of x (a squeeze, or GroupNorm's [N, 1, C·H·W] view of one group): the same reduction
+  /// of x over those axes (keeping them) and a reshape of the result to n's shape; nullopt
+  /// otherwise.
+  std::optional<Entry> sink_reduce(Graph& out, const Node& n, int readers) {
+    if (n.inputs.size() != 1 || !n.attrs.has("axes") || !n.attrs.has("keepdims"))
+      return std::nullopt;
+    const Node& mv = out.node(n.inputs[0].node);
+    if (move_kind(mv) != Move::kReshape) return std::nullopt;
+    const Entry x = mv.inputs[0];
+    const Ints from = out.type_of(x).shape, to = out.type_of(n.inputs[0]).shape;
+    std::vector<bool> reduced(to.size(), n.attrs.get_ints("axes").empty());
+    for (int64_t a : n.attrs.get_ints("axes")) {
+      if (a < 0) a += static_cast<int64_t>(to.size());
+      if (a < 0 || a >= static_cast<int64_t>(to.size())) return std::nullopt;
+      reduced[static_cast<size_t>(a)] = true;
+    }
+    // Walk both shapes in groups of equal product (as unmoved_shape does): a group's non-unit
+    // axes of m(x) are all reduced (its axes of x are) or all kept.
+    Ints new_axes;
+    Ints shape = from;
+    size_t i = 0, j = 0;
+    while (i < from.size() || j < to.size()) {
+      const size_t i0 = i, j0 = j;
+      int64_t pi = i < from.size() ? from[i++] : 1, pj = j < to.size() ? to[j++] : 1;
+      while (pi != pj) {
+        if (pi < pj && i < from.size()) {
+          pi *= from[i++];
+        } else if (pj < pi && j < to.size()) {
+          pj *= to[j++];
+        } else {
+          return std::nullopt;
+        }
+      }
+      bool any_reduced = false, any_kept = false;
+      for (size_t k = j0; k < j; ++k)
+        if (to[k] != 1) (reduced[k] ? any_reduced : any_kept) = true;
+      if (any_reduced && any_kept) return std::nullopt;
+      if (!any_reduced) continue;
+      for (size_t k = i0; k < i; ++k)
+        if (from[k] != 1) {
+          new_axes.push_back(static_cast<int64_t>(k));
+          shape[k] = 1;
+        }
+    }
+    if (new_axes.empty()) return std::nullopt;
+    std::sort(new_axes.begin(), new_axes.end());
+    const TensorType ot = n.outputs[0];
+    Node r = n;
+    r.inputs = {x};
+    r.attrs.set("axes", new_axes).set("keepdims", int64_t{1});
+    r.outputs = {TensorType{shape, ot.dtype}};
+    const Entry re{out.add_node(std::move(r)), 0};
+    if (shape == ot.shape) return re;
+    Node m;  // named as n, as add_moved names its moves
+    m.op = "reshape";
+    m.name = n.name;
+    m.attrs.set("newshape", ot.shape);
+    m.inputs = {re};
+    m.outputs = {ot};
+    const int mi = out.add_node(std::move(m));
+    set_readers(mi, readers);
+    return Entry{mi, 0};
+  }
+
+  /// Tensor `e` of `out` as `shape` (same elements): itself, the input of the reshape that
+  /// made it when that has the shape, or a new reshape.
+  Entry reshaped(Graph& out, Entry e, const Ints& shape) {
+    const TensorType t = out.type_of(e);
+    if (t.shape == shape) return e;
+    const Node& p = out.node(e.node);
+    if (move_kind(p) == Move::kReshape && out.type_of(p.inputs[0]).shape == shape)
+      return p.inputs[0];
+    Node r;
+    r.op = "reshape";
+    r.name = names_(p.name + "_unmoved");
+    r.attrs.set("newshape", shape);
+    r.inputs = {e};
+    r.outputs = {TensorType{shape, t.dtype}};
+    return Entry{out.add_node(std::move(r)), 0};
+  }
+
   /// Adds f (on the unmoved operands; moves below it sunk too) and move m of its result, in
   /// place of `n`, whose result has `readers` readers; returns m's entry.
   Entry add_moved(Graph& out, Node f, Node m, const Node& n, int readers) {
