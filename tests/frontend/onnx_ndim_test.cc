@@ -238,6 +238,78 @@ TEST(OnnxNdim, Conv3DRunsAsOneConv2DOverTheDepthSlices) {
   }
 }
 
+/// ONNX ConvTranspose over a 3-D window (group 1), computed naively: x [N, C, D, H, W], w [C, O,
+/// KD, KH, KW]; each input voxel scatters its products to the output voxels its taps reach.
+Vec conv3d_transpose_ref(const Vec& x, const Ints& xs, const Vec& w, const Ints& ws, const Vec& b,
+                         const Ints& strides, const Ints& pads, Ints* os) {
+  const int64_t N = xs[0], C = xs[1], O = ws[1];
+  Ints out{N, O};
+  for (size_t a = 0; a < 3; ++a)
+    out.push_back(strides[a] * (xs[a + 2] - 1) + ws[a + 2] - pads[a] - pads[a + 3]);
+  *os = out;
+  std::vector<double> y(static_cast<size_t>(numel(out)), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t v = 0; v < out[2] * out[3] * out[4]; ++v)
+        y[static_cast<size_t>((n * O + o) * out[2] * out[3] * out[4] + v)] = b[o];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t z = 0; z < xs[2]; ++z)
+        for (int64_t r = 0; r < xs[3]; ++r)
+          for (int64_t q = 0; q < xs[4]; ++q)
+            for (int64_t o = 0; o < O; ++o)
+              for (int64_t a = 0; a < ws[2]; ++a)
+                for (int64_t e = 0; e < ws[3]; ++e)
+                  for (int64_t f = 0; f < ws[4]; ++f) {
+                    const int64_t oz = z * strides[0] - pads[0] + a,
+                                  oy = r * strides[1] - pads[1] + e,
+                                  oq = q * strides[2] - pads[2] + f;
+                    if (oz < 0 || oz >= out[2] || oy < 0 || oy >= out[3] || oq < 0 || oq >= out[4])
+                      continue;
+                    y[static_cast<size_t>((((n * O + o) * out[2] + oz) * out[3] + oy) * out[4] +
+                                          oq)] +=
+                        x[static_cast<size_t>((((n * C + c) * xs[2] + z) * xs[3] + r) * xs[4] +
+                                              q)] *
+                        w[static_cast<size_t>((((c * O + o) * ws[2] + a) * ws[3] + e) * ws[4] + f)];
+                  }
+  return Vec(y.begin(), y.end());
+}
+
+TEST(OnnxNdim, ConvTranspose3DWithDepthTapsThatDoNotOverlapRunsAsConv2DTranspose) {
+  // A 3-D UNet's upsampling (kernel depth = depth stride, no depth padding) runs as one
+  // conv2d_transpose over the depth-major input, the depth taps as output channels; H and W
+  // keep their own strides and padding (here overlapping taps). Any other depth window (the
+  // second case: overlapping depth taps and depth padding) keeps conv3d_transpose.
+  struct Case {
+    Ints xs, ws, strides, pads;
+    bool as_2d;
+  };
+  for (const Case& k :
+       {Case{{2, 3, 3, 4, 5}, {3, 4, 2, 3, 2}, {2, 2, 2}, {0, 1, 0, 0, 0, 1}, true},
+        Case{{1, 2, 3, 3, 4}, {2, 3, 3, 2, 2}, {2, 1, 2}, {1, 0, 0, 0, 0, 1}, false}}) {
+    SCOPED_TRACE(k.as_2d);
+    Vec x = random_vec(numel(k.xs), 31), w = random_vec(numel(k.ws), 32),
+        b = random_vec(k.ws[1], 33);
+    Ints os;
+    Vec want = conv3d_transpose_ref(x, k.xs, w, k.ws, b, k.strides, k.pads, &os);
+    OnnxModel m;
+    m.path = "convt3d.onnx";
+    m.opsets[""] = 13;
+    m.inputs = {info("x", k.xs)};
+    m.initializers["w"] = array(k.ws, w);
+    m.initializers["b"] = array({k.ws[1]}, b);
+    OnnxNode n{"ConvTranspose", "", "up", {"x", "w", "b"}, {"y"}, {}, false};
+    n.attrs["pads"] = k.pads;
+    n.attrs["strides"] = k.strides;
+    m.nodes = {n};
+    m.outputs = {info("y", os)};
+    graph::Graph g;
+    std::vector<runtime::NDArray> out = run(m, {{"x", array(k.xs, x)}}, &g);
+    expect_close(out[0], want, os);
+    EXPECT_EQ(g.str().find("conv3d_transpose") == std::string::npos, k.as_2d) << g.str();
+  }
+}
+
 TEST(OnnxNdim, GlobalPoolsOverOneAndThreeSpatialAxes) {
   // A video model's pooled Conv3d features (N, C, D, H, W) and a 1-D signal (N, C, L).
   for (const Ints& xs : {Ints{2, 3, 2, 3, 4}, Ints{1, 5, 7}}) {

@@ -505,6 +505,34 @@ TEST(AlterLayout, ResizeTapsOfABlockedTensorStayBlocked) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 47).max_err, 1e-4);
 }
 
+// A 3-D UNet's skip connection as the ONNX importer writes its convolutions (conv2d over the
+// depth-major [D, C, H, W], moved back to [1, C, D, H, W] after each): the decoder concatenates
+// an upsampled map (a plain 5-D input here) with the encoder's output on the channels, and the
+// next convolution moves the concat back to [D, 2C, H, W]. simplify hoists that move above
+// the concat, where it cancels the encoder's move: the concat joins two [D, C, H, W] tensors
+// on their channels, blocked, and the encoder's output is not converted.
+TEST(AlterLayout, SkipConcatOfA3DConvStaysBlocked) {
+  std::mt19937 rng(53);
+  const int64_t D = 4, C = 16, S = 6;
+  Graph g;
+  Entry x = g.add_input("x", {D, C, S, S}, f32);
+  Entry up = g.add_input("up", {1, C, D, S, S}, f32);
+  Entry e = g.add_op("relu", {conv(g, rng, x, C, C, 3, "encoder")});
+  e = g.add_op("reshape", {e}, {{"newshape", Ints{1, D, C, S, S}}});
+  e = g.add_op("transpose", {e}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  Entry cat = g.add_op("concat", {g.add_op("relu", {up}), e}, {{"axis", int64_t{1}}}, "skip");
+  Entry t = g.add_op("transpose", {cat}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  t = g.add_op("reshape", {t}, {{"newshape", Ints{D, 2 * C, S, S}}});
+  g.add_output(conv(g, rng, t, 2 * C, C, 3, "decoder"));
+  Graph o = optimize(g, 2);
+  EXPECT_EQ(count_op(o, "concat"), 1u) << o.str();
+  for (const Node& n : o.nodes())
+    if (n.is_op() && n.op == "concat" && host_has_16_lanes())
+      EXPECT_EQ(n.outputs[0].shape, (Ints{D, 2, S, S, 16})) << o.str();
+  EXPECT_EQ(round_trips(o), "") << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 53).max_err, 1e-4);
+}
+
 /// A float32 scalar.
 NDArray scalar(float v) {
   NDArray a = NDArray::empty({}, f32);

@@ -99,6 +99,9 @@ struct OpDef {
   /// True for the ops whose output is always their one input's bytes, reinterpreted (reshape,
   /// flatten, squeeze, unsqueeze, expand_dims): simplify cancels and sinks their chains.
   bool reinterprets = false;
+  /// True when the output is the inputs laid side by side along the "axis" attribute, each
+  /// unchanged (concat): simplify moves reshapes and transposes across it.
+  bool joins = false;
 
   /// The attribute schema entry `name`, or nullptr.
   const AttrSpec* find_attr(const std::string& name) const;

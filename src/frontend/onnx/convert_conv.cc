@@ -348,6 +348,33 @@ std::vector<Entry> convert_conv_transpose_3d(Converter& c) {
       << c.where() << ": kernel_shape " << ints_text(c.attr_ints("kernel_shape", kernel))
       << " does not match the weight " << wt.str();
   auto [strides, dil, outpad, pads] = transpose_window(c, xt, kernel);
+  const Ints& xs = xt.shape;
+  const bool known = std::all_of(xs.begin(), xs.end(), [](int64_t d) { return d >= 0; });
+  if (known && group == 1 && strides[0] == kernel[0] && dil[0] == 1 && pads[0] == 0 &&
+      pads[3] == 0 && outpad[0] == 0) {
+    // Depth taps that do not overlap (a 3-D UNet's 2x2x2 stride-2 upsampling): output depth
+    // d·KD + kd is the 2-D transposed convolution of input depth d with the kernel's depth
+    // slice kd. One conv2d_transpose over the depth-major [N·D, C, H, W] computes all KD slices
+    // as KD·O output channels (the kernel [C, O, KD, KH, KW] read as [C, KD·O, KH, KW]), which
+    // then land at their depths: it gets conv2d_transpose's sub-pixel, blocked schedules.
+    const int64_t N = xs[0], C = xs[1], D = xs[2], KD = kernel[0], O = wt.shape[1];
+    Entry x = c.op("transpose", {c.in(0)}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+    x = c.op("reshape", {x}, {{"newshape", Ints{N * D, C, xs[3], xs[4]}}});
+    Entry k = c.op("transpose", {c.in(1)}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+    k = c.op("reshape", {k}, {{"newshape", Ints{C, KD * O, kernel[1], kernel[2]}}});
+    Entry y = c.op("conv2d_transpose", {x, k},
+                   {{"strides", Ints{strides[1], strides[2]}},
+                    {"padding", Ints{pads[1], pads[2], pads[4], pads[5]}},
+                    {"dilation", Ints{dil[1], dil[2]}},
+                    {"output_padding", Ints{outpad[1], outpad[2]}}});
+    auto out = [&](size_t a) {  // the output extent of spatial axis a
+      return strides[a] * (xs[2 + a] - 1) + outpad[a] + (kernel[a] - 1) * dil[a] + 1 - pads[a] -
+             pads[a + 3];
+    };
+    y = c.op("reshape", {y}, {{"newshape", Ints{N, D * KD, O, out(1), out(2)}}});
+    y = c.op("transpose", {y}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+    return {add_bias(c, y, 5)};
+  }
   Entry y = c.op("conv3d_transpose", {c.in(0), c.in(1)},
                  {{"strides", strides},
                   {"padding", pads},

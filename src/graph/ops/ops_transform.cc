@@ -305,6 +305,7 @@ void register_transform_ops(OpRegistry& r) {
   concat.max_inputs = -1;
   concat.blocked = blocked_concat;
   concat.in_place = concat_in_place;
+  concat.joins = true;
   r.add(concat);
   OpDef squeeze = injective("squeeze", {{"axes", AttrKind::kInts, Ints{}}}, [](In in, A a, N n) {
     return one(topi::squeeze(in[0], to_int(a.get_ints("axes")), n));

@@ -13,9 +13,18 @@
 //                                                       when the result has x's type)
 //   x^2                                          → x·x (likewise)
 //   f(m(x)), f(m(x), c), f(m(x), m(y))           → m(f(x)), m(f(x, c')), m(f(x, y))
-// where f is element-wise or broadcasting (no axis attribute), m a transpose or a reshape and
-// c a constant that broadcasts the same way after the move (c' holds c's values in another
-// shape; only where c's extents keep their order). A transpose sinks past a one-operand or a
+//   f(m(x), b) for a reshape m                   → m(f(x, b'))
+//   r(m(x)) for a reduction r                    → m'(r'(x))
+//   m(concat(x, m⁻¹(y))), concat read once       → concat(m(x), y)
+// where f is element-wise or broadcasting (no axis attribute, any number of operands: where's
+// three), m a transpose or a reshape and c a constant that broadcasts the same way after the
+// move (c' holds c's values in another shape; only where c's extents keep their order); b a
+// computed operand that broadcasts (b' its reshape, a view); r a reduction whose reduced axes
+// of m(x) span whole axes of x (a squeeze; GroupNorm(1)'s [N, 1, C·H·W] view), r' the same
+// reduction over those axes of x keeping them, m' the reshape to r's shape; and a move of a
+// concat goes to its operands (the concat axis moved with it) when one of them is a move,
+// where the two moves then cancel (a 3-D UNet's skip concat between convolutions over
+// [N·D, C, H, W]). A transpose sinks past a one-operand or a
 // constant-operand f only when nothing else reads it, so it is never computed twice; a
 // reshape (free: a view, or index arithmetic inside a fused kernel) sinks from every reader,
 // so a squeeze also sinks through GELU's x·erf(x·k) diamond. Sunk
@@ -439,6 +448,73 @@ class MoveSinker {
     out_uses_[static_cast<size_t>(e.node)] += uses_[static_cast<size_t>(old)] - 1;
   }
 
+  /// For move node `n` of a concat that nothing else reads, some of whose operands are moves:
+  /// the concat of the moved operands along the moved axis (m(concat(x, y)) → concat(m(x),
+  /// m(y))), where m(y) cancels or merges with y's move (a 3-D UNet's skip concat between two
+  /// convolutions over [N·D, C, H, W]); nullopt otherwise.
+  std::optional<Entry> hoist_above_concat(Graph& out, const Node& n, int readers) {
+    const Move kind = move_kind(n);
+    if (kind == Move::kNone) return std::nullopt;
+    const Entry c = n.inputs[0];
+    const Node cat = out.node(c.node);  // a copy: adding nodes may move the graph's nodes
+    const int cat_readers =
+        static_cast<size_t>(c.node) < out_uses_.size() ? out_uses_[static_cast<size_t>(c.node)] : 1;
+    const OpDef* def = cat.is_op() ? OpRegistry::global().find(cat.op) : nullptr;
+    if (!def || !def->joins || cat.num_outputs() != 1 || cat_readers != 1) return std::nullopt;
+    const bool any_move = std::any_of(cat.inputs.begin(), cat.inputs.end(), [&](Entry e) {
+      return move_kind(out.node(e.node)) != Move::kNone;
+    });
+    if (!any_move) return std::nullopt;
+    const Ints& in = cat.outputs[0].shape;
+    const Ints& to = n.outputs[0].shape;
+    int64_t axis = cat.attrs.get_int("axis");
+    if (axis < 0) axis += static_cast<int64_t>(in.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(in.size())) return std::nullopt;
+    int64_t new_axis = -1;
+    if (kind == Move::kTranspose) {
+      const std::vector<int64_t> p = permutation(n, in.size());
+      new_axis = std::find(p.begin(), p.end(), axis) - p.begin();
+    } else {  // the axis keeps its extent and what lies before and after it
+      auto prod = [](const Ints& v, size_t b, size_t e) {
+        int64_t r = 1;
+        for (size_t k = b; k < e; ++k) r *= v[k];
+        return r;
+      };
+      const size_t a = static_cast<size_t>(axis);
+      const int64_t before = prod(in, 0, a);
+      for (size_t b = 0; b < to.size(); ++b)
+        if (to[b] == in[a] && prod(to, 0, b) == before &&
+            prod(to, b + 1, to.size()) == prod(in, a + 1, in.size()))
+          new_axis = static_cast<int64_t>(b);
+      if (new_axis < 0) return std::nullopt;
+    }
+    Node r = cat;
+    r.name = n.name;
+    r.attrs.set("axis", new_axis);
+    r.outputs = n.outputs;
+    for (size_t k = 0; k < cat.inputs.size(); ++k) {
+      Node m = n;  // the move, of this operand
+      m.inputs = {cat.inputs[k]};
+      const TensorType t = out.type_of(cat.inputs[k]);
+      Ints shape = to;
+      if (kind == Move::kTranspose) {
+        const std::vector<int64_t> p = permutation(n, in.size());
+        for (size_t d = 0; d < p.size(); ++d) shape[d] = t.shape[static_cast<size_t>(p[d])];
+      } else {
+        shape[static_cast<size_t>(new_axis)] = t.shape[static_cast<size_t>(axis)];
+        m.op = "reshape";
+        m.attrs = Attrs();
+        m.attrs.set("newshape", shape);
+      }
+      m.outputs = {TensorType{shape, t.dtype}};
+      Rewrite rw = simplify_node(out, m);
+      r.inputs[k] = rw.forward ? rw.entry : Entry{out.add_node(std::move(m)), 0};
+    }
+    const int ri = out.add_node(std::move(r));
+    set_readers(ri, readers);
+    return Entry{ri, 0};
+  }
+
   /// For op node `n` (inputs in `out`, `readers` readers of its result): the moved result
   /// m(f(...)) added to `out`, or nullopt when no move sinks. f sinks further moves below it
   /// (f(m1(m2(x))) → m1(m2(f(x)))).
@@ -646,7 +722,9 @@ Graph simplify(const Graph& g) {
       }
       if (!r.forward) r = simplify_node(out, n);
       if (!r.forward) {
-        if (std::optional<Entry> e = sinker.sink(out, n, sinker.readers(i))) r = Rewrite{true, *e};
+        std::optional<Entry> e = sinker.hoist_above_concat(out, n, sinker.readers(i));
+        if (!e) e = sinker.sink(out, n, sinker.readers(i));
+        if (e) r = Rewrite{true, *e};
       } else {
         sinker.forwarded(r.entry, i);
       }
