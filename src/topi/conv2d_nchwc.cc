@@ -104,45 +104,58 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     struct Rules {
       bool three_chunks, wider_ties, tails;
     };
-    const Rules rules = registers >= 32 ? Rules{false, false, false} : Rules{true, true, true};
-    std::tuple<double, bool, int64_t, int64_t> best{-1, false, 0, 0};
-    int64_t best_reg = 1, best_w = 1, best_h = 1;
-    for (int64_t reg : {1, 2, 3, 4}) {
-      if (reg == 3 && !rules.three_chunks) continue;
-      if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
-      const int64_t v = vecs * reg;
-      const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
-      // Registers a tile of n pixels needs beyond the target's (accumulators, the step's kernel
-      // vectors, one broadcast).
-      auto over_budget = [&](int64_t n) { return v * n + v + 1 - registers; };
-      // Cycles of one reduction step of a tile of n pixels.
-      auto step = [&](int64_t n) {
-        const double fma = v * n / 2.0, load = (v + n) / 1.5,
-                     l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
-        return std::max({fma, load, l2});
-      };
-      for (int64_t h = 1; h <= std::min<int64_t>(4, OH); ++h) {
-        if (OH % h != 0) continue;
-        for (int64_t w = 1; w <= std::min<int64_t>(32, OW); ++w) {
-          const int64_t n = h * w, tail = OW % w;
-          if (tail != 0 && (!rules.tails || w > autotune::kSmallSplitFactors)) continue;
-          if (over_budget(n) > 0) continue;
-          // A row of tiles: OW / w full ones and the tail, against the FMAs of the row.
-          const double row = (OW / w) * step(n) + (tail ? step(h * tail) : 0.0);
-          const double eff = std::round(1000 * (v * h * OW / 2.0) / row) / 1000;
-          // Ties: a tile without a tail first (2 x (1 x 4) ran 0.94-1.00 of oneDNN on 56- and
-          // 28-wide 3x3 layers where 2 x (1 x 6 + tail) ran 0.92-0.94), then more accumulators.
-          std::tuple<double, bool, int64_t, int64_t> key{eff, tail == 0, v * n,
-                                                         rules.wider_ties ? -h : h};
-          if (key > best) {
-            best = key;
-            best_reg = reg;
-            best_w = w;
-            best_h = h;
+    struct Choice {
+      std::tuple<double, bool, int64_t, int64_t> key{-1, false, 0, 0};
+      int64_t reg = 1, w = 1, h = 1;
+    };
+    auto choose = [&](const Rules& rules) {
+      Choice best;
+      for (int64_t reg : {1, 2, 3, 4}) {
+        if (reg == 3 && !rules.three_chunks) continue;
+        if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
+        const int64_t v = vecs * reg;
+        const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
+        // Registers a tile of n pixels needs beyond the target's (accumulators, the step's
+        // kernel vectors, one broadcast).
+        auto over_budget = [&](int64_t n) { return v * n + v + 1 - registers; };
+        // Cycles of one reduction step of a tile of n pixels.
+        auto step = [&](int64_t n) {
+          const double fma = v * n / 2.0, load = (v + n) / 1.5,
+                       l2 = slice > l1_bytes ? 4.0 * lanes * v / 24.0 : 0.0;
+          return std::max({fma, load, l2});
+        };
+        for (int64_t h = 1; h <= std::min<int64_t>(4, OH); ++h) {
+          if (OH % h != 0) continue;
+          for (int64_t w = 1; w <= std::min<int64_t>(32, OW); ++w) {
+            const int64_t n = h * w, tail = OW % w;
+            if (tail != 0 && (!rules.tails || w > autotune::kSmallSplitFactors)) continue;
+            if (over_budget(n) > 0) continue;
+            // A row of tiles: OW / w, and one more for the tail (shifted inwards: a whole tile
+            // that recomputes some of the tile before it), against the FMAs of the row.
+            const double row = static_cast<double>((OW + w - 1) / w) * step(n);
+            const double eff = std::round(1000 * (v * h * OW / 2.0) / row) / 1000;
+            // Ties: a tile without a tail first (2 x (1 x 4) ran 0.94-1.00 of oneDNN on 56- and
+            // 28-wide 3x3 layers where 2 x (1 x 6 + tail) ran 0.92-0.94), then more
+            // accumulators.
+            std::tuple<double, bool, int64_t, int64_t> key{eff, tail == 0, v * n,
+                                                           rules.wider_ties ? -h : h};
+            if (key > best.key) best = Choice{key, reg, w, h};
           }
         }
       }
+      return best;
+    };
+    Choice best = choose(registers >= 32 ? Rules{false, false, false} : Rules{true, true, true});
+    // AVX-512 takes a tile with a tail too where no divisor of the width gives the 8
+    // accumulators that hide the FMA latency (two ports, four cycles): a prime width, as
+    // Conv-TasNet's 1999-sample frames, took 1 pixel x 2 vectors and ran at 53% of the peak
+    // (96% with 8 + a shifted tail). Inception's 17-wide maps keep 1 x 17 (17 accumulators:
+    // 98%, where 4 x (6 + 6 + 5) ran 7% slower).
+    if (registers >= 32 && std::get<2>(best.key) < 8) {
+      const Choice tailed = choose(Rules{false, false, true});
+      if (tailed.key > best.key) best = tailed;
     }
+    const int64_t best_reg = best.reg, best_w = best.w, best_h = best.h;
     cfg.fallback_knob("oc_reg", best_reg);
     // acc_outer when the kernel is bigger than L2 (it comes from DRAM in a network) and the
     // task's accumulator small (it stays in L1 beside a kernel block): ResNet's 7x7x512 layers
@@ -431,12 +444,22 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
   const bool acc_outer = cfg.knob("acc_outer") != 0;
   auto ob = so.split(ax[1], ci(reg));
   auto oh = cfg.split("tile_oh").apply(so, ax[2]);
-  auto ow = cfg.split("tile_ow").apply(so, ax[3]);
+  const int64_t th = cfg.split("tile_oh").size[1], tw = cfg.split("tile_ow").size[1];
+  // A last column tile that does not fit is shifted inwards (te::Stage::split): whole register
+  // tiles everywhere, where a guarded tail in the parallel loop (the same tail in every channel
+  // chunk) left all but the first chunk's tiles on a slow path with a variable extent
+  // (Conv-TasNet's 1999-sample frames: 18 -> 29 ms). acc_outer tiles its accumulator itself.
+  std::vector<te::IterVar> ow;
+  if (!acc_outer && cs[3] % tw != 0 && cs[3] > tw) {
+    auto [o, i] = so.split(ax[3], ci(tw), /*shift_tail=*/true);
+    ow = {o, i};
+  } else {
+    ow = cfg.split("tile_ow").apply(so, ax[3]);
+  }
   so.reorder({ax[0], ob.first, oh[0], ow[0], ob.second, oh[1], ow[1], ax[4]});
   // The parallel loop: batch, channel chunks and row tiles; with fewer than 16 of those (a
   // Conv1d's single row over a few channel chunks: WaveNet, QuartzNet) the column tiles too,
   // so that every thread gets work and the pool can balance it.
-  const int64_t th = cfg.split("tile_oh").size[1], tw = cfg.split("tile_ow").size[1];
   const int64_t chunks = (cs[1] + reg - 1) / reg, row_tiles = (cs[2] + th - 1) / th;
   const int64_t rows = cs[0] * chunks * row_tiles;
   const bool by_columns = !acc_outer && rows < 16;
@@ -523,8 +546,9 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
   // acc_outer. Version 4: oc_reg 3 and tile_ow widths with a tail (the knobs' choices moved).
   // Version 5: acc_outer prefetches the next kernel block (the same configs, faster kernels).
   // Version 6: tasks over an input bigger than L2 may run rows outer, and 1x1 tiles reading
-  // many input streams prefetch their next column tile (the same configs).
-  return {kOp, "6", [wl, ep, target, blocks](Config& cfg) {
+  // many input streams prefetch their next column tile (the same configs). Version 7: a last
+  // column tile that does not fit is shifted inwards instead of guarded (the same configs).
+  return {kOp, "7", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             return detail::conv_template_instance(
                 cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape, ep,

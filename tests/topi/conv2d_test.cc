@@ -444,6 +444,36 @@ TEST(Conv2DNCHWc, FallbackTileFitsTheTargetRegisters) {
   // 24 output channels are three 8-wide chunks with AVX2: 3 vectors x 4 contiguous pixels
   // (12 + 3 + 1 = 16 registers).
   EXPECT_EQ(fallback(wl(1, 144, 56, 56, 24, 1, 1, 1, Padding2D{}), avx2), "oc_reg=3 tile 1x4");
+  // A prime width (Conv-TasNet's 1999 frames) has no divisor tile with the 8 accumulators
+  // that hide the FMA latency: 8 pixels, the last tile shifted inwards. Inception's 17-wide
+  // maps keep their divisor (1 x 17: 17 accumulators).
+  EXPECT_EQ(fallback(wl(1, 256, 1, 1999, 128, 1, 1, 1, Padding2D{}), avx512), "oc_reg=2 tile 1x8");
+  EXPECT_EQ(fallback(wl(1, 768, 17, 17, 192, 1, 1, 1, Padding2D{}), avx512), "oc_reg=1 tile 1x17");
+}
+
+TEST(Conv2DNCHWc, ALastColumnTileThatDoesNotFitIsShiftedInwards) {
+  // A 1x1 conv on a 1 x 37 map (a prime width) with 4-pixel tiles: nine whole tiles and a
+  // tenth shifted to end at column 37 (recomputing three columns), every tile through the
+  // same unrolled body: one parallel loop, not the guarded tail's second, slower copy.
+  const Conv2DWorkload w = wl(1, 32, 1, 37, 64, 1, 1, 1, Padding2D{});
+  const EpilogueFlags ep{true, false, true};
+  autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+  autotune::ConfigSpace space = autotune::define_space(t);
+  nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
+  j.erase("index");
+  j["knobs"]["tile_oh"] = {-1, 1};
+  j["knobs"]["tile_ow"] = {-1, 4};
+  j["knobs"]["acc_outer"] = 0;
+  const Config c = Config::from_json(j, space);
+  check_nchwc_configs(w, ep, t, {c});
+  Instance inst = autotune::instantiate(t, c);
+  const std::string tir = tir::to_string(tir::lower(inst.sch, inst.args, "f"));
+  size_t loops = 0;
+  for (size_t p = tir.find("parallel for"); p != std::string::npos;
+       p = tir.find("parallel for", p + 1))
+    ++loops;
+  EXPECT_EQ(loops, 1u) << tir;
+  EXPECT_NE(tir.find("*4, 33)"), std::string::npos) << tir;  // a tile starts at min(4t, 37 - 4)
 }
 
 TEST(Conv2DNCHWc, ScheduleRejectsMismatchedConfig) {
