@@ -705,6 +705,35 @@ TEST(OnnxMisc, CastToAndFromBfloat16) {
   }
 }
 
+TEST(OnnxMisc, CastFromBoolGivesZeroAndOne) {
+  // Sparsemax counts its support as Cast(1 + k·z > cumsum, float) summed: a comparison's bool
+  // cast to float32, int64 and uint8 is 0 or 1.
+  const int64_t n = 40;
+  Vec a = random_vec(n, 91), b = random_vec(n, 92);
+  OnnxNode gt{"Greater", "", "gt", {"a", "b"}, {"g"}, {}, false};
+  OnnxNode to_f{"Cast", "", "to_f", {"g"}, {"f"}, {}, false};
+  to_f.attrs["to"] = int64_t{1};
+  OnnxNode to_i{"Cast", "", "to_i", {"g"}, {"i"}, {}, false};
+  to_i.attrs["to"] = int64_t{7};
+  OnnxNode to_u{"Cast", "", "to_u", {"g"}, {"u"}, {}, false};
+  to_u.attrs["to"] = int64_t{2};
+  OnnxModel m;
+  m.path = "cast_bool.onnx";
+  m.opsets[""] = 13;
+  m.nodes = {gt, to_f, to_i, to_u};
+  m.inputs = {info("a", {n}), info("b", {n})};
+  m.outputs = {info("f", {n}), info("i", {n}, DataType::Int(64)),
+               info("u", {n}, DataType::UInt(8))};
+  std::vector<runtime::NDArray> out = run(
+      m, {{"a", array({n}, a, DataType::Float(32))}, {"b", array({n}, b, DataType::Float(32))}});
+  for (int64_t k = 0; k < n; ++k) {
+    const bool want = a[size_t(k)] > b[size_t(k)];
+    EXPECT_EQ(out[0].data_as<float>()[k], want ? 1.0f : 0.0f) << k;
+    EXPECT_EQ(out[1].data_as<int64_t>()[k], want ? 1 : 0) << k;
+    EXPECT_EQ(out[2].data_as<uint8_t>()[k], want ? 1 : 0) << k;
+  }
+}
+
 // --- results without elements
 
 TEST(OnnxMisc, EmptyResultsOfSliceSplitAndReshape) {

@@ -184,9 +184,9 @@ std::vector<Entry> convert_cast_to(Converter& c, DataType to) {
                        (to.bits() == 16 && to != DataType::Float(16)) ||
                        (to.is_uint() && to.bits() > 8 && !to.is_bool()),
                    "Cast to " + (to.is_void() ? std::string("this element type") : to.str()));
-  c.unsupported_if(
-      !(from.is_float() || from.is_integer()) || (from.bits() == 16 && from != DataType::Float(16)),
-      "Cast from " + from.str());
+  c.unsupported_if(!(from.is_float() || from.is_integer() || from.is_bool()) ||
+                       (from.bits() == 16 && from != DataType::Float(16)),
+                   "Cast from " + from.str());
   if (from == to) return {c.op("identity", {c.in(0)})};
   // To bool is "non-zero", not a truncation of the bits.
   if (to.is_bool()) return {c.op("not_equal", {c.in(0), c.fill("zero", 0, from)})};
