@@ -205,6 +205,23 @@ TEST(TopiReduction, SeveralAxesWithTheLastReduceInLanes) {
   }
 }
 
+TEST(TopiReduction, IntegerRowsReduceInLanesToo) {
+  // Integer sums, maxima and minima do not depend on the order, so they take the lane
+  // partials as floats do (a sort's ranks: comparisons counted as int64 over rows of 256).
+  for (DataType t : {i32, i64}) {
+    SCOPED_TRACE(t);
+    te::Tensor X = input({5, 100}, t, "X");
+    NDArray x = random_array({5, 100}, t, 23, -50, 50);
+    te::Tensor S = sum(X, {1}, false), M = max(X, {1}, true);
+    check({X}, {S, M}, {x},
+          {naive_reduce(x, {1}, false, Kind::kSum, t), naive_reduce(x, {1}, true, Kind::kMax, t)},
+          schedule_reduce);
+    te::Schedule s = schedule_reduce({S}, Target("llvm -mcpu=skylake-avx512"));
+    const std::string tir = tir::to_string(lower(s, {X, S}, "f"));
+    EXPECT_NE(tir.find(".partial[ramp(0, 1, 16)]"), std::string::npos) << tir;
+  }
+}
+
 TEST(TopiReduction, IntegersWithTies) {
   // A small integer range makes ties frequent: argmax/argmin must return the first index.
   uint32_t seed = 50;
