@@ -13,6 +13,8 @@
 // weighted neighbour of each sample (ONNX's definition).
 #include "kiln/topi/sampling.h"
 
+#include <optional>
+
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -166,8 +168,8 @@ te::Tensor roi_align(const te::Tensor& x, const te::Tensor& rois, const te::Tens
                      const RoiAlignParams& p, const std::string& name) {
   std::vector<int64_t> xs = const_shape(x, "roi_align"), rs = const_shape(rois, "roi_align"),
                        bs = const_shape(batch_indices, "roi_align");
-  KILN_USER_CHECK(xs.size() == 4) << "roi_align: input must be [N, C, H, W], got "
-                                  << shape_text(xs);
+  KILN_USER_CHECK(xs.size() == 4 || xs.size() == 5)
+      << "roi_align: input must be [N, C, H, W] or [N, C/b, H, W, b], got " << shape_text(xs);
   KILN_USER_CHECK(rs.size() == 2 && rs[1] == 4)
       << "roi_align: rois must be [num_rois, 4], got " << shape_text(rs);
   KILN_USER_CHECK(bs.size() == 1 && bs[0] == rs[0])
@@ -186,9 +188,16 @@ te::Tensor roi_align(const te::Tensor& x, const te::Tensor& rois, const te::Tens
   const int64_t N = xs[0], H = xs[2], W = xs[3], g = p.sampling_ratio;
   te::IterVar iy = te::reduce_axis({0, ci(g)}, "iy");
   te::IterVar ix = te::reduce_axis({0, ci(g)}, "ix");
+  // Blocked [N, C/b, H, W, b] (the layout pass, when the map comes blocked from a convolution):
+  // the output is [R, C/b, oh, ow, b] and each sample's taps load whole vectors of channels.
+  const bool blocked = xs.size() == 5;
   std::vector<Expr> oshape{ci(rs[0]), ci(xs[1]), ci(p.output_height), ci(p.output_width)};
+  if (blocked) oshape.push_back(ci(xs[4]));
 
-  auto body = [=](Var r, Var c, Var ph, Var pw) {
+  auto body = [=](Var r, Var c, Var ph, Var pw, std::optional<Var> lane) {
+    auto at = [&](Expr b, Expr yy, Expr xq) {
+      return lane ? x(b, c, yy, xq, *lane) : x(b, c, yy, xq);
+    };
     Expr scale = fconst(t, p.spatial_scale), off = fconst(t, p.half_pixel ? 0.5 : 0.0);
     Expr x1 = rois(r, 0) * scale - off, y1 = rois(r, 1) * scale - off;
     Expr rw = rois(r, 2) * scale - off - x1, rh = rois(r, 3) * scale - off - y1;
@@ -210,30 +219,36 @@ te::Tensor roi_align(const te::Tensor& x, const te::Tensor& rois, const te::Tens
     Expr ly = yc - cast(t, ylo), lx = xc - cast(t, xlo);
     Expr hy = make_one(t) - ly, hx = make_one(t) - lx;
     Expr b = clampi(cast(i32, batch_indices(r)), N - 1);
-    Expr v1 = hy * hx * x(b, c, ylo, xlo), v2 = hy * lx * x(b, c, ylo, xhi);
-    Expr v3 = ly * hx * x(b, c, yhi, xlo), v4 = ly * lx * x(b, c, yhi, xhi);
+    Expr v1 = hy * hx * at(b, ylo, xlo), v2 = hy * lx * at(b, ylo, xhi);
+    Expr v3 = ly * hx * at(b, yhi, xlo), v4 = ly * lx * at(b, yhi, xhi);
     Expr v = p.max_mode ? detail::nan_max(detail::nan_max(detail::nan_max(v1, v2), v3), v4)
                         : v1 + v2 + v3 + v4;
     return select(outside, make_zero(t), v);
   };
+  auto at_output = [=](const std::vector<Var>& i) {  // body at output index i
+    std::optional<Var> lane;
+    if (i.size() == 5) lane = i[4];
+    return body(i[0], i[1], i[2], i[3], lane);
+  };
   if (p.max_mode) {
     return te::compute(
         oshape,
-        [=](Var r, Var c, Var ph, Var pw) {
-          return detail::nan_max_reduce(body(r, c, ph, pw), {iy, ix});
+        [=](const std::vector<Var>& i) {
+          return detail::nan_max_reduce(at_output(i), {iy, ix});
         },
         name, "roi_align");
   }
   te::Tensor sum = te::compute(
       oshape,
-      [=](Var r, Var c, Var ph, Var pw) {
-        return te::sum(body(r, c, ph, pw), {iy, ix});
+      [=](const std::vector<Var>& i) {
+        return te::sum(at_output(i), {iy, ix});
       },
       name + "_sum", "roi_align");
   Expr count = fconst(t, static_cast<double>(g * g));
   return te::compute(
-      oshape, [=](Var r, Var c, Var ph, Var pw) { return sum(r, c, ph, pw) / count; }, name,
-      "roi_align");
+      oshape,
+      [=](const std::vector<Var>& i) { return sum(std::vector<Expr>(i.begin(), i.end())) / count; },
+      name, "roi_align");
 }
 
 }  // namespace kiln::topi

@@ -533,6 +533,42 @@ TEST(AlterLayout, SkipConcatOfA3DConvStaysBlocked) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 53).max_err, 1e-4);
 }
 
+// A two-stage detector's box head: RoIAlign over a convolution's map, then the flattened bins.
+// RoIAlign pools the blocked map as it is (each tap a vector of channels) instead of reading
+// it back in NCHW, where every channel gathered.
+TEST(AlterLayout, RoiAlignPoolsABlockedMap) {
+  std::mt19937 rng(55);
+  const int64_t C = 32, S = 12, R = 5;
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, S, S}, f32);
+  Entry f = g.add_op("relu", {conv(g, rng, x, 8, C, 3, "backbone")});
+  NDArray boxes = NDArray::empty({R, 4}, f32);
+  for (int64_t r = 0; r < R; ++r) {
+    const float x1 = float(r), y1 = float(r) / 2;
+    const float b[4] = {x1, y1, x1 + 5.5f, y1 + 4.25f};
+    std::copy(b, b + 4, boxes.data_as<float>() + r * 4);
+  }
+  NDArray batch = NDArray::empty({R}, DataType::Int(64));
+  std::fill(batch.data_as<int64_t>(), batch.data_as<int64_t>() + R, 0);
+  Attrs ra{{"output_height", int64_t{3}},
+           {"output_width", int64_t{3}},
+           {"sampling_ratio", int64_t{2}},
+           {"spatial_scale", 1.0}};
+  Entry p = g.add_op(
+      "roi_align", {f, g.add_constant("boxes", boxes), g.add_constant("batch", batch)}, ra, "roi");
+  g.add_output(g.add_op("flatten", {p}));
+  Graph o = optimize(g, 2);
+  int found = 0;
+  for (const Node& n : o.nodes())
+    if (n.is_op() && n.op == "roi_align") {
+      ++found;
+      EXPECT_EQ(o.type_of(n.inputs[0]).shape.size(), 5u) << o.str();
+      EXPECT_NE(o.node(n.inputs[0].node).op, "layout_transform") << o.str();
+    }
+  EXPECT_EQ(found, 1) << o.str();
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 55).max_err, 1e-4);
+}
+
 /// A float32 scalar.
 NDArray scalar(float v) {
   NDArray a = NDArray::empty({}, f32);

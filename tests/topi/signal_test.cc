@@ -422,6 +422,41 @@ TEST(TopiRoiAlign, AvgAndMaxInBothCoordinateModes) {
   }
 }
 
+TEST(TopiRoiAlign, BlockedMapGivesBlockedBins) {
+  // A map in NCHW4c ([N, C/4, H, W, 4], as a blocked convolution writes it): the bins come out
+  // [R, C/4, oh, ow, 4], channel co * 4 + ci of the NCHW reference, in both modes.
+  const Shape xs{2, 8, 9, 11};
+  const int64_t R = 4, bn = 4;
+  NDArray xa = random_array(xs, f32, 71);
+  NDArray xb = NDArray::empty({2, 2, 9, 11, bn}, f32);
+  for (int64_t i = 0; i < xa.numel(); ++i) {
+    const int64_t w = i % 11, h = i / 11 % 9, c = i / 99 % 8, n = i / 792;
+    set_element(xb, (((n * 2 + c / bn) * 9 + h) * 11 + w) * bn + c % bn, element(xa, i));
+  }
+  NDArray rois = NDArray::empty({R, 4}, f32);
+  const double box[R][4] = {{0, 0, 10, 8}, {2.5, 1.2, 7.7, 6.1}, {-2, -1, 4, 3}, {6, 5, 13, 11}};
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t k = 0; k < 4; ++k) set_element(rois, r * 4 + k, box[r][k]);
+  NDArray bi = NDArray::empty({R}, i64);
+  for (int64_t r = 0; r < R; ++r) set_element(bi, r, double(r % 2));
+  for (bool max_mode : {false, true}) {
+    SCOPED_TRACE(max_mode);
+    RoiAlignParams p;
+    p.output_height = 2;
+    p.output_width = 3;
+    p.sampling_ratio = 2;
+    p.spatial_scale = 0.8;
+    p.max_mode = max_mode;
+    te::Tensor X = input({2, 2, 9, 11, bn}, f32, "x"), Rt = input({R, 4}, f32, "rois"),
+               B = input({R}, i64, "batch");
+    te::Tensor Y = roi_align(X, Rt, B, p);
+    NDArray want = reference({R, 2, 2, 3, bn}, f32, [&](const Shape& o) {
+      return roi_ref(xa, rois, bi, p, {o[0], o[1] * bn + o[4], o[2], o[3]});
+    });
+    check({X, Rt, B}, {Y}, {xb, rois, bi}, {want}, default_schedule(), {1e-4, 1e-5});
+  }
+}
+
 TEST(TopiRoiAlign, RefusesAdaptiveSampling) {
   te::Tensor X = input({1, 1, 4, 4}, f32, "x"), Rt = input({2, 4}, f32, "rois"),
              B = input({2}, i64, "batch");

@@ -45,7 +45,8 @@ struct RoiAlignParams {
 
 /// out[r, c, ph, pw] pools bin (ph, pw) of region rois[r] = (x1, y1, x2, y2) of image
 /// batch_indices[r] of x. x: [N, C, H, W] float; rois: [R, 4] of x's dtype; batch_indices:
-/// [R] integer (clamped to [0, N)); out [R, C, output_height, output_width].
+/// [R] integer (clamped to [0, N)); out [R, C, output_height, output_width]. A blocked x
+/// [N, C/b, H, W, b] gives a blocked out [R, C/b, output_height, output_width, b].
 /// pattern: opaque
 te::Tensor roi_align(const te::Tensor& x, const te::Tensor& rois, const te::Tensor& batch_indices,
                      const RoiAlignParams& p, const std::string& name = "roi_align");

@@ -105,6 +105,15 @@ void register_signal_ops(OpRegistry& r) {
   ra.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     return one(topi::roi_align(in[0], in[1], in[2], roi_params(a), n));
   };
+  // On a blocked map (a convolution's output) it pools blocked: each tap loads a vector of
+  // channels, where over NCHW every channel gathers (64 rois x 256 channels of a 64x64 map:
+  // 11 ms). The regions and batch indices are read as they are.
+  ra.blocked = [](const Graph&, const Node& n,
+                  const std::function<int64_t(Entry)>& block) -> std::optional<BlockedForm> {
+    const int64_t b = block(n.inputs[0]);
+    if (b == 0) return std::nullopt;
+    return BlockedForm{n.op, n.attrs, n.inputs, b};
+  };
   r.add(ra);
 }
 
