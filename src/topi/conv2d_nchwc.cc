@@ -448,7 +448,8 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
   // A last column tile that does not fit is shifted inwards (te::Stage::split): whole register
   // tiles everywhere, where a guarded tail in the parallel loop (the same tail in every channel
   // chunk) left all but the first chunk's tiles on a slow path with a variable extent
-  // (Conv-TasNet's 1999-sample frames: 18 -> 29 ms). acc_outer tiles its accumulator itself.
+  // (Conv-TasNet's 1x1 convs over 1999 frames in 8-wide tiles: 29 ms guarded, 14 ms shifted).
+  // acc_outer tiles its accumulator itself.
   std::vector<te::IterVar> ow;
   if (!acc_outer && cs[3] % tw != 0 && cs[3] > tw) {
     auto [o, i] = so.split(ax[3], ci(tw), /*shift_tail=*/true);
