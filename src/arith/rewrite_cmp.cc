@@ -6,6 +6,8 @@
 // constant on the right (x + 2 < 5 -> x < 3; 1 - x < 4 -> -3 < x). And/Or/Not/Select fold
 // constant operands, Not pushes into integer comparisons, and Select with equal branches
 // collapses.
+#include <algorithm>
+
 #include "analyzer_impl.h"
 
 namespace kiln::arith {
@@ -70,6 +72,11 @@ bool prove_le_zero(Analyzer::Impl* ana, const std::vector<LinearForm>& facts, co
   if (!e.ok) return false;
   if (ana->bound(from_linear(e, t)).max_value <= 0) return true;
   for (const LinearForm& f : facts) {
+    // A fact about values of another type (an int32 loop bound where e compares int64 values)
+    // cannot be combined with e term by term.
+    if (std::any_of(f.terms.begin(), f.terms.end(),
+                    [&](const auto& term) { return term.first.dtype() != t; }))
+      continue;
     LinearForm diff = e;
     diff.add(f, -1);
     if (diff.ok && ana->bound(from_linear(diff, t)).max_value <= 0) return true;

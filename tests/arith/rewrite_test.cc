@@ -167,6 +167,22 @@ TEST_F(Rewrite, WithConstraint) {
   EXPECT_FALSE(ana.can_prove(i < n));
 }
 
+TEST_F(Rewrite, FactsOfAnotherTypeAreNotCombined) {
+  // ArgMax over a row of 77 in lanes: a comparison of int64 indices under the guard
+  // likely(k < 77) of the int32 loop variable k. The fact cannot be subtracted term by term
+  // from an int64 difference (that built an int32 x int64 product and failed); the comparison
+  // is decided without it, or left as it is.
+  Var k("k"), a("a", DataType::Int(64));
+  ana.bind(k, Range(0, 80));
+  ana.with_constraint(k < 77, [&] {
+    const Expr k64 = Cast::make(DataType::Int(64), k);
+    EXPECT_TRUE(same_ir(ana.simplify(EQ::make(a, k64)), EQ::make(a, k64)));
+    EXPECT_TRUE(same_ir(ana.simplify(EQ::make(k64 + make_const(DataType::Int(64), 1), k64)),
+                        const_false()));
+    EXPECT_TRUE(ana.can_prove(k < 77));
+  });
+}
+
 TEST_F(Rewrite, SymbolicRange) {
   Var n("n");
   ana.bind(i, Range(0, n));
