@@ -380,6 +380,33 @@ std::optional<Ints> padded_shape(const Ints& s, size_t rank) {
   return r;
 }
 
+/// The axes of a reshape from shape `from` to shape `to`, cut into consecutive groups of equal
+/// product: group g is from's axes [from[g].first, from[g].second) and to's axes
+/// [to[g].first, to[g].second). nullopt when the shapes hold different element counts.
+struct ReshapeGroups {
+  std::vector<std::pair<size_t, size_t>> from, to;  // [begin, end) of each group
+};
+std::optional<ReshapeGroups> reshape_groups(const Ints& from, const Ints& to) {
+  ReshapeGroups gs;
+  size_t i = 0, j = 0;
+  while (i < from.size() || j < to.size()) {
+    const size_t i0 = i, j0 = j;
+    int64_t pi = i < from.size() ? from[i++] : 1, pj = j < to.size() ? to[j++] : 1;
+    while (pi != pj) {
+      if (pi < pj && i < from.size()) {
+        pi *= from[i++];
+      } else if (pj < pi && j < to.size()) {
+        pj *= to[j++];
+      } else {
+        return std::nullopt;
+      }
+    }
+    gs.from.emplace_back(i0, i);
+    gs.to.emplace_back(j0, j);
+  }
+  return gs;
+}
+
 /// The shape `c` (of the move's output rank) must have to broadcast against the move's input
 /// (type `from`) as it broadcasts against the move's output (type `to`): the transpose undone,
 /// or each axis of the reshape that `c` does not broadcast over kept as it is. nullopt when c's
@@ -399,22 +426,14 @@ std::optional<Ints> unmoved_shape(const Node& move, const Ints& c, const Ints& f
     }
     return r;
   }
-  // A reshape: walk both shapes in groups of equal product; c may vary only along a group
-  // that is one axis (ignoring unit axes) on both sides.
+  // A reshape: c may vary only along a group of equal product that is one axis (ignoring unit
+  // axes) on both sides.
+  std::optional<ReshapeGroups> gs = reshape_groups(from, to);
+  if (!gs) return std::nullopt;
   Ints r(from.size(), 1);
-  size_t i = 0, j = 0;
-  while (i < from.size() || j < to.size()) {
-    const size_t i0 = i, j0 = j;
-    int64_t pi = i < from.size() ? from[i++] : 1, pj = j < to.size() ? to[j++] : 1;
-    while (pi != pj) {
-      if (pi < pj && i < from.size()) {
-        pi *= from[i++];
-      } else if (pj < pi && j < to.size()) {
-        pj *= to[j++];
-      } else {
-        return std::nullopt;
-      }
-    }
+  for (size_t g = 0; g < gs->from.size(); ++g) {
+    const auto [i0, i] = gs->from[g];
+    const auto [j0, j] = gs->to[g];
     std::optional<size_t> vary;
     for (size_t k = j0; k < j; ++k)
       if (c[k] != 1) {
@@ -612,23 +631,15 @@ class MoveSinker {
       if (a < 0 || a >= static_cast<int64_t>(to.size())) return std::nullopt;
       reduced[static_cast<size_t>(a)] = true;
     }
-    // Walk both shapes in groups of equal product (as unmoved_shape does): a group's non-unit
-    // axes of m(x) are all reduced (its axes of x are) or all kept.
+    // In each group of equal product the non-unit axes of m(x) are all reduced (the group's
+    // axes of x are) or all kept.
+    std::optional<ReshapeGroups> gs = reshape_groups(from, to);
+    if (!gs) return std::nullopt;
     Ints new_axes;
     Ints shape = from;
-    size_t i = 0, j = 0;
-    while (i < from.size() || j < to.size()) {
-      const size_t i0 = i, j0 = j;
-      int64_t pi = i < from.size() ? from[i++] : 1, pj = j < to.size() ? to[j++] : 1;
-      while (pi != pj) {
-        if (pi < pj && i < from.size()) {
-          pi *= from[i++];
-        } else if (pj < pi && j < to.size()) {
-          pj *= to[j++];
-        } else {
-          return std::nullopt;
-        }
-      }
+    for (size_t g = 0; g < gs->from.size(); ++g) {
+      const auto [i0, i] = gs->from[g];
+      const auto [j0, j] = gs->to[g];
       bool any_reduced = false, any_kept = false;
       for (size_t k = j0; k < j; ++k)
         if (to[k] != 1) (reduced[k] ? any_reduced : any_kept) = true;
