@@ -177,6 +177,14 @@ struct NCHWcCase {
 class Conv2DNCHWc : public ::testing::TestWithParam<NCHWcCase> {};
 
 /// Runs `configs` of the NCHWc template (with the given epilogue) against the reference.
+/// Template t's fallback config with the knobs in `knobs` set (a JSON object of knob values).
+Config fallback_with(const autotune::Template& t, const nlohmann::json& knobs) {
+  nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
+  j.erase("index");
+  for (const auto& [k, v] : knobs.items()) j["knobs"][k] = v;
+  return Config::from_json(j, autotune::define_space(t));
+}
+
 void check_nchwc_configs(const Conv2DWorkload& w, const EpilogueFlags& ep,
                          const autotune::Template& t, const std::vector<Config>& configs) {
   SCOPED_TRACE(w.str());
@@ -238,16 +246,12 @@ TEST(Conv2DNCHWc, TilesWithATailMatchTheReference) {
                                   wl(1, 8, 9, 7, 24, 3, 3, 1, Padding2D::all(1))}) {
     const EpilogueFlags ep{true, true, true};
     autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
-    autotune::ConfigSpace space = autotune::define_space(t);
-    nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
-    j.erase("index");
     std::vector<Config> configs;
     for (int64_t width : {4, 5, 3}) {
       for (int64_t acc_outer : {0, 1}) {
-        j["knobs"]["tile_ow"] = {-1, width};
-        j["knobs"]["acc_outer"] = acc_outer;
-        j["knobs"]["oc_reg"] = width == 3 ? 3 : 2;
-        configs.push_back(Config::from_json(j, space));
+        configs.push_back(fallback_with(t, {{"tile_ow", {-1, width}},
+                                            {"acc_outer", acc_outer},
+                                            {"oc_reg", width == 3 ? 3 : 2}}));
       }
     }
     check_nchwc_configs(w, ep, t, configs);
@@ -283,16 +287,12 @@ TEST(Conv2DNCHWc, TasksShareTheirInputRowsWhenTheInputOutweighsTheKernel) {
        {std::pair{wl(1, 256, 16, 96, 64, 1, 1, 1, Padding2D{}), true},
         std::pair{wl(1, 256, 8, 8, 64, 1, 1, 1, Padding2D{}), false}}) {
     autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
-    autotune::ConfigSpace space = autotune::define_space(t);
-    nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
-    j.erase("index");
-    j["knobs"]["tile_oh"] = {-1, rows_outer ? 2 : 1};
-    j["knobs"]["tile_ow"] = {-1, 4};
-    j["knobs"]["acc_outer"] = 0;
     std::vector<Config> configs;
     for (int64_t reg : {1, 2}) {
-      j["knobs"]["oc_reg"] = reg;
-      configs.push_back(Config::from_json(j, space));
+      configs.push_back(fallback_with(t, {{"tile_oh", {-1, rows_outer ? 2 : 1}},
+                                          {"tile_ow", {-1, 4}},
+                                          {"acc_outer", 0},
+                                          {"oc_reg", reg}}));
     }
     check_nchwc_configs(w, ep, t, configs);
     for (const Config& c : configs) {
@@ -365,14 +365,11 @@ TEST(Conv2DNCHWc, AccOuterPrefetchesEveryLineOfTheNextKernelBlock) {
     SCOPED_TRACE(oc_reg);
     const Conv2DWorkload w = wl(1, 64, 7, 7, 128, 3, 3, 1, Padding2D::all(1));
     autotune::Template t = conv2d_nchwc_template(w, {}, avx512);
-    autotune::ConfigSpace space = autotune::define_space(t);
-    nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
-    j.erase("index");
-    j["knobs"]["acc_outer"] = 1;
-    j["knobs"]["oc_reg"] = oc_reg;
-    j["knobs"]["tile_oh"] = {-1, 1};
-    j["knobs"]["tile_ow"] = {-1, 7};
-    Instance inst = autotune::instantiate(t, Config::from_json(j, space));
+    Instance inst = autotune::instantiate(
+        t, fallback_with(t, {{"acc_outer", 1},
+                             {"oc_reg", oc_reg},
+                             {"tile_oh", {-1, 1}},
+                             {"tile_ow", {-1, 7}}}));
     tir::PrimFunc f = tir::lower(inst.sch, inst.args, "f");
     PrefetchedLines v("packed_kernel", {"ic_outer"});
     v.visit_stmt(f->body);
@@ -395,14 +392,8 @@ TEST(Conv2DNCHWc, ManyInputStreamsPrefetchTheNextColumnTile) {
   const Conv2DWorkload w = wl(1, 256, 16, 96, 32, 1, 1, 1, Padding2D{});
   const EpilogueFlags ep{true, false, true};
   autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
-  autotune::ConfigSpace space = autotune::define_space(t);
-  nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
-  j.erase("index");
-  j["knobs"]["tile_oh"] = {-1, 1};
-  j["knobs"]["tile_ow"] = {-1, 4};
-  j["knobs"]["oc_reg"] = 1;
-  j["knobs"]["acc_outer"] = 0;
-  const Config c = Config::from_json(j, space);
+  const Config c = fallback_with(
+      t, {{"tile_oh", {-1, 1}}, {"tile_ow", {-1, 4}}, {"oc_reg", 1}, {"acc_outer", 0}});
   check_nchwc_configs(w, ep, t, {c});
   Instance inst = autotune::instantiate(t, c);
   tir::PrimFunc f = tir::lower(inst.sch, inst.args, "f");
@@ -458,13 +449,7 @@ TEST(Conv2DNCHWc, ALastColumnTileThatDoesNotFitIsShiftedInwards) {
   const Conv2DWorkload w = wl(1, 32, 1, 37, 64, 1, 1, 1, Padding2D{});
   const EpilogueFlags ep{true, false, true};
   autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
-  autotune::ConfigSpace space = autotune::define_space(t);
-  nlohmann::json j = autotune::instantiate(t, Config::fallback()).config.to_json();
-  j.erase("index");
-  j["knobs"]["tile_oh"] = {-1, 1};
-  j["knobs"]["tile_ow"] = {-1, 4};
-  j["knobs"]["acc_outer"] = 0;
-  const Config c = Config::from_json(j, space);
+  const Config c = fallback_with(t, {{"tile_oh", {-1, 1}}, {"tile_ow", {-1, 4}}, {"acc_outer", 0}});
   check_nchwc_configs(w, ep, t, {c});
   Instance inst = autotune::instantiate(t, c);
   const std::string tir = tir::to_string(tir::lower(inst.sch, inst.args, "f"));
