@@ -106,7 +106,7 @@ te::Tensor reduce(const te::Tensor& x, const std::vector<int>& axes, bool keepdi
   for (size_t d = 0; d + 1 < rank; ++d)
     if (p.reduced[d]) outer.push_back(p.in_shape[d]);
   // Integers too (not bool): their sums, products, maxima and minima do not depend on the
-  // order (a sort's ranks count comparisons as int64: 0.55 -> 0.1 ms for 64 rows of 256).
+  // order (a sort's ranks count comparisons as int64: 0.55 -> 0.44 ms for 64 rows of 256).
   if (rank >= 1 && p.reduced[rank - 1] &&
       (x->dtype.is_float() || x->dtype.is_int() || x->dtype.is_uint()) &&
       detail::two_stage(p.in_shape[rank - 1], outer) && last_is_contiguous()) {

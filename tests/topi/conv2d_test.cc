@@ -249,9 +249,9 @@ TEST(Conv2DNCHWc, TilesWithATailMatchTheReference) {
     std::vector<Config> configs;
     for (int64_t width : {4, 5, 3}) {
       for (int64_t acc_outer : {0, 1}) {
-        configs.push_back(fallback_with(t, {{"tile_ow", {-1, width}},
-                                            {"acc_outer", acc_outer},
-                                            {"oc_reg", width == 3 ? 3 : 2}}));
+        configs.push_back(fallback_with(
+            t,
+            {{"tile_ow", {-1, width}}, {"acc_outer", acc_outer}, {"oc_reg", width == 3 ? 3 : 2}}));
       }
     }
     check_nchwc_configs(w, ep, t, configs);
@@ -366,10 +366,9 @@ TEST(Conv2DNCHWc, AccOuterPrefetchesEveryLineOfTheNextKernelBlock) {
     const Conv2DWorkload w = wl(1, 64, 7, 7, 128, 3, 3, 1, Padding2D::all(1));
     autotune::Template t = conv2d_nchwc_template(w, {}, avx512);
     Instance inst = autotune::instantiate(
-        t, fallback_with(t, {{"acc_outer", 1},
-                             {"oc_reg", oc_reg},
-                             {"tile_oh", {-1, 1}},
-                             {"tile_ow", {-1, 7}}}));
+        t,
+        fallback_with(
+            t, {{"acc_outer", 1}, {"oc_reg", oc_reg}, {"tile_oh", {-1, 1}}, {"tile_ow", {-1, 7}}}));
     tir::PrimFunc f = tir::lower(inst.sch, inst.args, "f");
     PrefetchedLines v("packed_kernel", {"ic_outer"});
     v.visit_stmt(f->body);
