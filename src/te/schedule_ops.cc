@@ -355,7 +355,13 @@ class NestBuilder {
     for (const Tensor& t : outs) olds.push_back(ProducerLoad::make(Producer(t.get()), idx));
     std::vector<Expr> upd = r0->combiner(olds, sources);
     std::vector<Stmt> stores;
-    if (outs.size() == 1) {
+    if (outs.size() == 1 && vectorizes_reduction(st, p)) {
+      // The lanes of the vectorized reduction loop are combined in a tree (tir::vectorize).
+      Var r(outs[0].name() + ".v", sources[0].dtype());
+      Stmt store = ProducerStore::make(Producer(outs[0].get()), r0->combiner(olds, {r})[0], idx);
+      stores.push_back(AttrStmt::make(Ref<Object>(), attr::kReduceLanes, r0->combiner->identity[0],
+                                      LetStmt::make(r, sources[0], store)));
+    } else if (outs.size() == 1) {
       stores.push_back(ProducerStore::make(Producer(outs[0].get()), upd[0], idx));
     } else {
       std::vector<Var> tmp;
@@ -383,6 +389,18 @@ class NestBuilder {
       return SeqStmt::make(inits);
     });
     return wrap_loops(st, 0, p, SeqStmt::make({init, update}));
+  }
+
+  /// True when a reduction loop among the leaves from `p` on is vectorized.
+  static bool vectorizes_reduction(const Stage& st, size_t p) {
+    for (size_t i = p; i < st->leaf_iter_vars.size(); ++i) {
+      const IterVar& iv = st->leaf_iter_vars[i];
+      auto it = st->iter_var_attrs.find(iv.get());
+      if (iv->iter_type == IterVarType::kCommReduce && it != st->iter_var_attrs.end() &&
+          it->second.for_kind == ForKind::kVectorized)
+        return true;
+    }
+    return false;
   }
 
   /// A shifted tile recomputes points of the tile before it: each must be a whole reduction,

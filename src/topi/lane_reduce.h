@@ -1,12 +1,14 @@
 // Two-stage reductions along a tensor's innermost (contiguous) axis, so that CPU schedules can
 // vectorize them without reassociating floating-point sums in the code generator: for a
 // reduction R over k in [0, L), a partial stage P[..., v] = R over ko of f(..., ko·V + v) (v in
-// [0, V), guarded by likely(ko·V + v < L), so that loop_partition splits off the last block and
-// the whole blocks load plain vectors) whose lane axis v is spatial and contiguous in the input,
+// [0, V); a last block that L does not fill is shifted inwards to end at L, the lanes the block
+// before read giving the identity) whose lane axis v is spatial and contiguous in the input,
 // then the result R over v of P[..., v]. Used by the reductions (sum, mean, max, min, prod over the
 // last axis), softmax and layer norm; schedule_injective.cc vectorizes P's lane axis where the
-// final stage is computed (`attach_lane_partial`). Shorter rows keep one stage; rows of 32
-// vectors or more keep four vectors of partials (V = 64), four independent accumulator chains.
+// final stage is computed (`attach_lane_partial`), and the final stage's lane loop, whose lanes
+// tir::vectorize combines in a tree of log2(V) steps (attr::kReduceLanes). Rows shorter than a
+// vector keep one stage; rows of 32 vectors or more keep four vectors of partials (V = 64), four
+// independent accumulator chains.
 #pragma once
 
 #include <functional>
@@ -27,12 +29,20 @@ constexpr const char* kLanePartialTag = "comm_reduce,lane_partial";
 /// A reduction over `axis` where `where` holds (te::sum, a comm_reducer, ...).
 using ReduceWhere = std::function<ir::Expr(ir::Expr, std::vector<te::IterVar>, ir::Expr)>;
 
-/// True when a row of L elements is reduced in two stages: rows of two vectors or more, and
+/// True when a row of L elements is reduced in two stages: rows of a vector or more, and
 /// rows of whole vectors reduced with further (outer) dimensions (a blocked tensor's lanes).
 inline bool two_stage(int64_t L, const std::vector<int64_t>& outer = {}) {
   int64_t rows = 1;
   for (int64_t o : outer) rows *= o;
-  return L >= 2 * kReduceLanes || (rows > 1 && L % kReduceLanes == 0);
+  return L >= kReduceLanes || (rows > 1 && L % kReduceLanes == 0);
+}
+
+/// The identity of the reduction `r` (0 for a sum, -inf for a max) in type `t`.
+inline ir::Expr identity_of(const ReduceWhere& r, DataType t) {
+  ir::Expr e = r(ir::make_const(t, 0), {te::reduce_axis(ir::Range(ci(0), ci(1)), "i")}, ir::Expr());
+  const auto* red = e.as<ir::Reduce>();
+  KILN_ICHECK(red && red->combiner->identity.size() == 1) << "identity_of: not a reduction";
+  return red->combiner->identity[0];
 }
 
 /// out[i] = R over (o, k) of f(i, o, k): o over `outer` (further reduced dimensions, outside
@@ -81,7 +91,16 @@ inline te::Tensor innermost_reduce(
         std::vector<ir::Var> i(iv.begin(), iv.end() - 1);
         ir::Expr k = ko->var * ci(V) + iv.back();
         if (L % V == 0) return r(f(i, o, k), ks, ir::Expr());
-        return r(f(i, o, ir::min(k, ci(L - 1))), ks, likely(k < ci(L)));
+        // The last block is shifted inwards to end at L, its lanes that the block before
+        // already read giving the identity: whole vector loads and an unmasked update, which
+        // loop_partition leaves to the last block alone.
+        ir::Expr shifted = ir::min(ko->var * ci(V), ci(L - V)) + iv.back();
+        ir::Expr x = f(i, o, shifted);
+        // Every lane of the blocks before the last is new, and the lanes v >= n_blocks·V - L
+        // of the last: both are ko·V - v <= L - V (affine, which loop_partition proves true on
+        // the blocks before the last).
+        ir::Expr fresh = likely(ko->var * ci(V) - iv.back() <= ci(L - V));
+        return r(select(fresh, x, identity_of(r, x.dtype())), ks, ir::Expr());
       },
       name + ".partial", kLanePartialTag);
   auto v = te::reduce_axis(ir::Range(ci(0), ci(V)), "v");

@@ -103,6 +103,9 @@ void attach_lane_partials(te::Schedule& s, const te::Operation& final, te::Stage
                           const IterVar& loop) {
   for (const te::Tensor& t : final->input_tensors()) {
     if (!is_lane_partial(t.op())) continue;
+    // The final stage combines the lanes in a tree (tir::vectorize), not one after another.
+    std::vector<IterVar> lanes = s[final].op_reduce_axis();
+    if (lanes.size() == 1) s[final].vectorize(lanes[0]);
     te::Stage sp = s[t.op()];
     if (at) sp.compute_at(*at, loop);
     std::vector<IterVar> order = sp.op_axis();
@@ -165,6 +168,14 @@ void schedule_generic(te::Schedule& s, const std::vector<te::Operation>& outs,
   }
 }
 
+/// A row of `extent` elements in vectors of `lanes` (the split's outer loop `o`, its last vector
+/// shifted inwards when `lanes` does not divide): a row of at most four vectors is unrolled, so
+/// that each vector's start is a constant and the simplifier can resolve the divisions an
+/// inlined reshape or concat puts in its indices (a row of 28 as vectors at 0 and 12).
+void unroll_short_row(te::Stage& st, const IterVar& o, int64_t extent, int64_t lanes) {
+  if (extent % lanes != 0 && extent <= 4 * lanes) st.unroll(o);
+}
+
 /// Row-wise group: `out` has the shape lead + row; every reduction in `reds` has shape lead and
 /// reduces its innermost input dimension. Returns false when the group does not fit.
 bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te::Operation>& reds,
@@ -186,9 +197,12 @@ bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te:
   IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
   IterVar fi = inner.size() > 1 ? st.fuse(inner) : inner[0];
   int lanes = lanes_for(out->dtype, target);
+  // A row that the vectors do not divide ends in a vector shifted inwards (overlapping the one
+  // before: a row of 21 as vectors at 0 and 5), whole loads and stores instead of masked ones.
   if (lanes > 1 && n_inner >= lanes && !out->dtype.is_bool()) {
-    auto [o, i] = st.split(fi, Expr(lanes));
+    auto [o, i] = st.split(fi, Expr(lanes), /*shift_tail=*/true);
     st.vectorize(i);
+    unroll_short_row(st, o, n_inner, lanes);
   }
   if (n_outer > 1 && n_outer * n_inner > kParallelThreshold) st.parallel(fo);
   for (const te::Operation& r : reds) {
@@ -203,7 +217,11 @@ bool schedule_rows(te::Schedule& s, const te::Tensor& out, const std::vector<te:
     std::vector<IterVar> ra = sr.op_axis();
     std::vector<IterVar> rin(ra.begin() + static_cast<ptrdiff_t>(lead), ra.end());
     IterVar ri = rin.size() > 1 ? sr.fuse(rin) : rin[0];
-    if (lanes > 1 && n_inner >= lanes) sr.vectorize(sr.split(ri, Expr(lanes)).second);
+    if (lanes > 1 && n_inner >= lanes) {
+      auto [o, i] = sr.split(ri, Expr(lanes), /*shift_tail=*/true);
+      sr.vectorize(i);
+      unroll_short_row(sr, o, n_inner, lanes);
+    }
   }
   return true;
 }
@@ -250,14 +268,6 @@ int concat_axis(const te::Tensor& out) {
 /// axes run inside, the innermost vectorized. When the axes outside it have no extent to share
 /// between threads (a [1, tokens, C] concat along the tokens), the concat axis itself is the
 /// parallel loop (each part a parallel loop).
-/// A row of `extent` elements in vectors of `lanes` (the split's outer loop `o`, its last vector
-/// shifted inwards when `lanes` does not divide): a row of at most four vectors is unrolled, so
-/// that each vector's start is a constant and the simplifier can resolve the divisions an
-/// inlined reshape or concat puts in its indices (a row of 28 as vectors at 0 and 12).
-void unroll_short_row(te::Stage& st, const IterVar& o, int64_t extent, int64_t lanes) {
-  if (extent % lanes != 0 && extent <= 4 * lanes) st.unroll(o);
-}
-
 void schedule_concat_stage(te::Schedule& s, const te::Tensor& out, int axis, const Target& target) {
   te::Stage st = s[out];
   std::vector<IterVar> axes = st.op_axis();

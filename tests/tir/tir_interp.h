@@ -157,6 +157,13 @@ class Interp {
         Value cond = eval(c->args[0]);
         if (cond.size() == 1) return cond[0] ? eval(c->args[1]) : eval(c->args[2]);
       }
+      if (c->name == builtin::kVectorSlice) {
+        Value v = eval(c->args[0]);
+        auto b = static_cast<size_t>(scalar(eval(c->args[1])));
+        if (b + t.lanes() > v.size()) throw std::runtime_error("interp: slice past the vector");
+        return Value(v.begin() + static_cast<ptrdiff_t>(b),
+                     v.begin() + static_cast<ptrdiff_t>(b + t.lanes()));
+      }
       if (c->name == "exp")
         return map1(eval(c->args[0]), [&](double x) { return round_to(t, std::exp(x)); });
       if (c->name == "sqrt")

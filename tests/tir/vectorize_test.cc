@@ -151,6 +151,59 @@ void expect_fallback(const PrimFunc& f, const std::vector<size_t>& sizes) {
   if (!sizes.empty()) expect_same_results(f, g, sizes);
 }
 
+/// C[i] = R(C[i], A[i, j]) over j < `valid` of 16 vectorized lanes, marked as a commutative
+/// reduction (attr::kReduceLanes) with identity `identity`.
+PrimFunc lanes_reduction(const std::string& name, const std::function<Expr(Expr, Expr)>& comb,
+                         Expr identity, int valid) {
+  Buffer A = Buffer::make("A", f32, {4, 16}), C = Buffer::make("C", f32, {4});
+  Var i("i"), j("j"), r("r", f32);
+  Stmt update =
+      AttrStmt::make(Ref<Object>(), attr::kReduceLanes, identity,
+                     LetStmt::make(r, A.load({i, j}), C.store({i}, comb(C.load({i}), r))));
+  if (valid < 16) update = IfThenElse::make(likely(j < valid), update);
+  return make_func(name, {A, C}, loop(i, 0, 4, loop(j, 0, 16, update, kVec)));
+}
+
+int count_calls(const Stmt& s, const std::string& name) {
+  int n = 0;
+  post_order_visit(s, [&](const IRNode* x) {
+    n += x->kind == NodeKind::Call && static_cast<const Call*>(x)->name == name;
+  });
+  return n;
+}
+
+TEST(Vectorize, ReductionAcrossLanesCombinesInATree) {
+  // NaN-propagating max, as the operator library writes it: 16 lanes -> 8 -> 4 -> 2 -> 1.
+  auto nan_max = [](Expr a, Expr b) { return select(b != b, b, select(b > a, b, a)); };
+  PrimFunc f = lanes_reduction("max16", nan_max, make_const(f32, -1e30), 16);
+  PrimFunc g = vectorize(f);
+  verify(g, "vectorize", {.vectorized = true});
+  EXPECT_FALSE(has_vector_loop(g->body)) << to_string(g);
+  EXPECT_EQ(count_calls(g->body, builtin::kVectorSlice), 8) << to_string(g);
+  KILN_EXPECT_GOLDEN("vectorize_lanes_max", to_string(g));
+  expect_same_results(f, g, {64, 4});
+}
+
+TEST(Vectorize, GuardedLanesOfAReductionGiveTheIdentity) {
+  // Lanes 11..15 are masked off: they enter the tree as the identity, so the max of negative
+  // data is not 0 (a masked load's value) and the sum does not count them.
+  PrimFunc f = lanes_reduction(
+      "max11", [](Expr a, Expr b) { return select(b > a, b, a); }, make_const(f32, -1e30), 11);
+  PrimFunc g = vectorize(f);
+  EXPECT_FALSE(has_vector_loop(g->body)) << to_string(g);
+  std::vector<double> a(64), c(4, 5.0);
+  for (size_t k = 0; k < a.size(); ++k) a[k] = -1.0 - static_cast<double>((k * 7) % 16);
+  std::vector<std::vector<double>> want = run_func(f, {a, c}), got = run_func(g, {a, c});
+  EXPECT_EQ(got, want);
+  PrimFunc h = lanes_reduction(
+      "sum11", [](Expr x, Expr y) { return x + y; }, make_const(f32, 0), 11);
+  PrimFunc hv = vectorize(h);
+  EXPECT_FALSE(has_vector_loop(hv->body)) << to_string(hv);
+  want = run_func(h, {a, c});
+  got = run_func(hv, {a, c});
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[1][i], want[1][i], 1e-4) << i;
+}
+
 TEST(Vectorize, FallsBackToSerial) {
   Buffer A = Buffer::make("A", f32, {64}), C = Buffer::make("C", f32, {64});
   Var j("j"), k("k"), n("n");
@@ -165,6 +218,23 @@ TEST(Vectorize, FallsBackToSerial) {
   // A reduction over the vectorized var into one address.
   expect_fallback(
       make_func("red", {A, C}, loop(j, 0, 8, C.store({0}, C.load({0}) + A.load({j})), kVec)),
+      {64, 64});
+  // A marked reduction whose update does not read its accumulator, or whose source does not
+  // move with the var (16 lanes of one value are not one value).
+  Var r("r", f32);
+  expect_fallback(
+      make_func("noacc", {A, C},
+                loop(j, 0, 16,
+                     AttrStmt::make(Ref<Object>(), attr::kReduceLanes, make_const(f32, 0.0),
+                                    LetStmt::make(r, A.load({j}), C.store({0}, r))),
+                     kVec)),
+      {64, 64});
+  expect_fallback(
+      make_func("uniform", {A, C},
+                loop(j, 0, 16,
+                     AttrStmt::make(Ref<Object>(), attr::kReduceLanes, make_const(f32, 0.0),
+                                    LetStmt::make(r, A.load({0}), C.store({0}, C.load({0}) + r))),
+                     kVec)),
       {64, 64});
   // An allocation inside.
   Var t("t", DataType::Handle());

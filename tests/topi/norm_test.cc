@@ -38,6 +38,28 @@ TEST(TopiNorm, SoftmaxAndLogSoftmax) {
   }
 }
 
+TEST(TopiNorm, ShortRowsTakeWholeVectorsAndATree) {
+  // An SSD head's class scores (rows of 21): the row max and sum are lane partials over whole
+  // vectors (the last shifted inwards, its repeated lanes the identity) combined in a tree, the
+  // exponentials and the output stored as whole vectors at 0 and 5: nothing masked.
+  uint32_t seed = 40;
+  for (int64_t L : {16, 21, 37, 100}) {
+    SCOPED_TRACE(L);
+    const Shape shape = {3, 9, L};
+    te::Tensor X = input(shape, f32, "X");
+    NDArray x = random_array(shape, f32, seed++, -20, 20);
+    check({X}, {softmax(X, -1)}, {x}, {naive_softmax(x, -1, false)}, schedule_softmax,
+          {1e-5, 1e-6});
+    check({X}, {log_softmax(X, -1)}, {x}, {naive_softmax(x, -1, true)}, schedule_softmax,
+          {1e-5, 1e-5});
+    te::Tensor Y = softmax(X, -1);
+    te::Schedule s = schedule_softmax({Y}, Target("llvm -mcpu=skylake-avx512"));
+    const std::string tir = tir::to_string(lower(s, {X, Y}, "f"));
+    EXPECT_NE(tir.find("kiln.vector_slice"), std::string::npos) << tir;
+    EXPECT_EQ(tir.find(" if "), std::string::npos) << tir;  // no masked access
+  }
+}
+
 TEST(TopiNorm, BatchNormInference) {
   for (const Shape& s : std::vector<Shape>{{2, 3, 5, 7}, {4, 13}, {1, 16, 9, 9}}) {
     SCOPED_TRACE(runtime::shape_str(s));

@@ -205,6 +205,28 @@ TEST(TopiReduction, SeveralAxesWithTheLastReduceInLanes) {
   }
 }
 
+TEST(TopiReduction, RowsOfAVectorOrMoreCombineTheirLanesInATree) {
+  // Rows of 16 and more reduce in lane partials whose lanes the final stage combines in a tree
+  // (no chain of 16 dependent steps per row); a last block that L does not fill is shifted
+  // inwards to end at L, the lanes the block before read giving the identity (a max of
+  // negative numbers would otherwise see a masked lane's 0; a sum would count them twice).
+  for (int64_t L : {16, 21, 47, 515}) {
+    SCOPED_TRACE(L);
+    te::Tensor X = input({6, L}, f32, "X");
+    NDArray x = random_array({6, L}, f32, 25, -3, -1);
+    te::Tensor S = sum(X, {1}, false), M = max(X, {1}, true), N = min(X, {1}, false);
+    check(
+        {X}, {S, M, N}, {x},
+        {naive_reduce(x, {1}, false, Kind::kSum, f32), naive_reduce(x, {1}, true, Kind::kMax, f32),
+         naive_reduce(x, {1}, false, Kind::kMin, f32)},
+        schedule_reduce, {1e-5, 1e-5});
+    te::Schedule s = schedule_reduce({M}, Target("llvm -mcpu=skylake-avx512"));
+    const std::string tir = tir::to_string(lower(s, {X, M}, "f"));
+    EXPECT_NE(tir.find("kiln.vector_slice"), std::string::npos) << tir;
+    EXPECT_EQ(tir.find(" if "), std::string::npos) << tir;  // whole vectors, none masked
+  }
+}
+
 TEST(TopiReduction, IntegerRowsReduceInLanesToo) {
   // Integer sums, maxima and minima do not depend on the order, so they take the lane
   // partials as floats do (a sort's ranks: comparisons counted as int64 over rows of 256).

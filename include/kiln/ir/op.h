@@ -133,6 +133,10 @@ constexpr const char* kBitwiseAnd = "bitwise_and";
 constexpr const char* kBitwiseOr = "bitwise_or";
 constexpr const char* kBitwiseXor = "bitwise_xor";
 constexpr const char* kPopcount = "popcount";
+/// kiln.vector_slice(v, begin): lanes [begin, begin + n) of the vector v, n the call's lanes
+/// (n = 1: the scalar lane). Pure, not element-wise; tir::vectorize writes it for the tree that
+/// combines a reduction's lanes (attr::kReduceLanes).
+constexpr const char* kVectorSlice = "kiln.vector_slice";
 /// A pure call whose name starts with "llvm." is the LLVM intrinsic of that name (e.g.
 /// "llvm.x86.avx512.vpdpbusd.512"), emitted as is with the call's argument and result types
 /// (an overloaded intrinsic is instantiated at the result type). Only the LLVM code generator

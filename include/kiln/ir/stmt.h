@@ -62,6 +62,12 @@ constexpr const char* kExternScope = "extern_scope";
 /// whose copies LLVM would otherwise each unroll (code size and compile time K-fold).
 constexpr const char* kPragmaNoUnroll = "pragma_no_unroll";
 constexpr const char* kStorageScope = "storage_scope";  ///< node: buffer var
+/// The update of a single-output commutative reduction whose reduction loop is vectorized (te
+/// lowering): value: the reducer's identity; body: LetStmt(r, source, a store of combiner(acc,
+/// r) to an address the loop does not move). tir::vectorize evaluates the source for all lanes,
+/// combines them in a tree of log2(lanes) steps and updates acc once; where the loop is not
+/// vectorized it is the plain update.
+constexpr const char* kReduceLanes = "reduce_lanes";
 }  // namespace attr
 
 struct AttrStmt : StmtNode<AttrStmt> {

@@ -110,6 +110,18 @@ llvm::Value* CodeGenLLVM::emit_target_intrin(const Call* op) {
     if (name == builtin::kBitwiseOr) return b_->CreateOr(a, b);
     return b_->CreateXor(a, b);
   }
+  if (name == builtin::kVectorSlice) {
+    llvm::Value* v = arg(0);
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+    auto begin = op->args.size() == 2 ? as_const_int(op->args[1]) : std::nullopt;
+    const int n = op->dtype.lanes();
+    if (!vt || !begin || *begin < 0 || *begin + n > static_cast<int64_t>(vt->getNumElements()))
+      fail("vector_slice: needs a vector and a constant start inside it");
+    if (n == 1) return b_->CreateExtractElement(v, b_->getInt64(static_cast<uint64_t>(*begin)));
+    std::vector<int> mask;
+    for (int i = 0; i < n; ++i) mask.push_back(static_cast<int>(*begin) + i);
+    return b_->CreateShuffleVector(v, mask);
+  }
   if (name == builtin::kPopcount) {
     if (!op->dtype.is_int() && !op->dtype.is_uint()) fail("popcount on type " + op->dtype.str());
     llvm::Value* a = arg(0);

@@ -4,7 +4,8 @@
 // scalars are broadcast where mixed, Ramp/Broadcast arithmetic is kept in closed form
 // (ramp + c, ramp * c, floordiv/floormod of a ramp that stays inside one block), loads and
 // stores take vector indices, and a guard on the var predicates every load and store under it
-// (an `if_then_else` call becomes a Select of predicated loads). Anything without a vector
+// (an `if_then_else` call becomes a Select of predicated loads); a commutative reduction's update
+// marked attr::kReduceLanes combines the loop's lanes in a tree. Anything without a vector
 // form throws CannotVectorize, caught at the loop, which then becomes serial: correctness
 // before speed. Scalar parts of the result (ramp bases, broadcast values) are simplified with
 // the arith analyzer.
@@ -14,6 +15,7 @@
 #include "kiln/arith/analyzer.h"
 #include "kiln/ir/functor.h"
 #include "kiln/ir/op.h"
+#include "kiln/ir/structural.h"
 #include "kiln/tir/transform.h"
 
 namespace kiln::tir {
@@ -290,6 +292,7 @@ class Vectorizer : public IRMutator {
     return LetStmt::make(nv, v, b);
   }
   Stmt visit(const AttrStmt* op) override {
+    if (op->key == attr::kReduceLanes) return reduce_lanes(op);
     Expr v = mutate(op->value);
     if (lanes_of(v) != 1) fail("attribute depends on the vectorized var");
     Stmt b = mutate(op->body);
@@ -310,6 +313,74 @@ class Vectorizer : public IRMutator {
     return v.same_as(op->value) ? Stmt(op) : Evaluate::make(v);
   }
   Stmt visit(const Allocate*) override { fail("allocation inside the loop"); }
+
+  /// A commutative reduction's update under the vectorized loop (attr::kReduceLanes): the
+  /// source for all lanes (lanes a guard masks off give the identity), halved log2(lanes) times
+  /// by combining its low and high halves, then combined once into the accumulator.
+  Stmt reduce_lanes(const AttrStmt* op) {
+    const LetStmt* let = op->body.as<LetStmt>();
+    const Store* st = let ? let->body.as<Store>() : nullptr;
+    if (!st) fail("reduce_lanes without its update");
+    Expr src = mutate(let->value);
+    const int n = lanes_of(src);
+    if (n == 1 || (n & (n - 1)) != 0)
+      fail("a reduction over " + std::to_string(n) + " lanes has no tree");
+    if (lanes_of(mutate(st->index)) != 1 || lanes_of(mutate(st->predicate)) != 1)
+      fail("reduction into an address the vectorized var moves");
+    if (pred_.defined()) src = Select::make(widen(pred_, n), src, Broadcast::make(op->value, n));
+    // The combiner as a function of (accumulator, element): the store's value with the loads of
+    // the accumulator as `a` and the source as `b`.
+    const DataType t = let->var.dtype();
+    Var a(let->var.name() + ".acc", t);
+    const Var& b = let->var;
+    Expr comb = replace_load(st->value, st->buffer_var, st->index, a);
+    if (!uses_var(comb, [&](const Variable* v) { return v == a.get(); }))
+      fail("reduce_lanes: the update does not read its accumulator");
+    std::vector<std::pair<Var, Expr>> steps;
+    Var w(let->var.name() + ".lanes", t.with_lanes(n));
+    steps.emplace_back(w, src);
+    Expr saved = pred_;
+    pred_ = Expr();
+    for (int h = n / 2; h >= 1; h /= 2) {
+      const DataType ht = t.with_lanes(h);
+      Var lo(let->var.name() + ".lo", ht), hi(let->var.name() + ".hi", ht);
+      steps.emplace_back(
+          lo, Call::make(ht, builtin::kVectorSlice, {w, make_const(DataType::Int(32), 0)},
+                         CallKind::kPureIntrinsic));
+      steps.emplace_back(
+          hi, Call::make(ht, builtin::kVectorSlice, {w, make_const(DataType::Int(32), h)},
+                         CallKind::kPureIntrinsic));
+      remap_[a] = lo;
+      remap_[b] = hi;
+      Var next(let->var.name() + ".lanes", ht);
+      steps.emplace_back(next, mutate(comb));
+      w = next;
+    }
+    remap_.erase(a);
+    remap_.erase(b);
+    pred_ = saved;
+    Stmt body =
+        Store::make(st->buffer_var, substitute(st->value, {{b, w}}), st->index, st->predicate);
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+      body = LetStmt::make(it->first, it->second, body);
+    return body;
+  }
+
+  /// `e` with its loads of buffer[index] replaced by `by`.
+  static Expr replace_load(const Expr& e, const Var& buffer, const Expr& index, const Var& by) {
+    struct Replacer : IRMutator {
+      const Var& buffer;
+      const Expr& index;
+      const Var& by;
+      Replacer(const Var& bu, const Expr& i, const Var& v) : buffer(bu), index(i), by(v) {}
+      using IRMutator::visit;
+      Expr visit(const Load* op) override {
+        if (op->buffer_var.same_as(buffer) && structural_equal(op->index, index)) return by;
+        return IRMutator::visit(op);
+      }
+    };
+    return Replacer(buffer, index, by).mutate(e);
+  }
   Stmt visit(const ProducerStore*) override { fail("ProducerStore"); }
   Stmt visit(const ProducerRealize*) override { fail("ProducerRealize"); }
 
