@@ -1,11 +1,13 @@
-// The runtime kernels of NonZero, Unique and NonMaxSuppression (dynamic_kernels.h). Each
+// The runtime kernels of NonZero, Unique, NonMaxSuppression and TopK (dynamic_kernels.h). Each
 // dispatches once on the element type to a template. NonZero counts, then writes the
 // multi-indices (so the [rank, n] result is dense). Unique sorts the slice indices stably by
 // (slice, index), so each run of equal slices starts at its first occurrence; the runs are
 // then ordered by slice (sorted) or by first occurrence. NonMaxSuppression follows the ONNX
 // reference: per batch and class, candidates above the score threshold in descending score
 // (ties: lower box index first), each kept unless its IoU with an already kept box of the
-// class exceeds the threshold, until max_output boxes are kept.
+// class exceeds the threshold, until max_output boxes are kept. TopK sorts each column's
+// (value, index) pairs partially (a heap for a few of many, else a selection and a sort of the
+// k), columns in parallel on the runtime's thread pool.
 
 #include "kiln/runtime/dynamic_kernels.h"
 
@@ -13,6 +15,8 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -151,6 +155,82 @@ bool suppress(const float* a, const float* b, bool center, float threshold) {
   return inter / uni > threshold;
 }
 
+/// The first k of (value, index) pairs in TopK's order: the larger first (NaN the largest, as
+/// in PyTorch) when `largest`, else the smaller first (NaN last); equal values by lower index.
+/// A partial sort for a few of many (a heap, n log k), else a selection and a sort of the k.
+template <typename T>
+void first_k(std::vector<std::pair<T, int64_t>>& v, int64_t k, bool largest) {
+  using P = std::pair<T, int64_t>;
+  auto run = [&](auto before) {
+    auto mid = v.begin() + k;
+    if (k * 16 < static_cast<int64_t>(v.size())) {
+      std::partial_sort(v.begin(), mid, v.end(), before);
+    } else {
+      if (mid != v.end()) std::nth_element(v.begin(), mid, v.end(), before);
+      std::sort(v.begin(), mid, before);
+    }
+  };
+  bool has_nan = false;
+  if constexpr (std::is_floating_point_v<T>)
+    for (const P& p : v) has_nan |= p.first != p.first;
+  if (has_nan) {
+    auto nan = [](T x) { return x != x; };
+    run([&](const P& a, const P& b) {
+      const bool na = nan(a.first), nb = nan(b.first);
+      if (na || nb) return na && nb ? a.second < b.second : (largest ? na : nb);
+      if (a.first != b.first) return largest ? a.first > b.first : a.first < b.first;
+      return a.second < b.second;
+    });
+  } else if (largest) {
+    run([](const P& a, const P& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+  } else {
+    run([](const P& a, const P& b) {
+      return a.first < b.first || (a.first == b.first && a.second < b.second);
+    });
+  }
+}
+
+/// TopK of the columns [o, :, i] of `in` viewed as [outer, n, inner], for the columns c in
+/// [begin, end) (c = o * inner + i).
+template <typename T>
+void topk(const T* in, int64_t n, int64_t inner, int64_t k, bool largest, T* values,
+          int64_t* indices, int64_t begin, int64_t end) {
+  std::vector<std::pair<T, int64_t>> v(static_cast<size_t>(n));
+  for (int64_t c = begin; c < end; ++c) {
+    const int64_t o = c / inner, i = c % inner;
+    const T* row = in + o * n * inner + i;
+    for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(j)] = {row[j * inner], j};
+    first_k(v, k, largest);
+    T* vo = values + o * k * inner + i;
+    int64_t* io = indices + o * k * inner + i;
+    for (int64_t j = 0; j < k; ++j) {
+      vo[j * inner] = v[static_cast<size_t>(j)].first;
+      io[j * inner] = v[static_cast<size_t>(j)].second;
+    }
+  }
+}
+
+struct TopKCall {
+  const void* in;
+  int32_t code, bits;
+  int64_t n, inner, k;
+  bool largest;
+  void* values;
+  int64_t* indices;
+};
+
+int32_t topk_chunk(int64_t begin, int64_t end, void* closure) {
+  const TopKCall& t = *static_cast<const TopKCall*>(closure);
+  bool ok = dispatch(t.code, t.bits, [&](auto x) {
+    using T = decltype(x);
+    topk(static_cast<const T*>(t.in), t.n, t.inner, t.k, t.largest, static_cast<T*>(t.values),
+         t.indices, begin, end);
+  });
+  return ok ? 0 : bad_type("kiln_topk", t.code, t.bits);
+}
+
 }  // namespace
 
 extern "C" {
@@ -221,6 +301,22 @@ KILN_DLL int32_t kiln_dynamic_nms(const float* boxes, const float* scores,
   }
   extent[0] = k;
   return 0;
+}
+
+KILN_DLL int32_t kiln_topk(const void* in, int32_t code, int32_t bits, int64_t outer, int64_t n,
+                           int64_t inner, int64_t k, int32_t largest, void* values,
+                           int64_t* indices) {
+  if (k < 0 || k > n) {
+    kiln_set_last_error(
+        ("kiln_topk: k " + std::to_string(k) + " is outside [0, " + std::to_string(n) + "]")
+            .c_str());
+    return -1;
+  }
+  if (k == 0 || outer * inner == 0) return 0;
+  TopKCall call{in, code, bits, n, inner, k, largest != 0, values, indices};
+  // Columns in parallel when there is enough work (n log k comparisons each).
+  if (outer * inner * n < (int64_t{1} << 14)) return topk_chunk(0, outer * inner, &call);
+  return kiln_parallel_for(outer * inner, topk_chunk, &call);
 }
 
 }  // extern "C"

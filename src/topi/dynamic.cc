@@ -1,8 +1,9 @@
-// The computes of NonZero, Unique and NonMaxSuppression: one extern op each, whose body calls
+// The computes of NonZero, Unique, NonMaxSuppression and TopK: one extern op each, whose body calls
 // the runtime's C kernel (kiln/runtime/dynamic_kernels.h) with the buffers' data pointers, the
 // element type as (code, bits) and the static shapes as int64 arguments. Shapes and element
-// types are checked here, so the C kernels never see a case they do not handle. Every output
-// is declared with its upper-bound shape; the last output is the int64 [1] actual extent.
+// types are checked here, so the C kernels never see a case they do not handle. The outputs of
+// the first three are declared with their upper-bound shapes, the last one the int64 [1] actual
+// extent; TopK's shapes are static.
 
 #include "kiln/topi/dynamic.h"
 
@@ -132,6 +133,33 @@ std::vector<te::Tensor> non_max_suppression(const te::Tensor& boxes, const te::T
         args.push_back(outs[0]->data);
         args.push_back(outs[1]->data);
         return te::call_extern("kiln_dynamic_nms", args);
+      },
+      name);
+}
+
+std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
+                             const std::string& name) {
+  std::vector<int64_t> s = const_shape(x, "topk");
+  KILN_USER_CHECK(!s.empty()) << "topk: the input must have rank >= 1, got a scalar";
+  KILN_USER_CHECK(kernel_type(x->dtype) && !x->dtype.is_bool())
+      << "topk: element type " << x->dtype << " is not supported";
+  const int ax = detail::normalize_axis(static_cast<int>(axis), s, "topk");
+  const int64_t n = s[static_cast<size_t>(ax)];
+  KILN_USER_CHECK(k >= 0 && k <= n) << "topk: k " << k << " is outside [0, " << n << "] (axis "
+                                    << ax << " of " << shape_text(s) << ")";
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < ax; ++d) outer *= s[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(ax) + 1; d < s.size(); ++d) inner *= s[d];
+  std::vector<Expr> out;
+  for (size_t d = 0; d < s.size(); ++d) out.push_back(i32(static_cast<int>(d) == ax ? k : s[d]));
+  const DataType dt = x->dtype;
+  return te::extern_op(
+      {out, out}, {dt, DataType::Int(64)}, {x},
+      [=](const std::vector<Buffer>& ins, const std::vector<Buffer>& outs) {
+        std::vector<Expr> args{ins[0]->data,  i32(dt.code()), i32(dt.bits()), i64(outer),
+                               i64(n),        i64(inner),     i64(k),         i32(largest),
+                               outs[0]->data, outs[1]->data};
+        return te::call_extern("kiln_topk", args);
       },
       name);
 }

@@ -388,6 +388,36 @@ te::Tensor take(const te::Tensor& x, const te::Tensor& indices, int axis, const 
       name, injective_tag("take"));
 }
 
+te::Tensor gather_elements(const te::Tensor& x, const te::Tensor& indices, int axis,
+                           const std::string& name) {
+  std::vector<int64_t> in = detail::const_shape(x, "gather_elements");
+  std::vector<int64_t> is = detail::const_shape(indices, "gather_elements");
+  KILN_USER_CHECK(indices->dtype.is_int() || indices->dtype.is_uint())
+      << "gather_elements: indices must be integers, got " << indices->dtype;
+  KILN_USER_CHECK(is.size() == in.size()) << "gather_elements: indices " << shape_text(is)
+                                          << " must have the rank of the data " << shape_text(in);
+  const int ax = detail::normalize_axis(axis, in, "gather_elements");
+  for (size_t d = 0; d < in.size(); ++d)
+    KILN_USER_CHECK(static_cast<int>(d) == ax || is[d] <= in[d])
+        << "gather_elements: indices " << shape_text(is) << " exceed the data " << shape_text(in)
+        << " on axis " << d;
+  const int64_t n = in[static_cast<size_t>(ax)];
+  KILN_USER_CHECK(n > 0 || detail::numel(is) == 0)
+      << "gather_elements: axis " << ax << " of " << shape_text(in)
+      << " is empty, so no index is valid";
+  te::Tensor checked = checked_take_indices(indices, is, ax, std::max<int64_t>(n, 1), name);
+  return te::compute(
+      detail::to_exprs(is),
+      [&](const std::vector<Var>& i) {
+        std::vector<Expr> idx(i.begin(), i.end());
+        // Already in [0, n): the clamp only tells bound inference so.
+        idx[static_cast<size_t>(ax)] =
+            clamp(checked(std::vector<Expr>(i.begin(), i.end())), 0, std::max<int64_t>(n, 1) - 1);
+        return x(idx);
+      },
+      name, injective_tag("gather_elements"));
+}
+
 te::Tensor squeeze(const te::Tensor& x, const std::vector<int>& axes, const std::string& name) {
   std::vector<int64_t> in = detail::const_shape(x, "squeeze");
   std::vector<bool> drop(in.size(), false);

@@ -1,12 +1,14 @@
-// NonZero, Unique and NonMaxSuppression (topi/dynamic.h) built and run on seeded random inputs
-// with poisoned outputs, against naive C++ references written independently of the runtime
+// NonZero, Unique, NonMaxSuppression and TopK (topi/dynamic.h) built and run on seeded random
+// inputs with poisoned outputs, against naive C++ references written independently of the runtime
 // kernels: NonZero by walking multi-indices, Unique with a std::map keyed by the slice's values,
 // NMS with explicit corner boxes and max(0, ·) overlaps. Inputs are chosen to exercise the data
 // dependence: zeros for NonZero, many duplicate values and slices for Unique, clustered
 // (overlapping) boxes with tied scores for NMS. Only the first `extent` rows of a bounded
 // output are defined; the test checks them and the extent.
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "common/error.h"
@@ -307,6 +309,84 @@ TEST(DynamicOps, NmsWithoutMaxOutputSelectsNothing) {
   EXPECT_EQ(extent_of(got[1]), 0);
 }
 
+/// The reference order of TopK: by (is NaN, value), descending for the largest (NaN first) or
+/// ascending for the smallest (NaN last); a stable sort keeps equal values in index order.
+std::vector<int64_t> topk_reference(const std::vector<double>& col, int64_t k, bool largest) {
+  std::vector<int64_t> idx(col.size());
+  std::iota(idx.begin(), idx.end(), int64_t{0});
+  auto key = [&](int64_t i) { return std::make_pair(std::isnan(col[i]) ? 1 : 0, col[i]); };
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+    auto ka = key(a), kb = key(b);
+    if (ka.first != kb.first) return largest ? ka.first > kb.first : ka.first < kb.first;
+    if (ka.first == 1) return false;  // two NaNs: index order
+    return largest ? ka.second > kb.second : ka.second < kb.second;
+  });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+TEST(DynamicOps, TopKMatchesReference) {
+  // Values on a coarse grid (many ties, which go by lower index), NaNs in the float cases, the
+  // axis in the middle (strided columns), k from 0 to the whole axis (a sort), a few of many (the
+  // heap) and many of many (a selection, then a sort).
+  struct Case {
+    Shape shape;
+    int64_t axis, k;
+    bool largest;
+    DataType t;
+  };
+  std::vector<Case> cases = {
+      {{5, 40}, -1, 7, true, f32},    {{3, 50, 4}, 1, 50, false, f32},
+      {{6, 300}, 1, 10, true, i32},   {{4, 9}, 0, 2, false, DataType::Float(64)},
+      {{2, 33, 3}, 1, 20, true, i64}, {{3, 8}, 1, 0, true, f32}};
+  uint32_t seed = 60;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(runtime::shape_str(c.shape) + " axis " + std::to_string(c.axis) + " k " +
+                 std::to_string(c.k) + (c.largest ? " largest " : " smallest ") + c.t.str());
+    te::Tensor x = te::placeholder(exprs(c.shape), c.t, "x");
+    std::vector<te::Tensor> outs = topk(x, c.k, c.axis, c.largest);
+    NDArray a = random_array(c.shape, c.t, seed, -5, 5);
+    std::mt19937 rng(seed++);
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      double v = std::round(element(a, i) * 2) / 2;  // ties
+      if (c.t.is_float() && rng() % 11 == 0) v = std::nan("");
+      set_element(a, i, v);
+    }
+    const int64_t r = static_cast<int64_t>(c.shape.size());
+    const size_t ax = static_cast<size_t>(c.axis < 0 ? c.axis + r : c.axis);
+    Shape os = c.shape;
+    os[ax] = c.k;
+    ASSERT_EQ(shape_of(outs[0]), os);
+    ASSERT_EQ(shape_of(outs[1]), os);
+    std::vector<NDArray> got = run(te::create_schedule(outs), {x}, outs, {a});
+    // Every column: the positions of the reference order, and the values at them.
+    Shape col_shape = c.shape;
+    col_shape[ax] = 1;
+    for (int64_t cidx = 0; cidx < count(col_shape); ++cidx) {
+      Shape at = unflat(col_shape, cidx);
+      std::vector<double> col;
+      for (int64_t j = 0; j < c.shape[ax]; ++j) {
+        Shape p = at;
+        p[ax] = j;
+        col.push_back(element(a, flat(c.shape, p)));
+      }
+      std::vector<int64_t> want = topk_reference(col, c.k, c.largest);
+      for (int64_t j = 0; j < c.k; ++j) {
+        Shape p = at;
+        p[ax] = j;
+        const int64_t f = flat(os, p);
+        ASSERT_EQ(element(got[1], f), want[j]) << "column " << cidx << " rank " << j;
+        const double v = element(got[0], f), w = col[want[j]];
+        if (std::isnan(w)) {
+          EXPECT_TRUE(std::isnan(v)) << "column " << cidx << " rank " << j;
+        } else {
+          EXPECT_EQ(v, w) << "column " << cidx << " rank " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(DynamicOps, ErrorsNameTheProblem) {
   te::Tensor h = te::placeholder({4}, DataType::Float(16), "h");
   EXPECT_NE(error_of([&] { nonzero(h); }).find("nonzero: element type float16 is not supported"),
@@ -327,6 +407,10 @@ TEST(DynamicOps, ErrorsNameTheProblem) {
   EXPECT_NE(error_of([&] {
               non_max_suppression(b4, sc, mo, {}, {}, 0);
             }).find("max_output_boxes_per_class must be one int64 element"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { topk(x, 4, 1, true); }).find("topk: k 4 is outside [0, 3]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { topk(h, 1, 0, true); }).find("topk: element type float16 is not"),
             std::string::npos);
 }
 

@@ -171,6 +171,38 @@ TEST(TopiTransform, TakeWrapsNegativeIndices) {
   }
 }
 
+TEST(TopiTransform, GatherElementsAlongEachAxis) {
+  // torch.gather: out[i] = x[i with i[axis] = indices[i]], indices wrapping when negative and,
+  // off the axis, smaller than the data (a DGCNN's neighbour lookup reads [.., n, k] of
+  // [.., n, n]).
+  te::Tensor X = input({4, 5, 6}, f32, "X");
+  NDArray x = random_array({4, 5, 6}, f32, 17);
+  uint32_t seed = 18;
+  for (int axis : {0, 1, -1}) {
+    SCOPED_TRACE(axis);
+    const size_t ax = static_cast<size_t>(axis < 0 ? axis + 3 : axis);
+    const Shape is = ax == 2 ? Shape{3, 5, 9} : ax == 1 ? Shape{3, 9, 6} : Shape{7, 4, 2};
+    for (DataType it : {i32, i64}) {
+      te::Tensor I = input(is, it, "I");
+      const int64_t n = Shape{4, 5, 6}[ax];
+      NDArray ind = random_array(is, it, seed++, -static_cast<double>(n), n - 0.01);
+      te::Tensor g = gather_elements(X, I, axis);
+      EXPECT_EQ(shape_of(g), is);
+      check({X, I}, {g}, {x, ind}, {reference(is, f32, [&](const Shape& i) {
+              Shape j = i;
+              const auto k = static_cast<int64_t>(at(ind, i));
+              j[ax] = k < 0 ? k + n : k;
+              return at(x, j);
+            })});
+    }
+  }
+  te::Tensor I = input({4, 5, 7}, i64, "I");
+  EXPECT_NE(error_of([&] {
+              gather_elements(X, I, 1);
+            }).find("gather_elements: indices [4, 5, 7] exceed the data [4, 5, 6] on axis 2"),
+            std::string::npos);
+}
+
 TEST(TopiTransform, TakeOfComputedIndices) {
   // An embedding lookup whose indices are computed in the same kernel (a float input cast to
   // int64, as exported recommendation models do): the injective schedule inlines the cast, but

@@ -1,12 +1,13 @@
 /// \file dynamic_kernels.h
-/// \brief Runtime kernels of the operators whose output shape depends on the data.
+/// \brief Runtime kernels of the operators whose output shape depends on the data, and TopK.
 ///
-/// NonZero, Unique and NonMaxSuppression are sequential algorithms (counting, sorting, greedy
-/// selection). Their generated kernels (topi/dynamic.h) are extern ops whose body calls these C
-/// functions with the buffers' data pointers and the static shapes as integers. Each writes its
-/// data-dependent output densely, row-major with the ACTUAL shape, at the start of the output
-/// buffer (which is sized for the upper bound) and the actual extent into `extent[0]`; the graph
-/// executor then exposes the output with that shape (docs/module-format.md, "bounded").
+/// NonZero, Unique, NonMaxSuppression and TopK are sequential algorithms (counting, sorting,
+/// greedy selection). Their generated kernels (topi/dynamic.h) are extern ops whose body calls
+/// these C functions with the buffers' data pointers and the static shapes as integers. The first
+/// three write their data-dependent output densely, row-major with the ACTUAL shape, at the start
+/// of the output buffer (which is sized for the upper bound) and the actual extent into
+/// `extent[0]`; the graph executor then exposes the output with that shape (docs/module-format.md,
+/// "bounded").
 ///
 /// Element types are given as (DataType code, bits): int 8/16/32/64, uint 8/16/32/64, bool
 /// (uint 1, one byte per element), float 32/64. Every function returns 0, or -1 after
@@ -54,6 +55,15 @@ KILN_DLL int32_t kiln_dynamic_nms(const float* boxes, const float* scores,
                                   int32_t has_iou_threshold, int32_t has_score_threshold,
                                   int64_t batches, int64_t classes, int64_t num_boxes,
                                   int32_t center_point_box, int64_t* out, int64_t* extent);
+
+/// TopK along the middle axis of `in` viewed as [outer, n, inner]: writes the k first elements
+/// of each column [o, :, i] in order, the largest first when `largest` (NaN counting as the
+/// largest), else the smallest first (NaN last), equal values by lower index, as `values`
+/// [outer, k, inner] (the type of `in`) and their positions as int64 `indices`. The output
+/// shape does not depend on the data (no extent). Returns -1 for k outside [0, n].
+KILN_DLL int32_t kiln_topk(const void* in, int32_t code, int32_t bits, int64_t outer, int64_t n,
+                           int64_t inner, int64_t k, int32_t largest, void* values,
+                           int64_t* indices);
 
 #ifdef __cplusplus
 }  // extern "C"

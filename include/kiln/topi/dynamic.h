@@ -1,10 +1,11 @@
 /// \file dynamic.h
-/// \brief Operators whose output shape depends on the data: NonZero, Unique, NonMaxSuppression.
+/// \brief Operators whose output shape depends on the data: NonZero, Unique, NonMaxSuppression;
+/// and TopK, a sort in the runtime too.
 ///
-/// Each returns its outputs with an UPPER-BOUND shape along one axis plus a last output, int64
-/// [1], holding the actual extent of that axis after the kernel ran. The kernel writes a bounded
-/// output densely, row-major with its actual shape, at the start of the bound-sized buffer; the
-/// graph layer (graph.h, BoundedOutput) and the graph executor turn it into a tensor of the
+/// The first three return its outputs with an UPPER-BOUND shape along one axis plus a last output,
+/// int64 [1], holding the actual extent of that axis after the kernel ran. The kernel writes a
+/// bounded output densely, row-major with its actual shape, at the start of the bound-sized buffer;
+/// the graph layer (graph.h, BoundedOutput) and the graph executor turn it into a tensor of the
 /// actual shape. The computes are extern ops calling the runtime's C kernels
 /// (kiln/runtime/dynamic_kernels.h); their pattern kind is opaque.
 #pragma once
@@ -40,5 +41,13 @@ std::vector<te::Tensor> non_max_suppression(const te::Tensor& boxes, const te::T
                                             const te::Tensor& score_threshold,
                                             int64_t center_point_box,
                                             const std::string& name = "nms");
+
+/// TopK of `x` (int, uint or float32/64) along `axis` (negative counts from the end), 0 <= k <=
+/// the axis extent: {values [x's shape with k on the axis] in order (the largest first when
+/// `largest`, NaN counting as the largest, else the smallest first; equal values by lower
+/// index), indices int64 of the same shape}. Static shapes (no extent): a partial sort in the
+/// runtime (kiln_topk), n log k per column. pattern: opaque
+std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
+                             const std::string& name = "topk");
 
 }  // namespace kiln::topi

@@ -56,6 +56,12 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
                          const std::vector<int64_t>& end, const std::vector<int64_t>& strides = {},
                          const std::vector<int>& axes = {},
                          const std::string& name = "strided_slice");
+/// ONNX GatherElements / torch.gather along `axis`: indices has x's rank and, off the axis, at
+/// most x's extents; out[i] = x[i with i[axis] replaced by indices[i]], out shape = indices'
+/// shape. Indices wrap and are checked at run time as take's ("take: index out of range ...").
+/// pattern: injective
+te::Tensor gather_elements(const te::Tensor& x, const te::Tensor& indices, int axis,
+                           const std::string& name = "gather_elements");
 /// ONNX Gather / numpy take along `axis`: out shape = x.shape[:axis] + indices.shape +
 /// x.shape[axis+1:]. Indices are integer; negative ones wrap (i + n); an index outside
 /// [-n, n) makes the kernel return an error at run time ("take: index out of range for axis a

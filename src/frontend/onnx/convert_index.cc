@@ -1,8 +1,6 @@
 // ONNX indexing operators, composed from graph ops:
-//  - Gather is the graph's take; GatherElements uses one-hot masks (equal against an index
-//    constant, where, sum);
-//  - TopK by ranks: element i's rank is the number of elements before it in the order (greater,
-//    or equal at a lower index), so output k selects (one-hot, summed) the element of rank k;
+//  - Gather is the graph's take, GatherElements its gather_elements;
+//  - TopK is the graph's topk (a partial sort in the runtime);
 //  - Scatter / ScatterElements / ScatterND and GatherND with constant indices: the targets are
 //    resolved at import time into takes of the updates (one per level of duplicate targets)
 //    combined with the data by the reduction; GatherND is one take on the flattened data;
@@ -40,35 +38,13 @@ std::vector<Entry> convert_topk(Converter& c) {
   }
   int64_t n = t.shape[axis];
   KILN_USER_CHECK(k >= 0 && k <= n) << c.where() << ": k " << k << " is outside [0, " << n << "]";
-  bool largest = c.attr_int("largest", 1) != 0;
-  Entry x = c.in(0);
-  // xi [.., n(i), 1, ..] against xj [.., 1, n(j), ..].
-  Entry xi = c.op("unsqueeze", {x}, {{"axes", Ints{axis + 1}}});
-  Entry xj = c.op("unsqueeze", {x}, {{"axes", Ints{axis}}});
-  Entry ahead = c.op(largest ? "greater" : "less", {xj, xi});
-  Ints mshape(static_cast<size_t>(r + 1), 1);
-  mshape[axis] = n;
-  mshape[axis + 1] = n;
-  runtime::NDArray lower = runtime::NDArray::empty(mshape, DataType::Bool());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) lower.data_as<uint8_t>()[i * n + j] = j < i;
-  Entry tie = c.op("minimum", {c.op("equal", {xj, xi}), c.constant("lower", lower)});
-  Entry before = c.op("maximum", {ahead, tie});
-  Entry rank = c.op("sum", {c.op("cast", {before}, {{"dtype", std::string("int64")}})},
-                    {{"axes", Ints{axis + 1}}, {"keepdims", int64_t{0}}});
-  // sel [.., k, i, ..] = rank[.., 1, i, ..] == k.
-  Entry ranks = c.op("unsqueeze", {rank}, {{"axes", Ints{axis}}});
-  Entry sel = c.op("equal", {ranks, iota(c, k, static_cast<size_t>(r + 1), axis)});
-  Attrs over_i{{"axes", Ints{axis + 1}}, {"keepdims", int64_t{0}}};
-  Entry vals = c.op("sum",
-                    {c.op("where", {sel, c.op("unsqueeze", {x}, {{"axes", Ints{axis}}}),
-                                    c.fill("zero", 0, t.dtype)})},
-                    over_i);
-  Entry idx = c.op("sum",
-                   {c.op("where", {sel, iota(c, n, static_cast<size_t>(r + 1), axis + 1),
-                                   c.fill("zero_i", 0, DataType::Int(64))})},
-                   over_i);
-  return {vals, idx};
+  Attrs a;
+  a.set("k", k);
+  a.set("axis", axis);
+  a.set("largest", c.attr_int("largest", 1) != 0 ? int64_t{1} : int64_t{0});
+  // `sorted` = 0 leaves the order open: the sorted order is one.
+  Entry e = c.op("topk", {c.in(0)}, a);
+  return {Entry{e.node, 0}, Entry{e.node, 1}};
 }
 
 // --- scatter / gather with constant indices
@@ -290,41 +266,18 @@ std::vector<Entry> convert_reverse_sequence(Converter& c) {
   return {c.op("reshape", {y}, {{"newshape", t.shape}})};
 }
 
-/// GatherElements via one-hot masks: out[.., k, ..] = sum over d of (idx[.., k, ..] == d) ?
-/// data[.., d, ..] : 0, with a new axis after `axis` holding d.
-std::vector<Entry> convert_gather_elements(Converter& c) {
-  graph::TensorType t = c.type_in(0), ti = c.type_in(1);
-  c.unsupported_if(!(t.dtype == DataType::Float(32) || t.dtype == DataType::Float(64) ||
-                     t.dtype == DataType::Int(32) || t.dtype == DataType::Int(64)),
-                   "GatherElements of " + t.dtype.str());
-  c.unsupported_if(!(ti.dtype == DataType::Int(32) || ti.dtype == DataType::Int(64)),
-                   "GatherElements indices of " + ti.dtype.str());
-  size_t r = t.shape.size();
-  c.unsupported_if(ti.shape.size() != r, "GatherElements with indices of another rank");
-  int64_t axis = norm_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(r));
-  for (size_t d = 0; d < r; ++d)
-    c.unsupported_if(static_cast<int64_t>(d) != axis && ti.shape[d] != t.shape[d],
-                     "GatherElements with indices smaller than the data off the axis");
-  int64_t n = t.shape[static_cast<size_t>(axis)];
-  Entry idx = c.in(1);
-  // Negative indices count from the end.
-  Entry zero_i = c.fill("zero_i", 0, ti.dtype);
-  idx = c.op("where", {c.op("less", {idx, zero_i}),
-                       c.op("add", {idx, c.fill("n", static_cast<double>(n), ti.dtype)}), idx});
-  Entry hit = c.op("equal", {c.op("unsqueeze", {idx}, {{"axes", Ints{axis + 1}}}),
-                             iota(c, n, r + 1, axis + 1, ti.dtype)});
-  Entry data = c.op("unsqueeze", {c.in(0)}, {{"axes", Ints{axis}}});
-  Entry picked = c.op("where", {hit, data, c.fill("zero", 0, t.dtype)});
-  return {c.op("sum", {picked}, {{"axes", Ints{axis + 1}}, {"keepdims", int64_t{0}}})};
-}
-
 }  // namespace
 
 void register_index_converters(ConvertTable& t) {
   t.add("Gather", [](Converter& c) {
     return std::vector<Entry>{c.op("take", {c.in(0), c.in(1)}, {{"axis", c.attr_int("axis", 0)}})};
   });
-  t.add("GatherElements", convert_gather_elements);
+  t.add("GatherElements", [](Converter& c) {
+    int rank = c.rank_of(c.in(0));
+    KILN_USER_CHECK(rank >= 0) << c.where() << ": the rank of the input cannot be inferred";
+    return std::vector<Entry>{c.op("gather_elements", {c.in(0), c.in(1)},
+                                   {{"axis", norm_axis(c, c.attr_int("axis", 0), rank)}})};
+  });
   t.add("GatherND", convert_gather_nd);
   t.add("ScatterElements", convert_scatter_elements);
   t.add("Scatter", convert_scatter_elements);

@@ -3,7 +3,7 @@
 // BoundedOutput): the output's type holds an upper bound along one axis and a last int64 [1]
 // output holds the actual extent. build_module records them in the graph JSON ("bounded"), and
 // rejects a static-shape op reading one; the graph executor exposes them with their actual
-// shapes.
+// shapes. topk (static shapes) sorts in the runtime too.
 
 #include "kiln/graph/op_registry.h"
 #include "kiln/support/error.h"
@@ -66,6 +66,19 @@ void register_dynamic_ops(OpRegistry& r) {
                                      a.get_int("center_point_box"), n);
   };
   r.add(nms);
+
+  // topk(x; k, axis, largest) -> (values, indices int64): static shapes, a sort in the runtime.
+  OpDef tk;
+  tk.name = "topk";
+  tk.num_outputs = 2;
+  tk.pattern = topi::OpPattern::kOpaque;
+  tk.attrs = {{"k", AttrKind::kInt, std::nullopt},
+              {"axis", AttrKind::kInt, int64_t{-1}},
+              {"largest", AttrKind::kInt, int64_t{1}}};
+  tk.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return topi::topk(in[0], a.get_int("k"), a.get_int("axis"), a.get_int("largest") != 0, n);
+  };
+  r.add(tk);
 }
 
 }  // namespace kiln::graph

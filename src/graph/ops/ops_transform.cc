@@ -359,6 +359,13 @@ void register_transform_ops(OpRegistry& r) {
   take.check = check_take_indices;
   take.blocked = blocked_take;
   r.add(take);
+  OpDef gather_elements =
+      injective("gather_elements", {{"axis", AttrKind::kInt, int64_t{0}}}, [](In in, A a, N n) {
+        return one(topi::gather_elements(in[0], in[1], static_cast<int>(a.get_int("axis")), n));
+      });
+  gather_elements.min_inputs = gather_elements.max_inputs = 2;
+  gather_elements.check = check_take_indices;
+  r.add(gather_elements);
   r.add(injective("layout_transform",
                   {{"src_layout", AttrKind::kString, std::nullopt},
                    {"dst_layout", AttrKind::kString, std::nullopt}},
