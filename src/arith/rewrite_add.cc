@@ -1,7 +1,8 @@
 // Rewrite rules for Add, Sub and Mul. Scalar signed integers go through a linear form: equal
 // terms merge ((x*4 + y) - x*4 -> y, x + 1 - 1 -> x), constants fold and move to the right
-// ((x + 2) + 3 -> x + 5), products with constants distribute, and the split/fuse identity
-// floordiv(x, c)*c + floormod(x, c) -> x is recognized. Other types fold constants only;
+// ((x + 2) + 3 -> x + 5), products with constants distribute, and the split/fuse identities
+// (floordiv(x, c)*c + floormod(x, c) -> x, also across a second split; merge_div_mod) are
+// recognized. Other types fold constants only;
 // vectors lift over Broadcast and Ramp (rewrite_vector.cc).
 #include "analyzer_impl.h"
 
@@ -15,29 +16,70 @@ Expr fold_consts(const Expr& a, const Expr& b, F f) {
   return Expr();
 }
 
-/// floordiv(x, c)*(k*c) + floormod(x, c)*k -> x*k, repeatedly.
-void merge_div_mod(LinearForm* f) {
+/// Positive constant divisor of a FloorDiv / FloorMod, or 0.
+int64_t divisor(const Expr& b) {
+  const IntImm* c = b.as<IntImm>();
+  return c && c->value > 0 ? c->value : 0;
+}
+
+/// True when floordiv(x, c) == floordiv(y, q) for every value: c = q*s and x = s*y + r with
+/// r in [0, s) (a fused axis split again: x = outer*16 + inner, y = outer, s = 16).
+bool same_quotient(const Expr& x, int64_t c, const Expr& y, int64_t q, Analyzer::Impl* ana) {
+  if (deep_equal(x, y) && c == q) return true;
+  if (c % q != 0) return false;
+  const int64_t s = c / q;
+  LinearForm r = to_linear(x);
+  r.add(to_linear(y), -s);
+  if (!r.ok) return false;
+  ConstIntBound b = ana->bound(from_linear(r, x.dtype()));
+  return b.min_value >= 0 && b.max_value < s;
+}
+
+/// The split/fuse identities on the terms of `f`, repeatedly:
+///   floormod(x, c)*k + floormod(floordiv(x, c), d)*(k*c) -> floormod(x, c*d)*k
+///   floormod(x, c)*k + floordiv(y, q)*(k*c) -> x*k   when floordiv(x, c) == floordiv(y, q)
+/// (same_quotient; y = x, q = c the plain one). A fused index split again and unflattened,
+/// floordiv(o, 196)*3136 + floormod(floordiv(o*16 + i, 56), 56)*56 + floormod(o*16 + i, 56),
+/// folds back to o*16 + i.
+void merge_div_mod(LinearForm* f, Analyzer::Impl* ana) {
   bool changed = true;
   while (changed && f->ok) {
     changed = false;
     for (size_t i = 0; i < f->terms.size() && !changed; ++i) {
       const FloorMod* m = f->terms[i].first.as<FloorMod>();
-      if (!m) continue;
-      const IntImm* c = m->b.as<IntImm>();
-      if (!c || c->value <= 0) continue;
-      int64_t k = f->terms[i].second;
-      for (size_t j = 0; j < f->terms.size(); ++j) {
-        const FloorDiv* d = f->terms[j].first.as<FloorDiv>();
-        if (!d || !deep_equal(d->a, m->a) || !deep_equal(d->b, m->b)) continue;
-        int64_t kc;
-        if (__builtin_mul_overflow(k, c->value, &kc) || f->terms[j].second != kc) continue;
-        Expr x = m->a;
+      const int64_t c = m ? divisor(m->b) : 0;
+      if (!c) continue;
+      const int64_t k = f->terms[i].second;
+      int64_t kc;
+      if (__builtin_mul_overflow(k, c, &kc)) continue;
+      for (size_t j = 0; j < f->terms.size() && !changed; ++j) {
+        if (j == i || f->terms[j].second != kc) continue;
+        const Expr& t = f->terms[j].first;
+        Expr merged;
+        int64_t scale = k;
+        if (const FloorDiv* d = t.as<FloorDiv>()) {
+          const int64_t q = divisor(d->b);
+          if (q && same_quotient(m->a, c, d->a, q, ana)) {
+            merged = m->a;
+          }
+        } else if (const FloorMod* m2 = t.as<FloorMod>()) {
+          const FloorDiv* inner = m2->a.as<FloorDiv>();
+          const int64_t d = divisor(m2->b);
+          int64_t cd;
+          if (d && inner && divisor(inner->b) == c && deep_equal(inner->a, m->a) &&
+              !__builtin_mul_overflow(c, d, &cd))
+            merged = FloorMod::make(m->a, make_const(m->b.dtype(), cd));
+        }
+        if (!merged.defined()) continue;
         size_t hi = std::max(i, j), lo = std::min(i, j);
-        f->terms.erase(f->terms.begin() + hi);
-        f->terms.erase(f->terms.begin() + lo);
-        f->add(to_linear(x), k);
+        f->terms.erase(f->terms.begin() + static_cast<ptrdiff_t>(hi));
+        f->terms.erase(f->terms.begin() + static_cast<ptrdiff_t>(lo));
+        if (merged.as<FloorMod>()) {
+          f->add_term(merged, scale);
+        } else {
+          f->add(to_linear(merged), scale);
+        }
         changed = true;
-        break;
       }
     }
   }
@@ -47,7 +89,7 @@ void merge_div_mod(LinearForm* f) {
 Expr Rewriter::rw_linear(const Expr& e) {
   LinearForm f = to_linear(e);
   if (!f.ok) return e;
-  merge_div_mod(&f);
+  merge_div_mod(&f, ana_);
   if (!f.ok) return e;
   return from_linear(f, e.dtype());
 }

@@ -183,6 +183,28 @@ TEST_F(Rewrite, FactsOfAnotherTypeAreNotCombined) {
   });
 }
 
+TEST_F(Rewrite, AFusedIndexSplitAgainFoldsBack) {
+  // A reduction's spatial axes [128, 56, 56] fused and split by 16 lanes: the unflattened
+  // index floordiv(o, 196)*3136 + floormod(floordiv(o*16 + v, 56), 56)*56 + floormod(o*16 + v,
+  // 56) is o*16 + v (two mods merge into one of 3136, whose quotient is o's by 196 as v < 16),
+  // a contiguous vector instead of a div/mod per lane.
+  Var o("o"), v("v");
+  ana.bind(o, Range(0, 25088));
+  ana.bind(v, Range(0, 16));
+  const Expr f = o * 16 + v;
+  const Expr e = floordiv(o, 196) * 3136 + floormod(floordiv(f, 56), 56) * 56 + floormod(f, 56);
+  EXPECT_TRUE(same_ir(ana.simplify(e), f)) << ana.simplify(e);
+  // Two mods alone merge: x mod 4 + (x div 4) mod 8 * 4 = x mod 32.
+  EXPECT_TRUE(
+      same_ir(ana.simplify(floormod(x, 4) + floormod(floordiv(x, 4), 8) * 4), floormod(x, 32)));
+  // When v may reach 16 the quotients differ: the index stays as it is.
+  Var w("w");
+  ana.bind(w, Range(0, 17));
+  const Expr g = o * 16 + w;
+  const Expr h = floordiv(o, 196) * 3136 + floormod(g, 3136);
+  EXPECT_FALSE(same_ir(ana.simplify(h), g)) << ana.simplify(h);
+}
+
 TEST_F(Rewrite, SymbolicRange) {
   Var n("n");
   ana.bind(i, Range(0, n));
