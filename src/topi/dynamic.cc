@@ -7,6 +7,7 @@
 
 #include "kiln/topi/dynamic.h"
 
+#include "kiln/topi/op_pattern.h"
 #include "topi_util.h"
 
 namespace kiln::topi {
@@ -162,6 +163,45 @@ std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool 
         return te::call_extern("kiln_topk", args);
       },
       name);
+}
+
+std::vector<te::Tensor> topk_by_rank(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
+                                     const std::string& name) {
+  std::vector<int64_t> s = const_shape(x, "topk");
+  KILN_USER_CHECK(!s.empty()) << "topk: the input must have rank >= 1, got a scalar";
+  const size_t ax = static_cast<size_t>(detail::normalize_axis(static_cast<int>(axis), s, "topk"));
+  const int64_t n = s[ax];
+  KILN_USER_CHECK(k >= 0 && k <= n) << "topk: k " << k << " is outside [0, " << n << "]";
+  const DataType i64t = DataType::Int(64);
+  auto with = [&](const std::vector<Var>& i, Expr v) {
+    std::vector<Expr> r(i.begin(), i.end());
+    r[ax] = std::move(v);
+    return r;
+  };
+  auto j = te::reduce_axis(Range(Expr(0), Expr(static_cast<int32_t>(n))), "j");
+  te::Tensor rank = te::compute(
+      detail::to_exprs(s),
+      [&](const std::vector<Var>& i) {
+        Expr xi = x(with(i, i[ax])), xj = x(with(i, j->var));
+        Expr ahead = largest ? xj > xi : xj < xi;
+        Expr before = ahead || (xj == xi && j->var < i[ax]);
+        return te::sum(cast(i64t, before), {j});
+      },
+      name + ".rank", tag::kCommReduce);
+  std::vector<int64_t> os = s;
+  os[ax] = k;
+  auto pick = [&](bool index) {
+    auto r = te::reduce_axis(Range(Expr(0), Expr(static_cast<int32_t>(n))), "i");
+    return te::compute(
+        detail::to_exprs(os),
+        [&](const std::vector<Var>& i) {
+          Expr hit = rank(with(i, r->var)) == cast(i64t, i[ax]);
+          Expr v = index ? cast(i64t, r->var) : x(with(i, r->var));
+          return te::sum(select(hit, v, make_zero(v.dtype())), {r});
+        },
+        name + (index ? ".indices" : ".values"), tag::kCommReduce);
+  };
+  return {pick(false), pick(true)};
 }
 
 }  // namespace kiln::topi

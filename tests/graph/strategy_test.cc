@@ -94,6 +94,28 @@ TEST(Strategy, AGraphBuildsForCuda) {
   EXPECT_NE(msg.find("no CUDA device: " + why), std::string::npos) << msg;
 }
 
+// TopK: on a CPU one kernel calling the runtime's sort; a GPU kernel cannot call the runtime,
+// so the layout pass rewrites the node into topk_ranks (rank counting in te computes), whose
+// kernels run on the device.
+TEST(Strategy, TopKOnAGpuCountsRanks) {
+  Graph g;
+  Entry x = g.add_input("x", {4, 50}, f32);
+  Entry t = g.add_op("topk", {x}, {{"k", int64_t{5}}, {"axis", int64_t{1}}}, "topk");
+  g.add_output(t);
+  g.add_output(Entry{t.node, 1});
+  CompiledModule cpu = build_module(g, Target::host(), BuildOptions{});
+  EXPECT_NE(cpu.graph_json.find("\"func_name\":\"fused_topk_0\""), std::string::npos)
+      << cpu.graph_json;
+  const Target cuda("cuda -arch=sm_90");
+  CompiledModule m = build_module(g, cuda, BuildOptions{});
+  EXPECT_NE(m.graph_json.find("\"func_name\":\"fused_topk_ranks_0\""), std::string::npos)
+      << m.graph_json;
+  const std::string ptx = codegen::get_source(m.lib, "ptx");
+  EXPECT_NE(ptx.find(".entry "), std::string::npos);
+  EXPECT_EQ(ptx.find("kiln_topk"), std::string::npos);
+  if (!kiln::testing::find_ptxas().empty()) EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+}
+
 TEST(Strategy, EveryNodeCarriesItsImplementation) {
   std::mt19937 rng(2);
   Graph g = conv_relu(32, 6, rng);  // 6x6: too small for Winograd

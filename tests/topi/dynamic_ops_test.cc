@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "common/error.h"
 #include "kiln/topi/dynamic.h"
@@ -382,6 +383,41 @@ TEST(DynamicOps, TopKMatchesReference) {
         } else {
           EXPECT_EQ(v, w) << "column " << cidx << " rank " << j;
         }
+      }
+    }
+  }
+}
+
+TEST(DynamicOps, TopKByRankMatchesReference) {
+  // The GPU form (rank counting in te computes), run here on the CPU: ties by lower index, the
+  // axis first or last; no NaNs (they compare as nothing does there).
+  uint32_t seed = 80;
+  for (auto [shape, axis, k, largest] : std::vector<std::tuple<Shape, int64_t, int64_t, bool>>{
+           {{5, 40}, 1, 7, true}, {{12, 3}, 0, 12, false}}) {
+    SCOPED_TRACE(runtime::shape_str(shape));
+    te::Tensor x = te::placeholder(exprs(shape), f32, "x");
+    std::vector<te::Tensor> outs = topk_by_rank(x, k, axis, largest);
+    NDArray a = random_array(shape, f32, seed++, -5, 5);
+    for (int64_t i = 0; i < a.numel(); ++i) set_element(a, i, std::round(element(a, i) * 2) / 2);
+    std::vector<NDArray> got = run(te::create_schedule(outs), {x}, outs, {a});
+    const size_t ax = static_cast<size_t>(axis);
+    Shape os = shape, col_shape = shape;
+    os[ax] = k;
+    col_shape[ax] = 1;
+    for (int64_t c = 0; c < count(col_shape); ++c) {
+      Shape at = unflat(col_shape, c);
+      std::vector<double> col;
+      for (int64_t j = 0; j < shape[ax]; ++j) {
+        Shape p = at;
+        p[ax] = j;
+        col.push_back(element(a, flat(shape, p)));
+      }
+      std::vector<int64_t> want = topk_reference(col, k, largest);
+      for (int64_t j = 0; j < k; ++j) {
+        Shape p = at;
+        p[ax] = j;
+        ASSERT_EQ(element(got[1], flat(os, p)), want[j]) << "column " << c << " rank " << j;
+        ASSERT_EQ(element(got[0], flat(os, p)), col[want[j]]) << "column " << c << " rank " << j;
       }
     }
   }

@@ -50,4 +50,11 @@ std::vector<te::Tensor> non_max_suppression(const te::Tensor& boxes, const te::T
 std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
                              const std::string& name = "topk");
 
+/// TopK as te computes, for targets that cannot call the runtime (GPUs): element i's rank is
+/// the number of elements before it in the order (greater, or equal at a lower index: n
+/// comparisons each), output j selects the element of rank j. Same outputs as topk, except
+/// that NaNs compare as nothing does. pattern: opaque
+std::vector<te::Tensor> topk_by_rank(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
+                                     const std::string& name = "topk");
+
 }  // namespace kiln::topi

@@ -79,6 +79,14 @@ void register_dynamic_ops(OpRegistry& r) {
     return topi::topk(in[0], a.get_int("k"), a.get_int("axis"), a.get_int("largest") != 0, n);
   };
   r.add(tk);
+  // topk_ranks: the same, as te computes (GPU targets rewrite topk into it: strategy/gpu.cc).
+  OpDef tr = tk;
+  tr.name = "topk_ranks";
+  tr.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return topi::topk_by_rank(in[0], a.get_int("k"), a.get_int("axis"), a.get_int("largest") != 0,
+                              n);
+  };
+  r.add(tr);
 }
 
 }  // namespace kiln::graph

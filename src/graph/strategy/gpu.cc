@@ -40,6 +40,24 @@ void register_gpu_strategies() {
     r.push_back(Choice{"fallback.gpu", 0});
     return r;
   });
+  // TopK: the CPU kernel calls the runtime's sort, which a GPU kernel cannot; the layout pass
+  // rewrites the node into topk_ranks (rank counting, te computes), which the fallback runs.
+  Implementation ranks = template_or_fallback("topk_ranks.gpu", topi::schedule_gpu_fallback);
+  ranks.alter_layout = [](LayoutRewriter& rw) {
+    const Node& n = rw.call().node();
+    Node r;
+    r.op = "topk_ranks";
+    r.name = n.name;
+    r.attrs = n.attrs;
+    r.inputs = {rw.input(0, "")};
+    r.outputs = n.outputs;
+    rw.emit(std::move(r), "");
+    return true;
+  };
+  register_implementation(ranks);
+  register_strategy("topk", "gpu", [](const OpCall&) {
+    return std::vector<Choice>{Choice{"topk_ranks.gpu", 10, /*rewrite=*/true}};
+  });
   // Conv2d (NCHW, groups = 1): shared-memory tiles of the padded input and the weights, a
   // register tile per thread; tile sizes are divisors of the output's, so any static shape
   // fits. A group the template cannot take (another epilogue shape, two outputs) falls back.
