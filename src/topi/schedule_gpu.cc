@@ -197,11 +197,23 @@ te::Schedule schedule_gpu_fallback(const std::vector<te::Tensor>& outs, const Ta
   // Consumers first, so that the kernels reading a stage are known when it is placed.
   std::vector<te::Operation> order = te::post_dfs_order(ops);
   std::unordered_set<const te::OperationNode*> roots = out_set;
+  // Stages an extern stage reads: stored whole (the extern reads a buffer), so not inlined.
+  std::unordered_set<const te::OperationNode*> read_by_extern;
+  for (const te::Operation& op : order)
+    if (!is_compute(op))
+      for (const te::Tensor& t : op->input_tensors()) read_by_extern.insert(t.op().get());
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const te::Operation& op = *it;
     // An extern stage (hand-written loops) stays at the root: it runs on one GPU thread
     // (tir::bind_extern_stages).
     if (!is_compute(op) || out_set.count(op.get())) continue;
+    if (read_by_extern.count(op.get())) {
+      // Indices computed in the kernel and checked by take's extern stage: a kernel of their
+      // own, one thread per element (unbound root loops would run outside any GPU kernel).
+      one_thread_per_element(op, "stage");
+      roots.insert(op.get());
+      continue;
+    }
     if (!is_reduction(op) && is_injective_tag(op->tag)) {
       s[op].compute_inline();
       continue;

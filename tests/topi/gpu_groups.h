@@ -1,7 +1,8 @@
 // The fused groups the GPU back ends are tested on (cuda_test.cc: PTX through ptxas, and on a
-// GPU where there is one; opencl_test.cc: run on PoCL): element-wise math, softmax, a conv on
-// the fallback, dense with bias, and the two shared-memory templates (dense; conv2d with and
-// without an epilogue, strided, 1x1, dilated, with sizes that leave small tiles).
+// GPU where there is one; opencl_test.cc: run on PoCL): element-wise math, softmax, gathers of
+// computed indices, a conv on the fallback, dense with bias, and the two shared-memory templates
+// (dense; conv2d with and without an epilogue, strided, 1x1, dilated, with sizes that leave small
+// tiles).
 #pragma once
 
 #include <functional>
@@ -13,6 +14,7 @@
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/nn_norm.h"
 #include "kiln/topi/schedule_gpu.h"
+#include "kiln/topi/transform.h"
 #include "topi/topi_test_util.h"
 
 namespace kiln::topi::testing {
@@ -44,6 +46,26 @@ inline std::vector<GpuGroup> gpu_groups() {
   {
     te::Tensor x = te::placeholder({4, 77}, f32, "X");
     r.push_back({"softmax", {x}, {softmax(x)}});
+  }
+  {
+    // Indices computed in the kernel (a float input scaled and cast, wrapping when negative):
+    // take's and gather_elements' index checks are extern stages reading them from a buffer,
+    // so they are stored by a kernel of their own (a DGCNN's neighbour lookup).
+    te::Tensor x = te::placeholder({5, 6}, f32, "X");
+    te::Tensor f = te::placeholder({3, 2}, f32, "F");
+    te::Tensor g = te::placeholder({5, 4}, f32, "G");
+    auto indices = [](const te::Tensor& t, float scale) {
+      return te::compute(
+          t->shape,
+          [&](const std::vector<Var>& i) {
+            std::vector<ir::Expr> e(i.begin(), i.end());
+            return ir::cast(DataType::Int(64), t(e) * make_const(f32, scale));
+          },
+          t->op->name + "_idx", "elemwise");
+    };
+    r.push_back({"take_gather_of_computed_indices",
+                 {x, f, g},
+                 {take(x, indices(f, 4.9f), 0), gather_elements(x, indices(g, 5.9f), 1)}});
   }
   Conv2DParams pad1;
   pad1.padding = Padding2D{1, 1, 1, 1};
