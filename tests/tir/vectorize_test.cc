@@ -204,6 +204,26 @@ TEST(Vectorize, GuardedLanesOfAReductionGiveTheIdentity) {
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[1][i], want[1][i], 1e-4) << i;
 }
 
+TEST(Vectorize, AShortUnrolledLoopAroundAVectorIsUnrolledFirst) {
+  // A row of 21 as vectors at 0 and 5 (the second shifted inwards) of a reshape that reads
+  // rows of 126: with the unrolled loop's var substituted first, each start is a constant
+  // offset of j*21, whose lanes stay inside one row of 126, so the load is a ramp (with a
+  // symbolic start the vectorizer could not show it and built a gather).
+  Buffer A = Buffer::make("A", f32, {126}), C = Buffer::make("C", f32, {6 * 21});
+  Var j("j"), o("o"), i("i");
+  Expr k = min(o * 16, 5) + i;
+  Stmt row = loop(o, 0, 2,
+                  loop(i, 0, 16, C.store({j * 21 + k}, A.load({floormod(j * 21 + k, 126)})), kVec),
+                  ForKind::kUnrolled);
+  PrimFunc f = make_func("rows", {A, C}, loop(j, 0, 6, row));
+  PrimFunc g = vectorize(f);
+  verify(g, "vectorize", {.vectorized = true});
+  const std::string text = to_string(g);
+  EXPECT_EQ(text.find("floormod(ramp"), std::string::npos) << text;
+  EXPECT_NE(text.find("A[ramp(floormod(j*21, 126), 1, 16)]"), std::string::npos) << text;
+  expect_same_results(f, g, {126, 126});
+}
+
 TEST(Vectorize, FallsBackToSerial) {
   Buffer A = Buffer::make("A", f32, {64}), C = Buffer::make("C", f32, {64});
   Var j("j"), k("k"), n("n");

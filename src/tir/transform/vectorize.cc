@@ -408,6 +408,19 @@ class ScalarSimplifier : public IRMutator {
   arith::Analyzer ana_;
 };
 
+/// Most iterations of an unrolled loop around a vectorized one that LoopVectorizer unrolls
+/// before vectorizing (the rows of schedule_injective.cc's unroll_short_row: up to 4 vectors).
+constexpr int64_t kMaxUnrollFirst = 4;
+
+bool has_vector_loop(const Stmt& s) {
+  bool found = false;
+  post_order_visit(s, [&](const IRNode* n) {
+    found |=
+        n->kind == NodeKind::For && static_cast<const For*>(n)->for_kind == ForKind::kVectorized;
+  });
+  return found;
+}
+
 class LoopVectorizer : public IRMutator {
  public:
   explicit LoopVectorizer(const VectorizeOptions& opt) : opt_(opt) {}
@@ -415,6 +428,19 @@ class LoopVectorizer : public IRMutator {
  protected:
   using IRMutator::visit;
   Stmt visit(const For* op) override {
+    // A short unrolled loop around a vectorized one (a row of a few vectors, the last shifted
+    // inwards: schedule_injective.cc) is unrolled first, so that each vector's start is a
+    // constant when its indices are vectorized: a reshape's floormod(ramp, c) then stays in one
+    // block (a ramp) where a symbolic start could not be shown to.
+    if (auto ext = as_const_int(op->extent); op->for_kind == ForKind::kUnrolled && ext &&
+                                             *ext > 0 && *ext <= kMaxUnrollFirst &&
+                                             has_vector_loop(op->body)) {
+      std::vector<Stmt> parts;
+      for (int64_t i = 0; i < *ext; ++i)
+        parts.push_back(mutate(ScalarSimplifier().mutate(substitute(
+            op->body, {{op->loop_var, op->min + make_const(op->loop_var.dtype(), i)}}))));
+      return SeqStmt::make(parts);
+    }
     Stmt s = IRMutator::visit(op);
     op = s.as<For>();
     if (op->for_kind != ForKind::kVectorized) return s;
