@@ -326,11 +326,11 @@ namespace {
 /// with negatives wrapped (i + n) and, at the first index outside [-n, n), makes the kernel
 /// return an error naming the axis, its extent and the index (the executor adds the node).
 te::Tensor checked_take_indices(const te::Tensor& indices, const std::vector<int64_t>& is, int axis,
-                                int64_t n, const std::string& name) {
+                                int64_t n, const std::string& name, const char* op = "take") {
   const int64_t count = detail::numel(is);
   const DataType it = indices->dtype;
   std::ostringstream prefix;
-  prefix << "take: index out of range for axis " << axis << " of extent " << n
+  prefix << op << ": index out of range for axis " << axis << " of extent " << n
          << " (indices must lie in [" << -n << ", " << n - 1 << "]), got ";
   const std::string msg = prefix.str();
   return te::extern_op(
@@ -405,7 +405,8 @@ te::Tensor gather_elements(const te::Tensor& x, const te::Tensor& indices, int a
   KILN_USER_CHECK(n > 0 || detail::numel(is) == 0)
       << "gather_elements: axis " << ax << " of " << shape_text(in)
       << " is empty, so no index is valid";
-  te::Tensor checked = checked_take_indices(indices, is, ax, std::max<int64_t>(n, 1), name);
+  te::Tensor checked =
+      checked_take_indices(indices, is, ax, std::max<int64_t>(n, 1), name, "gather_elements");
   return te::compute(
       detail::to_exprs(is),
       [&](const std::vector<Var>& i) {

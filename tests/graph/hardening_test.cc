@@ -138,6 +138,30 @@ TEST(Hardening, GatherWithRunTimeIndexOutOfRangeFailsAtRunTime) {
   }
 }
 
+TEST(Hardening, GatherElementsWithRunTimeIndexOutOfRangeFailsAtRunTime) {
+  // The same check for GatherElements (torch.gather), named after it, with the node.
+  Graph g;
+  Entry x = g.add_input("x", {2, 5}, f32);
+  Entry ix = g.add_input("ix", {2, 3}, i64);
+  g.add_output(g.add_op("gather_elements", {x, ix}, {{"axis", int64_t{1}}}, "neighbours"));
+  CompiledModule m = build_module(g, Target::host());
+  auto ex = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
+  std::mt19937 rng(4);
+  ex.set_input("x", test_util::random_array({2, 5}, rng));
+  NDArray iv = NDArray::empty({2, 3}, i64);
+  for (int k = 0; k < 6; ++k) iv.data_as<int64_t>()[k] = k % 5 - 2;
+  ex.set_input("ix", iv);
+  ex.run();
+  iv.data_as<int64_t>()[4] = 5;
+  ex.set_input("ix", iv);
+  const std::string msg = error_of([&] { ex.run(); });
+  EXPECT_TRUE(contains(msg,
+                       "gather_elements: index out of range for axis 1 of extent 5 (indices "
+                       "must lie in [-5, 4]), got 5"))
+      << msg;
+  EXPECT_TRUE(contains(msg, "neighbours")) << msg;
+}
+
 TEST(Hardening, ZeroExtentThatIsNotFirst) {
   // issue 26: [2, 0, 3] gave "floordiv by constant zero" (the schedule fused the axes). Empty
   // tensors now compile and run; a sum over the empty axis is 0.

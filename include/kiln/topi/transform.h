@@ -58,7 +58,8 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
                          const std::string& name = "strided_slice");
 /// ONNX GatherElements / torch.gather along `axis`: indices has x's rank and, off the axis, at
 /// most x's extents; out[i] = x[i with i[axis] replaced by indices[i]], out shape = indices'
-/// shape. Indices wrap and are checked at run time as take's ("take: index out of range ...").
+/// shape. Indices wrap and are checked at run time as take's ("gather_elements: index out of
+/// range for axis a of extent n (...), got i").
 /// pattern: injective
 te::Tensor gather_elements(const te::Tensor& x, const te::Tensor& indices, int axis,
                            const std::string& name = "gather_elements");
