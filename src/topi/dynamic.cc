@@ -138,21 +138,29 @@ std::vector<te::Tensor> non_max_suppression(const te::Tensor& boxes, const te::T
       name);
 }
 
-std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
-                             const std::string& name) {
+namespace {
+/// TopK's input shape and normalized axis, checked (rank >= 1, 0 <= k <= the axis extent).
+std::pair<std::vector<int64_t>, size_t> topk_shape(const te::Tensor& x, int64_t k, int64_t axis) {
   std::vector<int64_t> s = const_shape(x, "topk");
   KILN_USER_CHECK(!s.empty()) << "topk: the input must have rank >= 1, got a scalar";
+  const auto ax = static_cast<size_t>(detail::normalize_axis(static_cast<int>(axis), s, "topk"));
+  KILN_USER_CHECK(k >= 0 && k <= s[ax]) << "topk: k " << k << " is outside [0, " << s[ax]
+                                        << "] (axis " << ax << " of " << shape_text(s) << ")";
+  return {s, ax};
+}
+}  // namespace
+
+std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
+                             const std::string& name) {
   KILN_USER_CHECK(kernel_type(x->dtype) && !x->dtype.is_bool())
       << "topk: element type " << x->dtype << " is not supported";
-  const int ax = detail::normalize_axis(static_cast<int>(axis), s, "topk");
-  const int64_t n = s[static_cast<size_t>(ax)];
-  KILN_USER_CHECK(k >= 0 && k <= n) << "topk: k " << k << " is outside [0, " << n << "] (axis "
-                                    << ax << " of " << shape_text(s) << ")";
+  const auto [s, ax] = topk_shape(x, k, axis);
+  const int64_t n = s[ax];
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < ax; ++d) outer *= s[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(ax) + 1; d < s.size(); ++d) inner *= s[d];
+  for (size_t d = 0; d < ax; ++d) outer *= s[d];
+  for (size_t d = ax + 1; d < s.size(); ++d) inner *= s[d];
   std::vector<Expr> out;
-  for (size_t d = 0; d < s.size(); ++d) out.push_back(i32(static_cast<int>(d) == ax ? k : s[d]));
+  for (size_t d = 0; d < s.size(); ++d) out.push_back(i32(d == ax ? k : s[d]));
   const DataType dt = x->dtype;
   return te::extern_op(
       {out, out}, {dt, DataType::Int(64)}, {x},
@@ -167,11 +175,8 @@ std::vector<te::Tensor> topk(const te::Tensor& x, int64_t k, int64_t axis, bool 
 
 std::vector<te::Tensor> topk_by_rank(const te::Tensor& x, int64_t k, int64_t axis, bool largest,
                                      const std::string& name) {
-  std::vector<int64_t> s = const_shape(x, "topk");
-  KILN_USER_CHECK(!s.empty()) << "topk: the input must have rank >= 1, got a scalar";
-  const size_t ax = static_cast<size_t>(detail::normalize_axis(static_cast<int>(axis), s, "topk"));
+  const auto [s, ax] = topk_shape(x, k, axis);
   const int64_t n = s[ax];
-  KILN_USER_CHECK(k >= 0 && k <= n) << "topk: k " << k << " is outside [0, " << n << "]";
   const DataType i64t = DataType::Int(64);
   auto with = [&](const std::vector<Var>& i, Expr v) {
     std::vector<Expr> r(i.begin(), i.end());
