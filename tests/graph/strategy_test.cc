@@ -86,7 +86,9 @@ TEST(Strategy, AGraphBuildsForCuda) {
   EXPECT_EQ(m.graph_json.find("nchwc"), std::string::npos) << m.graph_json;
   const std::string ptx = codegen::get_source(m.lib, "ptx");
   EXPECT_NE(ptx.find(".entry "), std::string::npos);
-  if (!kiln::testing::find_ptxas().empty()) EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+  if (!kiln::testing::find_ptxas().empty()) {
+    EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+  }
   std::string why;
   if (runtime::device_available(runtime::Device{kKilnCUDA, 0}, &why)) return;
   std::string msg = kiln::testing::error_of(
@@ -113,7 +115,9 @@ TEST(Strategy, TopKOnAGpuCountsRanks) {
   const std::string ptx = codegen::get_source(m.lib, "ptx");
   EXPECT_NE(ptx.find(".entry "), std::string::npos);
   EXPECT_EQ(ptx.find("kiln_topk"), std::string::npos);
-  if (!kiln::testing::find_ptxas().empty()) EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+  if (!kiln::testing::find_ptxas().empty()) {
+    EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+  }
 }
 
 TEST(Strategy, EveryNodeCarriesItsImplementation) {
