@@ -290,6 +290,41 @@ TEST(AlterLayout, BlocksThatAreNoPowerOfTwoArePadded) {
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 36), 1e-4);
 }
 
+TEST(AlterLayout, HalfWidthBlocksOfALongSumArePadded) {
+  // 264 = 33 x 8 output channels take blocks of 8, half a 16-lane vector: a 1x1 convolution
+  // over 264 inputs (Xception's 728 -> 728) runs over 272 channels, 3% more work, in full
+  // vectors, and is cut back. One over 40 inputs (a MobileNet-v3 expansion to 120 channels)
+  // sums too few products to pay for the cut and the next layer's conversion: it keeps 8.
+  std::mt19937 rng(37);
+  Graph g;
+  Entry x = g.add_input("x", {1, 264, 6, 6}, f32);
+  Entry a = g.add_op("conv2d", {x, g.add_constant("wa", random_array({264, 264, 1, 1}, rng))}, {},
+                     "long");
+  Entry y = g.add_input("y", {1, 40, 6, 6}, f32);
+  Entry b = g.add_op("conv2d", {y, g.add_constant("wb", random_array({120, 40, 1, 1}, rng))}, {},
+                     "short");
+  g.add_output(g.add_op("relu", {a}));
+  g.add_output(g.add_op("relu", {b}));
+  Graph t = alter_op_layout(infer_types(g), Target::host());
+  const std::string text = t.str();
+  int padded = 0, short_blocked = 0;
+  for (const Node& n : t.nodes()) {
+    if (!n.is_op() || n.op != "conv2d_nchwc") continue;
+    const Ints& s = n.outputs[0].shape;
+    if (n.name == "long_padded") {
+      ++padded;
+      EXPECT_EQ(s[1] * s[4], 272) << text;
+      EXPECT_EQ(s[4], 16) << text;
+    }
+    if (n.name == "short") short_blocked += s[1] * s[4] == 120;
+  }
+  if (Target::host().vector_bits() == 512) {
+    EXPECT_EQ(padded, 1) << text;
+    EXPECT_EQ(short_blocked, 1) << text;
+  }
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 38), 1e-4);
+}
+
 TEST(AlterLayout, OneByOneConvOverUnblockableChannelsIsAMatrixProduct) {
   // 58 input channels (ShuffleNet-v2 x1.0) have no block of 8: a 1x1 convolution over them is
   // W [O, C] times the NCHW input viewed as [C, H*W], reshaped back; no layout transform. A 3x3
