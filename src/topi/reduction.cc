@@ -242,4 +242,66 @@ te::Tensor argmin(const te::Tensor& x, const std::vector<int>& axes, bool keepdi
   return arg_reduce(x, axes, keepdims, index_dtype, false, "argmin", name);
 }
 
+namespace {
+/// cumsum's input shape and normalized axis, checked.
+std::pair<std::vector<int64_t>, size_t> cumsum_shape(const te::Tensor& x, int axis) {
+  std::vector<int64_t> s = detail::const_shape(x, "cumsum");
+  KILN_USER_CHECK(!s.empty()) << "cumsum: the input must have rank >= 1, got a scalar";
+  KILN_USER_CHECK(!x->dtype.is_bool() && x->dtype.lanes() == 1)
+      << "cumsum: element type " << x->dtype << " is not supported";
+  return {s, static_cast<size_t>(detail::normalize_axis(axis, s, "cumsum"))};
+}
+}  // namespace
+
+te::Tensor cumsum(const te::Tensor& x, int axis, bool exclusive, bool reverse,
+                  const std::string& name) {
+  const auto [s, ax] = cumsum_shape(x, axis);
+  const int64_t total = detail::numel(s);
+  KILN_USER_CHECK(total < (int64_t{1} << 31))
+      << "cumsum: " << detail::shape_text(s) << " has 2^31 or more elements";
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < ax; ++d) outer *= s[d];
+  for (size_t d = ax + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t n = s[ax];
+  const DataType t = x->dtype;
+  using detail::ci;
+  auto body = [=](const std::vector<Buffer>& ins, const std::vector<Buffer>& outs) -> Stmt {
+    if (total == 0) return Evaluate::make(ci(0));
+    Var o("o"), i("i"), k("k");
+    // Element k of row o at position j along the axis; scan step i visits position j(i).
+    auto at = [&](Expr j) { return o * ci(n * inner) + j * ci(inner) + k; };
+    auto pos = [&](Expr step) { return reverse ? ci(n - 1) - step : step; };
+    auto in = [&](Expr j) { return Load::make(t, ins[0]->data, at(std::move(j))); };
+    auto out = [&](Expr j) { return Load::make(t, outs[0]->data, at(std::move(j))); };
+    Expr first = exclusive ? make_zero(t) : in(pos(ci(0)));
+    Expr next = out(pos(i - ci(1))) + (exclusive ? in(pos(i - ci(1))) : in(pos(i)));
+    auto loop = [](Var v, int64_t lo, int64_t hi, Stmt b, ForKind kind = ForKind::kSerial) {
+      return For::make(v, ci(lo), ci(hi - lo), kind, std::move(b));
+    };
+    Stmt row = SeqStmt::make(
+        {loop(k, 0, inner, Store::make(outs[0]->data, first, at(pos(ci(0))))),
+         loop(i, 1, n, loop(k, 0, inner, Store::make(outs[0]->data, next, at(pos(i)))))});
+    const bool parallel = outer > 1 && total >= 4096;
+    return loop(o, 0, outer, row, parallel ? ForKind::kParallel : ForKind::kSerial);
+  };
+  return te::extern_op({detail::to_exprs(s)}, {t}, {x}, body, name)[0];
+}
+
+te::Tensor cumsum_by_sum(const te::Tensor& x, int axis, bool exclusive, bool reverse,
+                         const std::string& name) {
+  const auto [s, ax] = cumsum_shape(x, axis);
+  const int64_t n = s[ax];
+  te::IterVar k = te::reduce_axis(Range(Expr(0), detail::ci(n)), "k");
+  return te::compute(
+      detail::to_exprs(s),
+      [&](const std::vector<Var>& i) {
+        std::vector<Expr> at(i.begin(), i.end());
+        at[ax] = k->var;
+        Expr in = reverse ? (exclusive ? k->var > i[ax] : k->var >= i[ax])
+                          : (exclusive ? k->var < i[ax] : k->var <= i[ax]);
+        return te::sum(x(at), {k}, in);
+      },
+      name, detail::tag_of(tag::kCommReduce, "cumsum"));
+}
+
 }  // namespace kiln::topi

@@ -734,6 +734,52 @@ TEST(OnnxMisc, CastFromBoolGivesZeroAndOne) {
   }
 }
 
+TEST(OnnxMisc, CumSumOfIntegersNumbersPositionsLikeRoberta) {
+  // RoBERTa's position ids: cumsum(ids != pad) * (ids != pad) + pad, in int32 along the
+  // sequence; and a float CumSum, exclusive and reversed, along the first axis of the ids'
+  // embedding-like values (an axis with rows after it).
+  const int64_t b = 3, n = 11, pad = 1;
+  std::vector<int64_t> ids(static_cast<size_t>(b * n));
+  std::mt19937 rng(93);
+  for (int64_t& v : ids) v = rng() % 3 == 0 ? pad : 2 + rng() % 50;
+  OnnxModel m;
+  m.path = "cumsum.onnx";
+  m.opsets[""] = 14;
+  m.inputs = {info("ids", {b, n}, DataType::Int(64)), info("x", {b, n})};
+  m.initializers = {{"pad", array<int64_t>({}, {pad}, DataType::Int(64))},
+                    {"padi", array<int32_t>({}, {int32_t(pad)}, DataType::Int(32))},
+                    {"one", array<int64_t>({}, {1}, DataType::Int(64))},
+                    {"zero", array<int64_t>({}, {0}, DataType::Int(64))}};
+  OnnxNode eq{"Equal", "", "eq", {"ids", "pad"}, {"e"}, {}, false};
+  OnnxNode nt{"Not", "", "not", {"e"}, {"keep"}, {}, false};
+  OnnxNode cast{"Cast", "", "cast", {"keep"}, {"k"}, {}, false};
+  cast.attrs["to"] = int64_t{6};
+  OnnxNode cs{"CumSum", "", "cs", {"k", "one"}, {"c"}, {}, false};
+  OnnxNode mul{"Mul", "", "mul", {"c", "k"}, {"ck"}, {}, false};
+  OnnxNode add{"Add", "", "add", {"ck", "padi"}, {"pos"}, {}, false};
+  OnnxNode csx{"CumSum", "", "csx", {"x", "zero"}, {"y"}, {}, false};
+  csx.attrs["exclusive"] = int64_t{1};
+  csx.attrs["reverse"] = int64_t{1};
+  m.nodes = {eq, nt, cast, cs, mul, add, csx};
+  m.outputs = {info("pos", {b, n}, DataType::Int(32)), info("y", {b, n})};
+  Vec x = random_vec(b * n, 94);
+  std::vector<runtime::NDArray> out =
+      run(m, {{"ids", array<int64_t>({b, n}, ids, DataType::Int(64))},
+              {"x", array({b, n}, x, DataType::Float(32))}});
+  for (int64_t r = 0; r < b; ++r) {
+    int32_t count = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t f = static_cast<size_t>(r * n + j);
+      const bool keep = ids[f] != pad;
+      count += keep;
+      EXPECT_EQ(out[0].data_as<int32_t>()[f], keep ? count + pad : pad) << r << "," << j;
+      float want = 0;
+      for (int64_t q = r + 1; q < b; ++q) want += x[static_cast<size_t>(q * n + j)];
+      EXPECT_NEAR(out[1].data_as<float>()[f], want, 1e-5) << r << "," << j;
+    }
+  }
+}
+
 // --- results without elements
 
 TEST(OnnxMisc, EmptyResultsOfSliceSplitAndReshape) {

@@ -99,24 +99,43 @@ TEST(Strategy, AGraphBuildsForCuda) {
 // TopK: on a CPU one kernel calling the runtime's sort; a GPU kernel cannot call the runtime,
 // so the layout pass rewrites the node into topk_ranks (rank counting in te computes), whose
 // kernels run on the device.
-TEST(Strategy, TopKOnAGpuCountsRanks) {
-  Graph g;
-  Entry x = g.add_input("x", {4, 50}, f32);
-  Entry t = g.add_op("topk", {x}, {{"k", int64_t{5}}, {"axis", int64_t{1}}}, "topk");
-  g.add_output(t);
-  g.add_output(Entry{t.node, 1});
-  CompiledModule cpu = build_module(g, Target::host(), BuildOptions{});
-  EXPECT_NE(cpu.graph_json.find("\"func_name\":\"fused_topk_0\""), std::string::npos)
-      << cpu.graph_json;
-  const Target cuda("cuda -arch=sm_90");
-  CompiledModule m = build_module(g, cuda, BuildOptions{});
-  EXPECT_NE(m.graph_json.find("\"func_name\":\"fused_topk_ranks_0\""), std::string::npos)
-      << m.graph_json;
-  const std::string ptx = codegen::get_source(m.lib, "ptx");
-  EXPECT_NE(ptx.find(".entry "), std::string::npos);
-  EXPECT_EQ(ptx.find("kiln_topk"), std::string::npos);
-  if (!kiln::testing::find_ptxas().empty()) {
-    EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+TEST(Strategy, TopKAndCumSumOnAGpuAreRewrittenIntoTeComputes) {
+  // TopK (a sort in the runtime on a CPU) counts ranks on a GPU; CumSum (a scan whose rows run
+  // on the CPU's thread pool) sums each element's part of the axis.
+  struct Case {
+    std::string op;
+    Attrs attrs;
+    int outputs;
+    std::string cpu_func, gpu_func;
+  };
+  for (const Case& c : {Case{"topk",
+                             {{"k", int64_t{5}}, {"axis", int64_t{1}}},
+                             2,
+                             "fused_topk_0",
+                             "fused_topk_ranks_0"},
+                        Case{"cumsum",
+                             {{"axis", int64_t{1}}, {"reverse", int64_t{1}}},
+                             1,
+                             "fused_cumsum_0",
+                             "fused_cumsum_sums_0"}}) {
+    SCOPED_TRACE(c.op);
+    Graph g;
+    Entry x = g.add_input("x", {4, 50}, f32);
+    Entry t = g.add_op(c.op, {x}, c.attrs, c.op);
+    for (int k = 0; k < c.outputs; ++k) g.add_output(Entry{t.node, k});
+    CompiledModule cpu = build_module(g, Target::host(), BuildOptions{});
+    EXPECT_NE(cpu.graph_json.find("\"func_name\":\"" + c.cpu_func + "\""), std::string::npos)
+        << cpu.graph_json;
+    const Target cuda("cuda -arch=sm_90");
+    CompiledModule m = build_module(g, cuda, BuildOptions{});
+    EXPECT_NE(m.graph_json.find("\"func_name\":\"" + c.gpu_func + "\""), std::string::npos)
+        << m.graph_json;
+    const std::string ptx = codegen::get_source(m.lib, "ptx");
+    EXPECT_NE(ptx.find(".entry "), std::string::npos);
+    EXPECT_EQ(ptx.find("kiln_topk"), std::string::npos);
+    if (!kiln::testing::find_ptxas().empty()) {
+      EXPECT_EQ(kiln::testing::ptxas(ptx, "sm_90"), "");
+    }
   }
 }
 

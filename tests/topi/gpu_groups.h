@@ -1,8 +1,8 @@
 // The fused groups the GPU back ends are tested on (cuda_test.cc: PTX through ptxas, and on a
 // GPU where there is one; opencl_test.cc: run on PoCL): element-wise math, softmax, gathers of
-// computed indices, a conv on the fallback, dense with bias, and the two shared-memory templates
-// (dense; conv2d with and without an epilogue, strided, 1x1, dilated, with sizes that leave small
-// tiles).
+// computed indices, a cumulative sum, a conv on the fallback, dense with bias, and the two
+// shared-memory templates (dense; conv2d with and without an epilogue, strided, 1x1, dilated, with
+// sizes that leave small tiles).
 #pragma once
 
 #include <functional>
@@ -13,6 +13,7 @@
 #include "kiln/topi/dense.h"
 #include "kiln/topi/elemwise.h"
 #include "kiln/topi/nn_norm.h"
+#include "kiln/topi/reduction.h"
 #include "kiln/topi/schedule_gpu.h"
 #include "kiln/topi/transform.h"
 #include "topi/topi_test_util.h"
@@ -66,6 +67,12 @@ inline std::vector<GpuGroup> gpu_groups() {
     r.push_back({"take_gather_of_computed_indices",
                  {x, f, g},
                  {take(x, indices(f, 4.9f), 0), gather_elements(x, indices(g, 5.9f), 1)}});
+  }
+  {
+    // CumSum on a GPU (cumsum_by_sum: each element sums its part of the axis) of a computed
+    // input, exclusive and reversed.
+    te::Tensor x = te::placeholder({6, 40, 3}, f32, "X");
+    r.push_back({"cumsum_by_sum", {x}, {cumsum_by_sum(sigmoid(x), 1, true, true)}});
   }
   Conv2DParams pad1;
   pad1.padding = Padding2D{1, 1, 1, 1};

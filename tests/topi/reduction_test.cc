@@ -1,5 +1,6 @@
 // Reductions (sum, mean, max, min, prod, argmax, argmin) over single and multiple axes,
 // negative axes and keepdims, against naive C++; argmax/argmin ties resolve to the first index.
+// cumsum (a scan, and as sums) along each axis, exclusive and reversed.
 #include "kiln/topi/reduction.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/topi/auto_schedule.h"
 #include "kiln/topi/schedule_injective.h"
 #include "kiln/topi/transform.h"
 #include "topi/topi_test_util.h"
@@ -270,6 +272,59 @@ TEST(TopiReduction, ShapesAndErrors) {
   EXPECT_EQ(error_of([&] { max(X, {1, -2}); }), "max: axis -2 is listed twice (shape [2, 3, 4])");
   EXPECT_EQ(error_of([&] { argmax(X, {0}, false, DataType::Float(32)); }),
             "argmax: index dtype must be int32 or int64, got float32");
+}
+
+TEST(TopiReduction, CumSumAlongEachAxisExclusiveAndReversed) {
+  // The axis first (rows after it vectorized), in the middle and last (a scalar chain per row),
+  // float and integer types; the 48 x 40 x 6 case runs its rows on the thread pool.
+  struct Case {
+    Shape shape;
+    int axis;
+    DataType t;
+  };
+  uint32_t seed = 90;
+  for (const Case& c : std::vector<Case>{{{9, 70}, 0, f32},
+                                         {{3, 11, 5}, 1, f32},
+                                         {{4, 33}, -1, i64},
+                                         {{48, 40, 6}, 1, DataType::Float(64)},
+                                         {{17}, 0, i32}}) {
+    const int r = static_cast<int>(c.shape.size());
+    const int ax = c.axis < 0 ? c.axis + r : c.axis;
+    te::Tensor X = input(c.shape, c.t, "X");
+    NDArray x = random_array(c.shape, c.t, seed++, -4, 4);
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool exclusive = (mode & 1) != 0, reverse = (mode & 2) != 0;
+      SCOPED_TRACE(::testing::Message()
+                   << runtime::shape_str(c.shape) << " axis " << c.axis << " " << c.t
+                   << (exclusive ? " exclusive" : "") << (reverse ? " reverse" : ""));
+      te::Tensor Y = cumsum(X, c.axis, exclusive, reverse);
+      te::Tensor Z = cumsum_by_sum(X, c.axis, exclusive, reverse);  // what a GPU runs
+      EXPECT_EQ(shape_of(Y), c.shape);
+      EXPECT_EQ(shape_of(Z), c.shape);
+      NDArray want = reference(c.shape, c.t, [&](const Shape& i) {
+        double acc = 0;
+        Shape j = i;
+        for (int64_t k = 0; k < c.shape[ax]; ++k) {
+          const bool in =
+              reverse ? (exclusive ? k > i[ax] : k >= i[ax]) : (exclusive ? k < i[ax] : k <= i[ax]);
+          j[ax] = k;
+          if (in) acc += at(x, j);
+        }
+        return acc;
+      });
+      check({X}, {Y}, {x}, {want},
+            [](const std::vector<te::Tensor>& o, const Target& t) { return auto_schedule(o, t); },
+            {1e-5, 1e-5});
+      check({X}, {Z}, {x}, {want}, schedule_reduce, {1e-5, 1e-5});
+    }
+  }
+  te::Tensor S = input({}, f32, "S");
+  EXPECT_EQ(error_of([&] { cumsum(S, 0); }), "cumsum: the input must have rank >= 1, got a scalar");
+  te::Tensor B = input({3, 4}, DataType::Bool(), "B");
+  EXPECT_EQ(error_of([&] { cumsum(B, 0); }), "cumsum: element type bool is not supported");
+  te::Tensor X = input({3, 4}, f32, "X");
+  EXPECT_EQ(error_of([&] { cumsum(X, 2); }),
+            "cumsum: axis 2 is out of range for a tensor of rank 2 (shape [3, 4])");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 /// \file reduction.h
-/// \brief Reductions over any set of axes: sum, mean, max, min, prod, argmax, argmin.
+/// \brief Reductions over any set of axes: sum, mean, max, min, prod, argmax, argmin; cumsum.
 ///
 /// `axes` may be negative (counted from the end); an empty list reduces over every axis.
 /// Duplicate or out-of-range axes throw a kiln::Error naming the op and the shape. With
@@ -41,5 +41,17 @@ te::Tensor argmax(const te::Tensor& x, const std::vector<int>& axes, bool keepdi
 /// Like argmax, for the smallest element. pattern: comm_reduce
 te::Tensor argmin(const te::Tensor& x, const std::vector<int>& axes, bool keepdims = false,
                   DataType index_dtype = DataType::Int(64), const std::string& name = "argmin");
+
+/// Running sums along `axis` (ONNX CumSum): y[.., j, ..] = the sum of x[.., i, ..] over i <= j
+/// (i < j when `exclusive`; i >= j, or i > j, when `reverse`), accumulated in x's type in
+/// scan order. A scan (an extern stage with hand-written loops, n adds per row), parallel
+/// over the rows before the axis, the adds vectorized over the elements after it.
+/// pattern: opaque
+te::Tensor cumsum(const te::Tensor& x, int axis, bool exclusive = false, bool reverse = false,
+                  const std::string& name = "cumsum");
+/// The same as a te reduction: every output element sums its part of the axis (n^2 / 2 adds
+/// per row, each element independent: what a GPU runs). pattern: comm_reduce
+te::Tensor cumsum_by_sum(const te::Tensor& x, int axis, bool exclusive = false,
+                         bool reverse = false, const std::string& name = "cumsum");
 
 }  // namespace kiln::topi

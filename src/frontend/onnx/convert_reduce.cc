@@ -1,7 +1,7 @@
 // ONNX reductions and contractions: ReduceMean/Sum/Max/Min/Prod (graph reductions; axes as an
 // input from opset 13 for ReduceSum, 18 for the others), ReduceL1/L2/LogSum/LogSumExp/SumSquare
 // as element-wise ops around a sum, ArgMax/ArgMin (the min or max index where x equals its
-// extreme), CumSum as a matrix product with a triangular mask, and Einsum: a batched matrix
+// extreme), CumSum as a scan, and Einsum: a batched matrix
 // product of two operands becomes transposes around a matmul; other equations transpose and
 // broadcast the operands into one index space, multiply and sum; a repeated subscript in a single
 // operand takes a diagonal (a mask, then a sum).
@@ -75,35 +75,18 @@ std::vector<Entry> convert_arg(Converter& c, bool is_max) {
   return {c.op(last ? "max" : "min", {idx}, {{"axes", Ints{axis}}, {"keepdims", keep}})};
 }
 
-/// CumSum as a matrix product: the axis moved last and flattened against an [n, n] mask of
-/// ones (upper triangular; strict when exclusive; lower when reversed).
+/// CumSum: a scan along the axis (graph op cumsum).
 std::vector<Entry> convert_cumsum(Converter& c) {
   graph::TensorType t = c.type_in(0);
-  c.unsupported_if(!(t.dtype == DataType::Float(32) || t.dtype == DataType::Float(64)),
+  c.unsupported_if(t.dtype.is_bool() || t.dtype == DataType::Float(16) || t.dtype.is_bfloat16(),
                    "CumSum of " + t.dtype.str());
   int64_t r = static_cast<int64_t>(t.shape.size());
   c.unsupported_if(r < 1, "CumSum of a scalar");
   int64_t axis = norm_axis(c, static_cast<int64_t>(c.const_scalar(1, "axis")), r);
-  bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
-  int64_t n = t.shape[axis];
-  runtime::NDArray m = runtime::NDArray::empty({n, n}, t.dtype);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      bool on = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
-      c.set_elem(m, i * n + j, on ? 1.0 : 0.0);
-    }
-  Ints perm, moved;
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  for (int64_t d : perm) moved.push_back(t.shape[d]);
-  Ints inverse(r);
-  for (int64_t d = 0; d < r; ++d) inverse[perm[d]] = d;
-  Entry x = c.op("transpose", {c.in(0)}, {{"axes", perm}});
-  x = c.op("reshape", {x}, {{"newshape", Ints{-1, n}}});
-  Entry y = c.op("matmul", {x, c.constant("mask", m)});
-  y = c.op("reshape", {y}, {{"newshape", moved}});
-  return {c.op("transpose", {y}, {{"axes", inverse}})};
+  return {c.op("cumsum", {c.in(0)},
+               {{"axis", axis},
+                {"exclusive", int64_t{c.attr_int("exclusive", 0) != 0}},
+                {"reverse", int64_t{c.attr_int("reverse", 0) != 0}}})};
 }
 
 /// Transposes `x` (labelled `from`) into the letter order `to` (a permutation of `from`).

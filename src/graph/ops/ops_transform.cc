@@ -395,6 +395,28 @@ void register_transform_ops(OpRegistry& r) {
     d.blocked = blocked_reduce;
     r.add(d);
   }
+
+  // cumsum(x; axis, exclusive, reverse): a scan along one axis (topi::cumsum).
+  OpDef cs;
+  cs.name = "cumsum";
+  cs.pattern = topi::OpPattern::kOpaque;
+  cs.attrs = {{"axis", AttrKind::kInt, std::nullopt},
+              {"exclusive", AttrKind::kInt, int64_t{0}},
+              {"reverse", AttrKind::kInt, int64_t{0}}};
+  cs.compute = [](In in, A a, N n) {
+    return one(topi::cumsum(in[0], static_cast<int>(a.get_int("axis")), a.get_int("exclusive") != 0,
+                            a.get_int("reverse") != 0, n));
+  };
+  r.add(cs);
+  // cumsum_sums: the same as a te reduction (GPU targets rewrite cumsum into it: strategy/gpu.cc).
+  OpDef css = cs;
+  css.name = "cumsum_sums";
+  css.pattern = topi::OpPattern::kCommReduce;
+  css.compute = [](In in, A a, N n) {
+    return one(topi::cumsum_by_sum(in[0], static_cast<int>(a.get_int("axis")),
+                                   a.get_int("exclusive") != 0, a.get_int("reverse") != 0, n));
+  };
+  r.add(css);
 }
 
 }  // namespace kiln::graph

@@ -23,6 +23,27 @@ Implementation template_or_fallback(const std::string& name, GpuTemplate schedul
           nullptr, nullptr, ""};
 }
 
+/// Op `from` on a GPU: the node is rewritten into op `to` (same inputs, attributes and
+/// outputs, te computes), which the fallback runs.
+void register_rewrite_to(const std::string& from, const std::string& to) {
+  Implementation impl = template_or_fallback(to + ".gpu", topi::schedule_gpu_fallback);
+  impl.alter_layout = [to](LayoutRewriter& rw) {
+    const Node& n = rw.call().node();
+    Node r;
+    r.op = to;
+    r.name = n.name;
+    r.attrs = n.attrs;
+    r.inputs = {rw.input(0, "")};
+    r.outputs = n.outputs;
+    rw.emit(std::move(r), "");
+    return true;
+  };
+  register_implementation(impl);
+  register_strategy(from, "gpu", [to](const OpCall&) {
+    return std::vector<Choice>{Choice{to + ".gpu", 10, /*rewrite=*/true}};
+  });
+}
+
 }  // namespace
 
 void register_gpu_strategies() {
@@ -42,22 +63,10 @@ void register_gpu_strategies() {
   });
   // TopK: the CPU kernel calls the runtime's sort, which a GPU kernel cannot; the layout pass
   // rewrites the node into topk_ranks (rank counting, te computes), which the fallback runs.
-  Implementation ranks = template_or_fallback("topk_ranks.gpu", topi::schedule_gpu_fallback);
-  ranks.alter_layout = [](LayoutRewriter& rw) {
-    const Node& n = rw.call().node();
-    Node r;
-    r.op = "topk_ranks";
-    r.name = n.name;
-    r.attrs = n.attrs;
-    r.inputs = {rw.input(0, "")};
-    r.outputs = n.outputs;
-    rw.emit(std::move(r), "");
-    return true;
-  };
-  register_implementation(ranks);
-  register_strategy("topk", "gpu", [](const OpCall&) {
-    return std::vector<Choice>{Choice{"topk_ranks.gpu", 10, /*rewrite=*/true}};
-  });
+  register_rewrite_to("topk", "topk_ranks");
+  // CumSum: the CPU kernel is a scan whose loops run on the CPU's thread pool; the node becomes
+  // cumsum_sums (each element sums its part of the axis), which the fallback runs.
+  register_rewrite_to("cumsum", "cumsum_sums");
   // Conv2d (NCHW, groups = 1): shared-memory tiles of the padded input and the weights, a
   // register tile per thread; tile sizes are divisors of the output's, so any static shape
   // fits. A group the template cannot take (another epilogue shape, two outputs) falls back.
