@@ -245,6 +245,30 @@ TEST(Simplify, ConvolutionTapsThatOnlyReadPaddingAreDropped) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 5).max_err, 1e-5);
 }
 
+TEST(Simplify, AZeroPadOfTheMapJoinsTheConvolutionsPadding) {
+  // TensorFlow's strided "SAME" convolution exported as Pad(0, 0, 1, 1) + Conv(padding 0), and a
+  // depthwise one with uneven pads on top of its own: the convolutions pad the map themselves.
+  // Stay: a pad of ones, a pad of channels.
+  Graph g;
+  Entry x = g.add_input("x", {1, 8, 9, 9}, f32);
+  auto pad = [&](Ints before, Ints after, double value) {
+    return g.add_op(
+        "pad", {x},
+        {{"pad_before", std::move(before)}, {"pad_after", std::move(after)}, {"value", value}});
+  };
+  auto conv = [&](Entry in, const std::string& w, int64_t groups, Ints padding, int64_t c = 8) {
+    return g.add_op("conv2d", {in, g.add_constant(w, iota({8, c / groups, 3, 3}, -1, 0.01f))},
+                    {{"strides", Ints{2, 2}}, {"padding", std::move(padding)}, {"groups", groups}});
+  };
+  g.add_output(conv(pad({0, 0, 0, 0}, {0, 0, 1, 1}, 0.0), "w_same", 1, Ints{0, 0, 0, 0}));
+  g.add_output(conv(pad({0, 0, 2, 0}, {0, 0, 0, 1}, 0.0), "w_dw", 8, Ints{1, 1, 1, 1}));
+  g.add_output(conv(pad({0, 0, 1, 1}, {0, 0, 1, 1}, 1.0), "w_ones", 1, Ints{0, 0, 0, 0}));
+  g.add_output(conv(pad({0, 1, 0, 0}, {0, 1, 0, 0}, 0.0), "w_chan", 1, Ints{1, 1, 1, 1}, 10));
+  Graph r = dead_code_elimination(simplify(infer_types(g)));
+  KILN_EXPECT_GOLDEN("pass_simplify_zero_pad_joins_conv", r.str());
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 7).max_err, 1e-5);
+}
+
 TEST(Simplify, MovesSinkThroughElementwiseOpsAndCancel) {
   // A conv-like [8, 4, 5, 6] result moved to [1, 4, 8, 5, 6] (reshape, transpose), scaled and
   // shifted by per-channel constants (one of lower rank), ReLU'd, and moved back: every op

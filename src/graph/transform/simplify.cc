@@ -33,6 +33,7 @@
 // the next convolution's move to [N·D, C, H, W] undoes it.
 // Because rewritten nodes are themselves seen by their consumers, chains collapse fully in
 // one pass. Bypassed nodes are left for dead_code_elimination.
+// A convolution reading a pad that adds zeros to H and W only takes them into its own padding.
 // A convolution with a constant kernel whose outer rows or columns of taps only ever read
 // padding (a dilation as large as the map: DeepLab's ASPP at rates 24 and 36 on a 14x14 map,
 // or a 3x3 kernel on a 1-pixel-high map) gets its kernel cropped to the taps that can read data
@@ -183,6 +184,23 @@ Rewrite simplify_node(const Graph& out, Node& n) {
     }
   }
   return {};
+}
+
+/// conv2d(pad(x)) where the pad adds zeros to H and W only → conv2d(x) with those zeros added
+/// to its padding (TensorFlow exports a strided "SAME" convolution as an explicit asymmetric
+/// Pad, a kernel of its own that copies the whole map).
+void absorb_zero_pad(const Graph& out, Node& n) {
+  const Node& p = out.node(n.inputs[0].node);
+  if (!p.is_op() || p.op != "pad" || (p.attrs.has("value") && p.attrs.get_float("value") != 0.0))
+    return;
+  const Ints before = p.attrs.get_ints("pad_before"), after = p.attrs.get_ints("pad_after");
+  if (before.size() != 4 || after.size() != 4) return;
+  for (size_t d = 0; d < 4; ++d)
+    if (d < 2 ? (before[d] != 0 || after[d] != 0) : (before[d] < 0 || after[d] < 0)) return;
+  const topi::Padding2D pd = detail::conv_params(n.attrs).padding;
+  n.attrs.set("padding", Ints{pd.top + before[2], pd.left + before[3], pd.bottom + after[2],
+                              pd.right + after[3]});
+  n.inputs[0] = p.inputs[0];
 }
 
 /// Output positions [begin, end) along one axis whose kernel taps reading data are [lo, hi]
@@ -728,6 +746,7 @@ Graph simplify(const Graph& g) {
       }
       Rewrite r;
       if (n.op == "conv2d") {
+        absorb_zero_pad(out, n);
         crop_conv_taps(out, n);
         if (std::optional<Entry> e = band_conv(out, n)) r = Rewrite{true, *e};
       }
