@@ -352,6 +352,22 @@ bool blocks_plain_channels(const te::Tensor& out, int lanes) {
   return true;
 }
 
+/// True when, through the producers inlined into it, `out` reads a source along the lane
+/// variable `lane` with a step the analyzer cannot show to be 0 or 1 (a channel read across
+/// blocks of another width).
+bool reads_across_blocks(const te::Tensor& out, const Var& lane) {
+  const te::ComputeOpNode* c = as_compute(out.op());
+  if (!c || c->body.size() != 1) return false;
+  Expr body = detail::inline_injective_loads(c->body[0]);
+  arith::Analyzer ana;
+  for (const te::IterVar& iv : c->axis) ana.bind(iv->var, iv->dom);
+  for (const ProducerLoad* pl : source_loads(body)) {
+    auto step = load_step(pl, lane, &ana);
+    if (!step || (*step != 0 && *step != 1)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Target& target) {
@@ -402,6 +418,19 @@ void schedule_injective_stage(te::Schedule& s, const te::Tensor& out, const Targ
     // A half- or quarter-vector channel block (NCHW8c with 16 lanes): the block is the vector,
     // so that a per-channel operand ([N, C/8, 1, 1, 8], a squeeze-and-excitation scale) is one
     // contiguous load; a flattened 16-lane vector would index it with a division per lane.
+    // A source read across channel blocks of another width (a 12-channel block read into 8c
+    // vectors: a lane's block and position are a division and a remainder of the channel):
+    // the few channel blocks of the output go innermost, unrolled, so that each vector's first
+    // channel is a constant and its lanes' blocks and positions simplify.
+    if (axes.size() == 5 && extent_of(axes[1]) > 1 && extent_of(axes[1]) <= 8 &&
+        reads_across_blocks(out, axes.back()->var)) {
+      st.reorder({axes[0], axes[2], axes[3], axes[1], axes[4]});
+      IterVar fo = st.fuse({axes[0], axes[2], axes[3]});
+      st.unroll(axes[1]);
+      st.vectorize(axes.back());
+      if (total > kParallelThreshold) st.parallel(fo);
+      return;
+    }
     std::vector<IterVar> outer(axes.begin(), axes.end() - 1);
     IterVar fo = outer.size() > 1 ? st.fuse(outer) : outer[0];
     st.vectorize(axes.back());

@@ -74,6 +74,26 @@ TEST(TopiSchedule, HalfVectorChannelBlockIsTheVector) {
   check({X, S}, {Y}, {x, sc}, {want});
 }
 
+TEST(TopiSchedule, ChannelsReadAcrossBlocksOfAnotherWidthUnrollTheOutputBlocks) {
+  // GhostNetV2's gate: 24 channels in blocks of 12 (two concatenated halves) multiplied into
+  // blocks of 8. The three 8-channel blocks of a pixel are unrolled inside the pixel loop, so
+  // the first and last read 8 contiguous channels of one 12-block and only the middle one
+  // straddles two (the pixel loop around all three made every vector a gather computing each
+  // lane's block and position: 4.9x slower).
+  te::Tensor X = input({1, 2, 10, 10, 12}, f32, "X"), G = input({1, 3, 10, 10, 8}, f32, "G");
+  te::Tensor Y = multiply(layout_transform(X, "NCHW12c", "NCHW8c"), G);
+  const Target avx512("llvm -mcpu=skylake-avx512");
+  std::string ir = lowered(schedule_injective({Y}, avx512), {X, G, Y});
+  EXPECT_EQ(count(ir, "floordiv(ramp"), 1) << ir;
+  EXPECT_NE(ir.find("for (i.k.fused.l.fused, 0, 100)"), std::string::npos) << ir;
+  NDArray x = random_array({1, 2, 10, 10, 12}, f32, 8), g = random_array({1, 3, 10, 10, 8}, f32, 9);
+  NDArray want = reference({1, 3, 10, 10, 8}, f32, [&](const Shape& i) {
+    const int64_t c = i[1] * 8 + i[4];
+    return at(x, {0, c / 12, i[2], i[3], c % 12}) * at(g, i);
+  });
+  check({X, G}, {Y}, {x, g}, {want});
+}
+
 TEST(TopiSchedule, ChannelBlocksAreWholeOrHalfVectors) {
   // The largest power of two up to the lanes when it is at least half of them, else the largest
   // divisor (narrow squeeze-and-excitation convolutions).

@@ -378,10 +378,15 @@ class LayoutAlterer : public LayoutRewriter {
       const std::string& l = layout_of(map_[e]);
       if (!l.empty()) held[l] += g_.type_of(e).numel();
     }
+    // On a tie, a power-of-two block (whole vectors: LLVM splits a 12-lane vector into 8 + 4,
+    // and convolutions block channels by powers of two where they can; GhostNetV2's 24 channels
+    // as two 12-channel halves, gated by a map in blocks of 8), then the wider block.
+    auto rank = [](int64_t b) { return std::make_pair((b & (b - 1)) == 0, b); };
     std::string best;
     int64_t most = -1;
     for (const auto& [l, count] : held)
-      if (count > most && ok(block_of(l))) {
+      if (ok(block_of(l)) &&
+          (count > most || (count == most && rank(block_of(l)) > rank(block_of(best))))) {
         best = l;
         most = count;
       }

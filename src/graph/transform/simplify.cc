@@ -2,6 +2,7 @@
 // either forwards one of its inputs in its place or rewrites it, looking only at the node
 // and its producers in the graph being built:
 //   identity(x), dropout(x)                     → x
+//   pad(x) that adds nothing                     → x
 //   an op whose output is its input's bytes, of x's type (OpDef::in_place: a strided_slice
 //   that keeps every element)                   → x
 //   reshape(x) to x's own shape                  → x
@@ -131,6 +132,13 @@ Rewrite simplify_node(const Graph& out, Node& n) {
           def->in_place({out.type_of(n.inputs[0])}, def->normalize_attrs(n.attrs, n.name));
       if (at && *at == std::vector<size_t>{0}) return fwd(n.inputs[0]);
     }
+  }
+  if (op == "pad" && out.type_of(n.inputs[0]) == n.outputs[0]) {
+    auto zero = [](const Ints& v) {
+      return std::all_of(v.begin(), v.end(), [](int64_t p) { return p == 0; });
+    };
+    if (zero(n.attrs.get_ints("pad_before")) && zero(n.attrs.get_ints("pad_after")))
+      return fwd(n.inputs[0]);
   }
   const Move kind = move_kind(n);
   if (kind == Move::kReshape) {
