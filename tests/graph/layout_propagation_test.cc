@@ -340,6 +340,31 @@ TEST(AlterLayout, BroadcastOperandsAreBlockedNotTheActivation) {
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 37).max_err, 1e-4);
 }
 
+TEST(AlterLayout, DifferentlyBlockedOperandsMeetInAPowerOfTwoBlock) {
+  // GhostNetV2's gate: 24 channels as two concatenated 12-channel halves (12c) times a
+  // sigmoid map of 24 channels (8c), read by a convolution in 8c. Equal elements on both
+  // sides: the product is computed in 8c, so the halves are converted once (in 12c it took a
+  // second conversion back to 8c for the convolution).
+  if (!host_has_16_lanes()) GTEST_SKIP() << "the channel blocks are chosen for 16 lanes";
+  std::mt19937 rng(31);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 8, 8}, f32);
+  Entry prim = g.add_op("relu", {conv(g, rng, x, 16, 12, 1, "prim")});
+  Entry cheap = g.add_op("relu", {conv(g, rng, prim, 12, 12, 3, "cheap")});
+  Entry cat = g.add_op("concat", {prim, cheap}, {{"axis", int64_t{1}}}, "cat");
+  Entry gate = g.add_op("sigmoid", {conv(g, rng, x, 16, 24, 1, "dfc")});
+  Entry y = g.add_op("multiply", {cat, gate}, {}, "gated");
+  g.add_output(conv(g, rng, y, 24, 24, 3, "down"));
+  Graph t = altered(g);
+  const Node* product = nullptr;
+  for (const Node& n : t.nodes())
+    if (n.is_op() && n.name == "gated") product = &n;
+  ASSERT_NE(product, nullptr) << t.str();
+  EXPECT_EQ(product->outputs[0].str(), "float32[1, 3, 8, 8, 8]") << t.str();
+  EXPECT_EQ(count_op(t, "layout_transform"), 3u) << t.str();  // x, the halves, the result
+  EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 41).max_err, 1e-4);
+}
+
 TEST(AlterLayout, PlainBigOperandKeepsTheOpInNCHW) {
   // A plain 32 x 6 x 6 tensor times a blocked per-channel scale: blocking the big operand
   // costs more than unblocking the small one, so the multiply computes in NCHW.

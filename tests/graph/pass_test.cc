@@ -248,7 +248,7 @@ TEST(Simplify, ConvolutionTapsThatOnlyReadPaddingAreDropped) {
 TEST(Simplify, AZeroPadOfTheMapJoinsTheConvolutionsPadding) {
   // TensorFlow's strided "SAME" convolution exported as Pad(0, 0, 1, 1) + Conv(padding 0), and a
   // depthwise one with uneven pads on top of its own: the convolutions pad the map themselves.
-  // Stay: a pad of ones, a pad of channels.
+  // Stay: a pad of ones, a pad of channels. A pad that adds nothing goes.
   Graph g;
   Entry x = g.add_input("x", {1, 8, 9, 9}, f32);
   auto pad = [&](Ints before, Ints after, double value) {
@@ -264,6 +264,7 @@ TEST(Simplify, AZeroPadOfTheMapJoinsTheConvolutionsPadding) {
   g.add_output(conv(pad({0, 0, 2, 0}, {0, 0, 0, 1}, 0.0), "w_dw", 8, Ints{1, 1, 1, 1}));
   g.add_output(conv(pad({0, 0, 1, 1}, {0, 0, 1, 1}, 1.0), "w_ones", 1, Ints{0, 0, 0, 0}));
   g.add_output(conv(pad({0, 1, 0, 0}, {0, 1, 0, 0}, 0.0), "w_chan", 1, Ints{1, 1, 1, 1}, 10));
+  g.add_output(g.add_op("relu", {pad({0, 0, 0, 0}, {0, 0, 0, 0}, 0.0)}));  // a pad of nothing
   Graph r = dead_code_elimination(simplify(infer_types(g)));
   KILN_EXPECT_GOLDEN("pass_simplify_zero_pad_joins_conv", r.str());
   EXPECT_LT(test_util::compare_with_unoptimized(g, 2, 7).max_err, 1e-5);
