@@ -200,10 +200,15 @@ CASES = {
     "residual_s8": (lambda r: residual_model(r), True, "s8"),
     "residual_u8": (lambda r: residual_model(r), False, "u8"),
     "pool_head_s8": (lambda r: pool_model(r), True, "s8"),
+    "grouped_relu_s8": (lambda r: conv_model(r, 32, 64, 3, pad=1, group=8, act="relu"), True,
+                        "s8"),
+    "grouped_s2_u8": (lambda r: conv_model(r, 48, 48, 3, stride=2, pad=1, group=3, hw=11), True,
+                      "u8"),
 }
 
 LATER = ["depthwise_s2_u8_relu", "depthwise_c40_clip6_s8", "conv_c24_to_o40_u8",
-         "inverted_residual_s8", "inverted_residual_s2_u8", "stem_maxpool_s8"]
+         "inverted_residual_s8", "inverted_residual_s2_u8", "stem_maxpool_s8",
+         "grouped_relu_s8", "grouped_s2_u8"]
 
 
 def output_scale(model):
