@@ -87,6 +87,19 @@ def gemm_model(rng, k, n, bias=True, matmul=False, m=4):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [m, k]
 
 
+def matmul_rows_model(rng, k=32, n=48, shape=(2, 6)):
+    """A transformer's projection: x [*shape, k] MatMul w [k, n], + b (the data has leading
+    axes: the importer writes reshape -> 2-D matmul -> reshape)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [*shape, k])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = (rng.standard_normal((k, n)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), [*shape, k]
+
+
 def residual_model(rng, c=16, hw=8):
     """conv -> relu -> conv, + x, relu: the Add stays between dequantize / quantize."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])
@@ -204,11 +217,12 @@ CASES = {
                         "s8"),
     "grouped_s2_u8": (lambda r: conv_model(r, 48, 48, 3, stride=2, pad=1, group=3, hw=11), True,
                       "u8"),
+    "matmul_rows_u8_bias": (lambda r: matmul_rows_model(r), True, "u8"),
 }
 
 LATER = ["depthwise_s2_u8_relu", "depthwise_c40_clip6_s8", "conv_c24_to_o40_u8",
          "inverted_residual_s8", "inverted_residual_s2_u8", "stem_maxpool_s8",
-         "grouped_relu_s8", "grouped_s2_u8"]
+         "grouped_relu_s8", "grouped_s2_u8", "matmul_rows_u8_bias"]
 
 
 def output_scale(model):

@@ -1,7 +1,7 @@
 // int8 quantized models against ONNX Runtime: small QDQ models written by ONNX Runtime's
 // quantize_static (scripts/qdq_fixtures.py: conv 1x1 / 3x3 / 7x7 stride 2 / asymmetric padding /
 // depthwise (stride 1 and 2, 16 / 32 / 40 channels) / grouped (8 groups of 4, 3 of 16, stride
-// 2) / 24 and 40 outputs, Gemm, MatMul, a
+// 2) / 24 and 40 outputs, Gemm, MatMul (2-D, and of [2, 6, K] data with a bias), a
 // residual block, MobileNet-v2's inverted residual block; per-tensor and per-channel weights,
 // uint8 and int8 activations, with and without bias, Relu and Clip) are imported, realized into
 // integer products (quantize_realize), compiled for the host and run on the fixture's random
@@ -232,7 +232,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "gemm_pt_u8_bias", "matmul_pt_s8", "residual_s8", "residual_u8",
                       "pool_head_s8", "depthwise_s2_u8_relu", "depthwise_c40_clip6_s8",
                       "conv_c24_to_o40_u8", "inverted_residual_s8", "inverted_residual_s2_u8",
-                      "stem_maxpool_s8", "grouped_relu_s8", "grouped_s2_u8"),
+                      "stem_maxpool_s8", "grouped_relu_s8", "grouped_s2_u8", "matmul_rows_u8_bias"),
     [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 /// The fixtures with 8-channel blocks and depthwise convolutions on CPUs with fewer features:

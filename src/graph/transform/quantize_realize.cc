@@ -6,7 +6,8 @@
 //                           Q(clip(v, a, b)) = clamp(Q(v), Q(a), Q(b)) (Q is monotone);
 //   [add(·, bias)]          bias = dequantize(int32 constant) or a float32 constant, one value
 //                           per output channel (through reshapes);
-//   conv2d(x̂, Ŵ) | dense(x̂, Ŵ) | matmul(x̂, Ŵ)   (2-D)
+//   conv2d(x̂, Ŵ) | dense(x̂, Ŵ) | matmul(x̂, Ŵ)   (2-D; a matmul's data may have leading
+//                                                   axes, computed as rows of a 2-D product)
 // where x̂ = qnn_dequantize(x, s_x, z_x) with scalar constants and x uint8/int8, and Ŵ =
 // qnn_dequantize(W, s_w, 0) of an int8 constant, per tensor or per output channel (a dense's
 // weight may come through a transpose). The product becomes qnn_conv2d / qnn_dense reading x
@@ -247,6 +248,11 @@ class Realizer {
       r.attrs.set("scale", static_cast<double>(scale));
       return finish(r, xq->zero_point);
     }
+    std::optional<Entry> rows_of;  // a row-wise MatMul's N-D data x̂ (rows_matmul)
+    if (auto m = rows_matmul(v)) {
+      rows_of = m->second;
+      v = m->first;
+    }
     // Bias.
     std::optional<Entry> bias;
     if (single_use(v) && is(g_, v, "add")) {
@@ -254,6 +260,10 @@ class Realizer {
       if (a.inputs.size() != 2) return std::nullopt;
       for (int k = 0; k < 2 && !bias; ++k) {
         Entry p = a.inputs[static_cast<size_t>(k)];
+        if (auto m = rows_matmul(p)) {
+          rows_of = m->second;
+          p = m->first;
+        }
         if (is(g_, p, "conv2d") || is(g_, p, "dense") || is(g_, p, "matmul")) {
           bias = a.inputs[static_cast<size_t>(1 - k)];
           v = p;
@@ -265,8 +275,9 @@ class Realizer {
     const Node& p = g_.node(v.node);
     const bool conv = is(g_, v, "conv2d");
     if (!conv && !is(g_, v, "dense") && !is(g_, v, "matmul")) return std::nullopt;
-    if (p.inputs.size() != 2 || !is(g_, p.inputs[0], "qnn_dequantize")) return std::nullopt;
-    std::optional<ActQuant> xq = act_quant(g_, g_.node(p.inputs[0].node));
+    const Entry data = rows_of ? *rows_of : p.inputs[0];
+    if (p.inputs.size() != 2 || !is(g_, data, "qnn_dequantize")) return std::nullopt;
+    std::optional<ActQuant> xq = act_quant(g_, g_.node(data.node));
     if (!xq || !is_q8(g_.type_of(xq->x).dtype)) return std::nullopt;
     const TensorType& xt = g_.type_of(xq->x);
     // The weight, as OIHW (conv) or [N, K] (dense), with its output-channel scales.
@@ -288,7 +299,9 @@ class Realizer {
       const int64_t groups = p.attrs.has("groups") ? p.attrs.get_int("groups") : 1;
       grouped = groups != 1 && !(groups == xt.shape[1] && w.shape()[1] == 1);
     } else {
-      if (xt.shape.size() != 2 || w.ndim() != 2) return std::nullopt;
+      // A MatMul's data may have leading axes (a transformer's [B, S, K] · [K, N]): its rows.
+      const bool rows = is(g_, v, "matmul") && xt.shape.size() > 2;
+      if ((xt.shape.size() != 2 && !rows) || w.ndim() != 2) return std::nullopt;
       const int out_axis = transposed ? 1 : 0;
       if (wq->axis != -1 && wq->axis != out_axis) return std::nullopt;
       if (transposed) w = transpose2(w);
@@ -321,6 +334,26 @@ class Realizer {
 
  private:
   bool single_use(Entry e) const { return uses_[static_cast<size_t>(e.node)] == 1; }
+
+  /// A MatMul of N-D data as the importer writes it, reshape(matmul(reshape(x̂), W)), where the
+  /// reshapes only merge and split the leading axes (the rows of a row-wise product): the
+  /// matmul and x̂ (a qnn_dequantize), or nothing.
+  std::optional<std::pair<Entry, Entry>> rows_matmul(Entry e) const {
+    if (!single_use(e) || !is(g_, e, "reshape")) return std::nullopt;
+    const Entry m = g_.node(e.node).inputs[0];
+    if (!single_use(m) || !is(g_, m, "matmul")) return std::nullopt;
+    const TensorType &et = g_.type_of(e), &mt = g_.type_of(m);
+    if (mt.shape.size() != 2 || et.shape.size() <= 2 || et.shape.back() != mt.shape[1])
+      return std::nullopt;
+    const Entry r = g_.node(m.node).inputs[0];
+    if (!single_use(r) || !is(g_, r, "reshape")) return std::nullopt;
+    const Entry d = g_.node(r.node).inputs[0];
+    const TensorType &rt = g_.type_of(r), &dt = g_.type_of(d);
+    if (!is(g_, d, "qnn_dequantize") || rt.shape.size() != 2 || dt.shape.size() <= 2 ||
+        dt.shape.back() != rt.shape[1])
+      return std::nullopt;
+    return std::make_pair(m, d);
+  }
 
   /// The quantized value of real `v` under `q`, within [lo, hi].
   static int64_t quantize(double v, const ActQuant& q, int64_t lo, int64_t hi) {
@@ -390,6 +423,16 @@ bool shifts_output(const Graph& g, int i) {
     return const_of(g, n.inputs[2]) != nullptr && const_of(g, n.inputs[2])->numel() == 1;
   return is(g, e, "qnn_conv2d") || is(g, e, "qnn_dense") || is(g, e, "qnn_add") ||
          is(g, e, "qnn_global_avg_pool2d");
+}
+
+/// `x` (an entry of `out`) reshaped to `shape`.
+Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
+  Node n;
+  n.op = "reshape";
+  n.attrs.set("newshape", shape);
+  n.inputs = {x};
+  n.outputs = {TensorType{shape, out.type_of(x).dtype}};
+  return Entry{out.add_node(std::move(n)), 0};
 }
 
 /// A grouped convolution's integer sums, as the float grouped convolution computes them:
@@ -602,9 +645,29 @@ Graph quantize_realize(const Graph& g) {
     } else {
       const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
       p.op = r->kind == Realized::Kind::kConv ? "qnn_conv2d" : "qnn_dense";
-      p.inputs = {map[r->x], out.add_constant(names(base + "_qweight"), r->weight),
+      Entry x = map[r->x];
+      const TensorType xt = out.type_of(x);
+      const bool rows = r->kind == Realized::Kind::kDense && xt.shape.size() > 2;
+      if (rows) {  // [..., K] as [M, K] rows, the product's [M, N] back to [..., N]
+        const int64_t K = xt.shape.back();
+        x = reshape(out, x, {xt.numel() / K, K});
+        p.outputs[0].shape = {xt.numel() / K, r->weight.shape()[0]};
+        p.name = names(r->name + "_rows");
+      }
+      p.inputs = {x, out.add_constant(names(base + "_qweight"), r->weight),
                   out.add_constant(names(base + "_qbias"), r->bias),
                   out.add_constant(names(base + "_qscale"), r->scale)};
+      if (rows) {
+        Entry y{out.add_node(std::move(p)), 0};
+        Node back;
+        back.op = "reshape";
+        back.name = r->name;
+        back.attrs.set("newshape", n.outputs[0].shape);
+        back.inputs = {y};
+        back.outputs = n.outputs;
+        map.set_node(i, out.add_node(std::move(back)), 1);
+        continue;
+      }
     }
     map.set_node(i, out.add_node(std::move(p)), 1);
   }
