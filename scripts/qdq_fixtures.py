@@ -218,11 +218,12 @@ CASES = {
     "grouped_s2_u8": (lambda r: conv_model(r, 48, 48, 3, stride=2, pad=1, group=3, hw=11), True,
                       "u8"),
     "matmul_rows_u8_bias": (lambda r: matmul_rows_model(r), True, "u8"),
+    "conv_o12_relu_s8": (lambda r: conv_model(r, 16, 12, 3, pad=1, act="relu"), True, "s8"),
 }
 
 LATER = ["depthwise_s2_u8_relu", "depthwise_c40_clip6_s8", "conv_c24_to_o40_u8",
          "inverted_residual_s8", "inverted_residual_s2_u8", "stem_maxpool_s8",
-         "grouped_relu_s8", "grouped_s2_u8", "matmul_rows_u8_bias"]
+         "grouped_relu_s8", "grouped_s2_u8", "matmul_rows_u8_bias", "conv_o12_relu_s8"]
 
 
 def output_scale(model):

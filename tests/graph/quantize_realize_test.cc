@@ -31,26 +31,38 @@ struct ConvGraph {
 
 /// quantize(relu(conv2d(dequantize(x), dequantize(W)) + reshape(dequantize(bias)))), int8
 /// activations, per-channel weight scales; `w_zp` the weights' zero point.
+/// `pair` repeated to `n` values.
+template <typename T>
+std::vector<T> repeat(std::vector<T> pair, int64_t n) {
+  std::vector<T> r;
+  for (int64_t k = 0; k < n; ++k) r.push_back(pair[static_cast<size_t>(k % 2)]);
+  return r;
+}
+
 ConvGraph conv_graph(int8_t w_zp = 0, bool second_reader = false) {
   ConvGraph r;
   Graph& g = r.g;
-  const int64_t C = 4, O = 2;
+  // 8 output channels (a block of 8: fewer would take the float-sum path); channels 2-7 repeat
+  // the scales and biases of channels 0 and 1.
+  const int64_t C = 4, O = 8;
   Entry x = g.add_input("x", {1, C, 5, 5}, DataType::Int(8));
   Entry dx = g.add_op("qnn_dequantize", {x, g.add_constant("sx", scalar_f32(0.5f)),
                                          g.add_constant("zx", scalar_s8(-3))});
   std::vector<int8_t> w(O * C * 9);
   for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<int8_t>(int(k % 7) - 3);
   Entry wc = g.add_constant("w", array<int8_t>({O, C, 3, 3}, DataType::Int(8), w));
-  Entry sw = g.add_op(
-      "reshape", {g.add_constant("sw", array<float>({O}, DataType::Float(32), {0.25f, 0.125f}))},
-      {{"newshape", Ints{O, 1, 1, 1}}});
+  Entry sw = g.add_op("reshape",
+                      {g.add_constant("sw", array<float>({O}, DataType::Float(32),
+                                                         repeat<float>({0.25f, 0.125f}, O)))},
+                      {{"newshape", Ints{O, 1, 1, 1}}});
   Entry dw = g.add_op("qnn_dequantize", {wc, sw, g.add_constant("zw", scalar_s8(w_zp))});
   r.conv = g.add_op("conv2d", {dx, dw}, {{"padding", Ints{1, 1, 1, 1}}}, "conv");
-  Entry b =
-      g.add_op("qnn_dequantize",
-               {g.add_constant("b", array<int32_t>({O}, DataType::Int(32), {100, -7})),
-                g.add_constant("sb", array<float>({O}, DataType::Float(32), {0.125f, 0.0625f})),
-                g.add_constant("zb", array<int32_t>({}, DataType::Int(32), {0}))});
+  Entry b = g.add_op(
+      "qnn_dequantize",
+      {g.add_constant("b", array<int32_t>({O}, DataType::Int(32), repeat<int32_t>({100, -7}, O))),
+       g.add_constant("sb",
+                      array<float>({O}, DataType::Float(32), repeat<float>({0.125f, 0.0625f}, O))),
+       g.add_constant("zb", array<int32_t>({}, DataType::Int(32), {0}))});
   Entry bias = g.add_op("reshape", {b}, {{"newshape", Ints{1, O, 1, 1}}});
   Entry y = g.add_op("relu", {g.add_op("add", {r.conv, bias})});
   Entry q = g.add_op("qnn_quantize", {y, g.add_constant("sy", scalar_f32(2.0f)),

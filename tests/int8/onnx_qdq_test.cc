@@ -130,16 +130,17 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   const std::string name = GetParam();
   graph::Graph g = import_onnx((dir / (name + ".onnx")).string());
 
-  // The products are realized as integer ops (none is left in float; a grouped convolution's
-  // integer sums come from the float grouped convolution, below).
+  // The products are realized as integer ops (none is left in float; the integer sums of a
+  // convolution no integer kernel takes come from a float convolution, below).
   graph::Graph opt = graph::optimize(g, 2, Target::host());
   std::map<std::string, int> ops = op_counts(opt);
-  EXPECT_EQ(ops["conv2d"] + ops["conv2d_nchwc"] + ops["dense"] + ops["dense_packed"] +
-                ops["matmul"] + ops["depthwise_conv2d_nchwc"],
+  const bool float_sums = name.rfind("grouped", 0) == 0 || name.rfind("conv_o12", 0) == 0;
+  EXPECT_EQ(ops["conv2d"] + (float_sums ? 0 : ops["conv2d_nchwc"]) + ops["dense"] +
+                ops["dense_packed"] + ops["matmul"] + ops["depthwise_conv2d_nchwc"],
             0)
       << opt.str();
   EXPECT_GT(ops["qnn_conv2d"] + ops["qnn_conv2d_nchwc"] + ops["qnn_depthwise_conv2d_nchwc"] +
-                ops["qnn_dense"] + ops["qnn_dense_packed"] + ops["conv2d_grouped_nchwc"],
+                ops["qnn_dense"] + ops["qnn_dense_packed"] + (float_sums ? ops["round_even"] : 0),
             0)
       << opt.str();
   // The residual Add and the pooling run in integers too (QLinearAdd / QLinearGlobalAveragePool).
@@ -159,12 +160,13 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   if (name.find("maxpool") != std::string::npos) {
     EXPECT_EQ(ops["max_pool2d"], 1) << opt.str();
   }
-  // A grouped convolution (not depthwise) has no integer kernel: its integer sums come from the
-  // blocked float grouped convolution on integer-valued data and weights, requantised as
-  // ONNX Runtime does (exact: every element below equals ONNX Runtime's).
-  if (name.rfind("grouped", 0) == 0) {
+  // A convolution no integer kernel takes (grouped and not depthwise, or 12 output channels: no
+  // block of 8) gets its integer sums from the blocked float convolution on integer-valued data
+  // and weights, requantised as ONNX Runtime does (exact: every element below equals ONNX
+  // Runtime's).
+  if (float_sums) {
     EXPECT_EQ(ops["qnn_conv2d"], 0) << opt.str();
-    EXPECT_EQ(ops["conv2d_grouped_nchwc"], 1) << opt.str();
+    EXPECT_EQ(ops["conv2d_grouped_nchwc"] + ops["conv2d_nchwc"], 1) << opt.str();
     EXPECT_EQ(ops["round_even"], 1) << opt.str();
   }
   // On a VNNI CPU every product takes an NCHWc kernel (convolutions with 8k outputs the VNNI
@@ -232,7 +234,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "gemm_pt_u8_bias", "matmul_pt_s8", "residual_s8", "residual_u8",
                       "pool_head_s8", "depthwise_s2_u8_relu", "depthwise_c40_clip6_s8",
                       "conv_c24_to_o40_u8", "inverted_residual_s8", "inverted_residual_s2_u8",
-                      "stem_maxpool_s8", "grouped_relu_s8", "grouped_s2_u8", "matmul_rows_u8_bias"),
+                      "stem_maxpool_s8", "grouped_relu_s8", "grouped_s2_u8", "matmul_rows_u8_bias",
+                      "conv_o12_relu_s8"),
     [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 /// The fixtures with 8-channel blocks and depthwise convolutions on CPUs with fewer features:

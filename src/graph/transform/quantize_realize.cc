@@ -17,10 +17,11 @@
 // global_avg_pool2d(x̂) → qnn_global_avg_pool2d, and max_pool2d(x̂) quantized with x's own
 // scale and zero point → max_pool2d of x itself (exact). Everything else (Concat, reshapes,
 // other pooling, the graph's float edges) stays as it is: dequantize → float op → quantize.
-// A grouped convolution that is not depthwise has no integer kernel: its integer sums are
-// computed exactly by the float grouped convolution on integer-valued data and weights, then
-// requantised as above (as int32 under the rule-based scheduler it ran at 1-15% of the FMA
-// peak: RegNetY-400MF's int8 model 3x slower than its float one).
+// A convolution no integer kernel takes (grouped and not depthwise, or with channels in no
+// block of 8: GhostNet's 12, 20, 36, 60) gets its integer sums from the float convolution on
+// integer-valued data and weights, then requantised as above (as int32 under the rule-based
+// scheduler it ran at 1-47% of the FMA peak: RegNetY-400MF's int8 model 3x slower than its
+// float one).
 #include <cmath>
 #include <optional>
 #include <set>
@@ -139,9 +140,9 @@ NDArray transpose2(const NDArray& w) {
 
 /// What replaces one quantize node.
 struct Realized {
-  /// kGroupedConv: a grouped convolution (not depthwise), which has no integer kernel: the same
-  /// integer sums computed by the float grouped convolution on integer-valued data and weights.
-  enum class Kind { kConv, kGroupedConv, kDense, kAdd, kPool, kMaxPool } kind = Kind::kDense;
+  /// kFloatSumConv: a convolution no integer kernel takes (float_sum_conv): the same integer
+  /// sums computed by the float convolution on integer-valued data and weights.
+  enum class Kind { kConv, kFloatSumConv, kDense, kAdd, kPool, kMaxPool } kind = Kind::kDense;
   Entry x;           ///< the quantized data (old graph)
   Entry x2;          ///< kAdd: the second operand
   NDArray weight;    ///< int8, OIHW or [N, K]
@@ -292,12 +293,16 @@ class Realizer {
     std::optional<WeightQuant> wq = weight_quant(g_, we);
     if (!wq) return std::nullopt;
     NDArray w = *wq->q;
-    bool grouped = false;
+    bool float_sums = false;
     if (conv) {
       if (xt.shape.size() != 4 || w.ndim() != 4 || (wq->axis != -1 && wq->axis != 0))
         return std::nullopt;
       const int64_t groups = p.attrs.has("groups") ? p.attrs.get_int("groups") : 1;
-      grouped = groups != 1 && !(groups == xt.shape[1] && w.shape()[1] == 1);
+      // No integer kernel: a grouped convolution that is not depthwise, or channels that fill
+      // no block of 8 (the NCHWc int8 kernels block output channels, or a depthwise
+      // convolution's channels, by 16 or 8).
+      const bool depthwise = groups == xt.shape[1] && w.shape()[1] == 1;
+      float_sums = (groups != 1 && !depthwise) || w.shape()[0] % 8 != 0;
     } else {
       // A MatMul's data may have leading axes (a transformer's [B, S, K] · [K, N]): its rows.
       const bool rows = is(g_, v, "matmul") && xt.shape.size() > 2;
@@ -311,9 +316,9 @@ class Realizer {
     for (int64_t o = 0; o < O; ++o)
       sw[static_cast<size_t>(o)] = wq->scale.size() == 1 ? wq->scale[0] : wq->scale[size_t(o)];
     Realized r;
-    r.kind = grouped ? Realized::Kind::kGroupedConv
-             : conv  ? Realized::Kind::kConv
-                     : Realized::Kind::kDense;
+    r.kind = float_sums ? Realized::Kind::kFloatSumConv
+             : conv     ? Realized::Kind::kConv
+                        : Realized::Kind::kDense;
     r.x = xq->x;
     r.weight = w;
     r.name = p.name;
@@ -435,14 +440,15 @@ Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
   return Entry{out.add_node(std::move(n)), 0};
 }
 
-/// A grouped convolution's integer sums, as the float grouped convolution computes them:
-/// qnn_dequantize(x, 1, z_x) and the int8 weights as floats are integers, and so are their
-/// products and sums while under 2^24 (a group of 56 input channels at 3x3 stays under it);
-/// then ONNX Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the
-/// output's zero point. `x` is the data in `out`; the result has type `yt`.
-Entry grouped_conv(Graph& out, detail::NameGen& names, const Realized& r, Entry x,
-                   const TensorType& yt) {
-  const std::string base = r.name.empty() ? "qnn_grouped" : r.name;
+/// A convolution's integer sums, as the float convolution computes them: qnn_dequantize(x, 1,
+/// z_x) and the int8 weights as floats are integers, and so are their products and sums while
+/// under 2^24 (exact up to 518 products per output: 56 input channels per group at 3x3; beyond,
+/// a sum near a rounding boundary of the requantisation may round to the next unit); then ONNX
+/// Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the output's
+/// zero point. `x` is the data in `out`; the result has type `yt`.
+Entry float_sum_conv(Graph& out, detail::NameGen& names, const Realized& r, Entry x,
+                     const TensorType& yt) {
+  const std::string base = r.name.empty() ? "qnn_float_sums" : r.name;
   const DataType f32 = DataType::Float(32);
   const TensorType& xt = out.type_of(x);
   auto scalar = [&](const std::string& name, double v, DataType t) {
@@ -639,8 +645,8 @@ Graph quantize_realize(const Graph& g) {
     } else if (r->kind == Realized::Kind::kMaxPool) {
       p.op = "max_pool2d";
       p.inputs = {map[r->x]};
-    } else if (r->kind == Realized::Kind::kGroupedConv) {
-      map.set_node(i, grouped_conv(out, names, *r, map[r->x], n.outputs[0]).node, 1);
+    } else if (r->kind == Realized::Kind::kFloatSumConv) {
+      map.set_node(i, float_sum_conv(out, names, *r, map[r->x], n.outputs[0]).node, 1);
       continue;
     } else {
       const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
