@@ -169,7 +169,8 @@ TEST(CodegenLLVM, LanePatternLoadsAreAWindowAndAShuffle) {
   // Vector loads whose lanes read constant offsets from one scalar base become one load of
   // the window they span and a shuffle (no gather), when the window is at most 4x the lanes:
   // a broadcast within groups of 4 lanes (a grouped convolution's input channels) and a
-  // stride-2 read. A stride of 9 spans 136 elements for 16 lanes: still a gather.
+  // stride-2 read. A stride of 9 spans 136 elements for 16 lanes: still a gather (runs of one
+  // lane). Lanes in two to four runs of consecutive elements far apart: a load per run.
   const int lanes = 16, rows = 4, n = 9 * lanes * rows;
   struct Case {
     const char* name;
@@ -189,6 +190,22 @@ TEST(CodegenLLVM, LanePatternLoadsAreAWindowAndAShuffle) {
        [&](int i, int l) { return i * 2 * lanes + 1 + 2 * l; }, false},
       {"stride9", [&](const Var& i) { return Ramp::make(Expr(i), Expr(9), lanes); },
        [&](int i, int l) { return i + 9 * l; }, true},
+      // Two runs of 8, and runs of 4 and 12, far apart (16 lanes over two 8-channel blocks, a
+      // 12-channel block read into vectors): one load per run and shuffles, no gather.
+      {"two_blocks",
+       [&](const Var& i) {
+         Expr r = Ramp::make(Expr(0), Expr(1), lanes);
+         return floordiv(r, Broadcast::make(Expr(8), lanes)) * Broadcast::make(Expr(256), lanes) +
+                Broadcast::make(i * 8, lanes) + floormod(r, Broadcast::make(Expr(8), lanes));
+       },
+       [&](int i, int l) { return (l / 8) * 256 + i * 8 + l % 8; }, false},
+      {"block_of_12",
+       [&](const Var& i) {
+         Expr r = Ramp::make(Expr(8), Expr(1), lanes);
+         return floordiv(r, Broadcast::make(Expr(12), lanes)) * Broadcast::make(Expr(200), lanes) +
+                Broadcast::make(i * 12, lanes) + floormod(r, Broadcast::make(Expr(12), lanes));
+       },
+       [&](int i, int l) { return ((8 + l) / 12) * 200 + i * 12 + (8 + l) % 12; }, false},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);

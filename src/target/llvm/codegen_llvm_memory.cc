@@ -243,6 +243,49 @@ llvm::Value* CodeGenLLVM::visit(const Load* op) {
                                 llvm::Constant::getNullValue(vt));
   }
   if (unpredicated) {
+    auto load_runs = [&](const LaneOffsets& lo) -> llvm::Value* {
+      // Runs of lanes whose offsets rise by one; at most four, none shorter than two lanes.
+      std::vector<std::pair<size_t, size_t>> runs;  // (first lane, length)
+      for (size_t k = 0; k < lo.offsets.size(); ++k) {
+        if (k > 0 && lo.offsets[k] == lo.offsets[k - 1] + 1) {
+          ++runs.back().second;
+        } else {
+          runs.push_back({k, 1});
+        }
+      }
+      if (runs.size() < 2 || runs.size() > 4) return nullptr;
+      for (const auto& r : runs)
+        if (r.second < 2) return nullptr;
+      const DataType elem = op->dtype.element_of();
+      const DataType it = op->index.dtype().element_of();
+      auto widen = [&](llvm::Value* v, size_t from, size_t to) {
+        if (from == to) return v;
+        std::vector<int> m;
+        for (size_t k = 0; k < to; ++k) m.push_back(k < from ? static_cast<int>(k) : -1);
+        return b_->CreateShuffleVector(v, m);
+      };
+      llvm::Value* acc = nullptr;
+      size_t have = 0;
+      for (const auto& [lane, n] : runs) {
+        const int64_t o = lo.offsets[lane];
+        Expr start = lo.base.defined() ? lo.base + make_const(it, o) : make_const(it, o);
+        llvm::Type* rt = llvm::FixedVectorType::get(ty(elem), static_cast<unsigned>(n));
+        llvm::Value* run = b_->CreateAlignedLoad(rt, element_ptr(op->buffer_var, elem, start),
+                                                 llvm::Align(std::max(1, elem.bytes())));
+        if (!acc) {
+          acc = run;
+          have = n;
+          continue;
+        }
+        const size_t w = std::max(have, n);
+        std::vector<int> m;
+        for (size_t k = 0; k < have; ++k) m.push_back(static_cast<int>(k));
+        for (size_t k = 0; k < n; ++k) m.push_back(static_cast<int>(w + k));
+        acc = b_->CreateShuffleVector(widen(acc, have, w), widen(run, n, w), m);
+        have += n;
+      }
+      return acc;
+    };
     // Lanes that read a short window at constant offsets from one scalar base (a channel
     // shuffle, a group broadcast, a small stride): one load of the window and a shuffle, not
     // a gather. Every element of the window lies between two that the lanes read.
@@ -260,6 +303,9 @@ llvm::Value* CodeGenLLVM::visit(const Load* op) {
         for (int64_t o : lo->offsets) mask.push_back(static_cast<int>(o - first));
         return b_->CreateShuffleVector(window, mask);
       }
+      // Lanes in a few runs of consecutive elements far apart (a 16-lane vector of two 8-channel
+      // blocks, a channel-block conversion): one load per run, concatenated by shuffles.
+      if (llvm::Value* v = load_runs(*lo)) return v;
     }
   }
   llvm::Value* ptrs = buffer_ptr(op->buffer_var, elem, emit_expr(op->index));
