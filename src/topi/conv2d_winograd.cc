@@ -197,7 +197,7 @@ namespace {
 /// A map under 14x14 whose F(4x4) transformed kernel (36 floats per channel pair, 4x the
 /// kernel) exceeds 16 MB: the kernel streams from memory on every call and, stored transformed,
 /// quadruples the layer's share of the model (ResNet-18's 7x7x512 layers: 38 MB each, the
-/// process 199 -> 361 MB).
+/// process 199 -> 361 MB). Such layers take F(2x2) (16 floats per pair).
 bool large_kernel_small_map(const Conv2DWorkload& wl) {
   constexpr int64_t kMaxTransformedBytes = 16 << 20;
   return (wl.out_height() < 14 || wl.out_width() < 14) &&
@@ -208,8 +208,12 @@ bool large_kernel_small_map(const Conv2DWorkload& wl) {
 
 bool prefer_winograd(const Conv2DWorkload& wl, const Target& target) {
   if (target.vector_bits() < 512) return winograd_candidate(wl);
+  // A large kernel on a small map takes F(2x2) (define_conv2d_winograd_knobs), 16/9 of the
+  // kernel: ResNet's 7x7x512 layers (C12) 2.03 -> 1.34 ms with the weights cached, 2.10 -> 1.48
+  // ms with the caches evicted before every call (kiln-bench-ops, Zen 4, 1 thread), for 7.4 MB
+  // more weights each.
   return winograd_applicable(wl) && wl.in_channel >= 32 && wl.out_channel >= 32 &&
-         wl.out_height() >= 7 && wl.out_width() >= 7 && !large_kernel_small_map(wl);
+         wl.out_height() >= 7 && wl.out_width() >= 7;
 }
 
 bool winograd_candidate(const Conv2DWorkload& wl) {
@@ -379,8 +383,7 @@ WinogradLayout define_conv2d_winograd_knobs(Config& cfg, const Conv2DWorkload& w
   // kiln-bench-ops --algo winograd): ResNet's 3x3 layers C2/C6/C9/C12 1198/1043/970/1567 us
   // with F(2x2), 737/628/845/1332 us with F(4x4). Errors against PyTorch grow (the small
   // wide_resnet50_2 test: 4.3e-5 -> 7.4e-5, the bar 1e-4): tuning may choose 2. F(2x2) where
-  // F(4x4)'s kernel would be large for its map (large_kernel_small_map: with AVX2, where such
-  // layers still gain by Winograd).
+  // F(4x4)'s kernel would be large for its map (large_kernel_small_map).
   cfg.define_knob("tile_m", {4, 2});
   if (cfg.is_fallback() && large_kernel_small_map(wl)) cfg.fallback_knob("tile_m", 2);
   WinogradLayout l;

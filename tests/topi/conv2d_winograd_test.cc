@@ -129,9 +129,9 @@ TEST(Conv2DWinograd, Avx2BlocksOfEight) {
 }
 
 TEST(Conv2DWinograd, PreferredByVectorWidth) {
-  // Every candidate (7x7+ outputs) is computed by Winograd, with AVX-512 from 32 channels and not
-  // a map under 14x14 with a transformed kernel over 16 MB, with AVX2 from 16 channels; never a
-  // stride-2 layer nor a map under 7x7.
+  // Every candidate (7x7+ outputs) is computed by Winograd, with AVX-512 from 32 channels (a map
+  // under 14x14 whose F(4x4) kernel would exceed 16 MB by F(2x2), below), with AVX2 from 16
+  // channels; never a stride-2 layer nor a map under 7x7.
   const Target avx512("llvm -mcpu=skylake-avx512"), avx2("llvm -mcpu=znver1");
   const Conv2DWorkload c12 = wl(1, 512, 7, 7, 512, Padding2D::all(1)),
                        c2 = wl(1, 64, 56, 56, 64, Padding2D::all(1)),
@@ -140,7 +140,7 @@ TEST(Conv2DWinograd, PreferredByVectorWidth) {
                        alex = wl(1, 192, 13, 13, 384, Padding2D::all(1));
   Conv2DWorkload strided = c2;
   strided.params.stride_h = strided.params.stride_w = 2;
-  EXPECT_FALSE(prefer_winograd(c12, avx512));  // 38 MB transformed for a 7x7 map
+  EXPECT_TRUE(prefer_winograd(c12, avx512));  // by F(2x2): 16.8 MB transformed, not 38
   EXPECT_TRUE(prefer_winograd(c12, avx2));
   EXPECT_TRUE(prefer_winograd(alex, avx512));  // 2.6 MB transformed
   EXPECT_FALSE(prefer_winograd(tiny, avx512));
@@ -158,6 +158,7 @@ TEST(Conv2DWinograd, PreferredByVectorWidth) {
   EXPECT_EQ(default_m(c2, avx512), 4);
   EXPECT_EQ(default_m(alex, avx512), 4);
   EXPECT_EQ(default_m(c12, avx2), 2);
+  EXPECT_EQ(default_m(c12, avx512), 2);
 }
 
 TEST(Conv2DWinograd, ShapeErrors) {

@@ -42,13 +42,14 @@ bool winograd_applicable(const Conv2DWorkload& wl);
 
 /// Whether the graph compiler computes `wl` by Winograd rather than directly on `target`: every
 /// winograd_candidate (at least 7 x 7 outputs), with AVX-512 at least 32 input and output
-/// channels, and there not a map under 14 x 14 whose F(4x4) transformed kernel (4x the kernel)
-/// exceeds 16 MB. On Zen 4, 1 thread, inside the model: AlexNet's 13x13 layers 2.61 -> 1.38 and
-/// 1.96 -> 1.20 ms (kernels of 2.6-3.5 MB transformed); ResNet-18's 7x7x512 layers gained
-/// 2.08 -> 1.50 ms, but their 38 MB transformed kernels raised the process from 199 to 361
-/// MB, so they stay direct (docs/conv2d-schedule.md). With AVX2 the direct convolution is
+/// channels. A map under 14 x 14 whose F(4x4) transformed kernel (4x the kernel) would exceed
+/// 16 MB takes F(2x2) (16/9 of the kernel). On Zen 4, 1 thread, inside the model: AlexNet's
+/// 13x13 layers 2.61 -> 1.38 and 1.96 -> 1.20 ms (kernels of 2.6-3.5 MB transformed);
+/// ResNet-18's 7x7x512 layers (C12) 2.03 -> 1.34 ms by F(2x2) in kiln-bench-ops (2.10 -> 1.48
+/// with the caches evicted before each call), 16.8 MB of weights each instead of 9.4 (F(4x4)'s
+/// 38 MB had kept them direct: docs/conv2d-schedule.md). With AVX2 the direct convolution is
 /// bound by its FMAs: ResNet-18's 7x7x512 layer took 4.4 ms by Winograd F(2x2) against 8.2 ms
-/// direct inside the model on Zen 1; such layers take F(2x2) by default there.
+/// direct inside the model on Zen 1.
 bool prefer_winograd(const Conv2DWorkload& wl, const Target& target);
 
 /// Whether tuning should also try Winograd for `wl` (and compiling with records of both
