@@ -326,6 +326,24 @@ std::optional<int64_t> load_step(const ProducerLoad* pl, const Var& v, arith::An
   return as_const_int(ana->simplify(substitute(flat, next) - flat));
 }
 
+/// For each load of `out` from a tensor that is not an injective intermediate (its injective
+/// producers inlined), the load's step along each of `vars` (load_step: nullopt where the
+/// analyzer cannot say). Empty when `out` is not a one-output compute or reads no source.
+std::vector<std::vector<std::optional<int64_t>>> source_steps(const te::Tensor& out,
+                                                              const std::vector<Var>& vars) {
+  std::vector<std::vector<std::optional<int64_t>>> r;
+  const te::ComputeOpNode* c = as_compute(out.op());
+  if (!c || c->body.size() != 1) return r;
+  Expr body = detail::inline_injective_loads(c->body[0]);
+  arith::Analyzer ana;
+  for (const te::IterVar& iv : c->axis) ana.bind(iv->var, iv->dom);
+  for (const ProducerLoad* pl : source_loads(body)) {
+    r.emplace_back();
+    for (const Var& v : vars) r.back().push_back(load_step(pl, v, &ana));
+  }
+  return r;
+}
+
 /// True when `out` is a layout_transform to NCHW<lanes>c (rank 5, at least `lanes` pixels per
 /// channel) that, through the producers inlined into it, reads every source with a stride
 /// other than 1 along its channel lanes and with stride 1 along its width: a transpose, which
@@ -339,14 +357,12 @@ bool blocks_plain_channels(const te::Tensor& out, int lanes) {
        w = as_const_int(out->shape[3]);
   if (!b || *b != lanes || !h || !w || *h * *w < lanes) return false;
   const te::ComputeOpNode* c = as_compute(out.op());
-  if (!c || c->body.size() != 1) return false;
-  Expr body = detail::inline_injective_loads(c->body[0]);
-  arith::Analyzer ana;
-  for (const te::IterVar& iv : c->axis) ana.bind(iv->var, iv->dom);
-  std::vector<const ProducerLoad*> loads = source_loads(body);
-  if (loads.empty()) return false;
-  for (const ProducerLoad* pl : loads) {
-    auto sc = load_step(pl, c->axis[4]->var, &ana), sw = load_step(pl, c->axis[3]->var, &ana);
+  if (!c) return false;
+  std::vector<std::vector<std::optional<int64_t>>> steps =
+      source_steps(out, {c->axis[4]->var, c->axis[3]->var});
+  if (steps.empty()) return false;
+  for (const auto& st : steps) {
+    const auto &sc = st[0], &sw = st[1];
     if (!sc || !sw || *sc == 1 || *sw != 1) return false;
   }
   return true;
@@ -356,15 +372,8 @@ bool blocks_plain_channels(const te::Tensor& out, int lanes) {
 /// variable `lane` with a step the analyzer cannot show to be 0 or 1 (a channel read across
 /// blocks of another width).
 bool reads_across_blocks(const te::Tensor& out, const Var& lane) {
-  const te::ComputeOpNode* c = as_compute(out.op());
-  if (!c || c->body.size() != 1) return false;
-  Expr body = detail::inline_injective_loads(c->body[0]);
-  arith::Analyzer ana;
-  for (const te::IterVar& iv : c->axis) ana.bind(iv->var, iv->dom);
-  for (const ProducerLoad* pl : source_loads(body)) {
-    auto step = load_step(pl, lane, &ana);
-    if (!step || (*step != 0 && *step != 1)) return true;
-  }
+  for (const auto& st : source_steps(out, {lane}))
+    if (!st[0] || (*st[0] != 0 && *st[0] != 1)) return true;
   return false;
 }
 
