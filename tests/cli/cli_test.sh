@@ -6,7 +6,8 @@
 # (issue 26), each a one-line error with exit code 1: --output-dir that cannot hold outputs, a
 # tampered module directory (truncated lib.so, FIFO graph.json, params.bin -> /dev/zero), a
 # .npy whose header claims 12 GiB, bad --input-shape specs, NaN tolerances, unreadable numbers;
-# bfloat16 inputs and outputs through uint16 / float32 .npy files; a memory plan beyond 64 bits.
+# bfloat16 inputs and outputs through uint16 / float32 .npy files; a memory plan beyond 64 bits;
+# weights in an external data file (ONNX's own writer), and that file missing.
 set -u
 KILN="$1"
 SUITE=/usr/share/libonnx-testdata/data/node
@@ -342,6 +343,30 @@ grep -q "^DIFFER: first group whose output differs: 'relu' (kernel fused_conv2d[
 [ $rc -eq 2 ] || fail "compare on a missing file: exit code $rc, expected 2: $(cat "$TMP/log")"
 "$KILN" compare "$SMALL" --rtol -1 >"$TMP/log" 2>&1 && fail "negative --rtol accepted"
 grep -q "rtol" "$TMP/log" || fail "--rtol message: $(cat "$TMP/log")"
+
+# The small model with its weights in an external data file, written by ONNX's own
+# onnx.save(save_as_external_data=True) into a sub-folder: compiled from there, it computes
+# bit for bit what the model with its weights inside does. Without the data file: one error
+# naming the tensor and the file.
+/usr/bin/python3 - "$SMALL" "$TMP/ext" <<'PY' || fail "could not write the external-data model"
+import os, sys, onnx
+m = onnx.load(sys.argv[1])
+os.makedirs(sys.argv[2], exist_ok=True)
+onnx.save(m, os.path.join(sys.argv[2], "small.onnx"), save_as_external_data=True,
+          all_tensors_to_one_file=True, location="small.weights", size_threshold=0)
+PY
+[ -f "$TMP/ext/small.weights" ] || fail "onnx.save wrote no external data file"
+for m in "$SMALL" "$TMP/ext/small.onnx"; do
+  d="$TMP/mod_$(basename "$(dirname "$m")")"
+  "$KILN" compile "$m" -o "$d" >"$TMP/log" 2>&1 || fail "compile $m: $(cat "$TMP/log")"
+  "$KILN" run "$d" --seed 4 --output-dir "$d/out" >"$TMP/log" 2>&1 || fail "run $m: $(cat "$TMP/log")"
+done
+cmp -s "$TMP/mod_$(basename "$TMP")/out/y.npy" "$TMP/mod_ext/out/y.npy" || fail "external weights give another output"
+mv "$TMP/ext/small.weights" "$TMP/ext/moved.weights"
+"$KILN" compile "$TMP/ext/small.onnx" -o "$TMP/ext_missing" >"$TMP/log" 2>&1 && fail "missing external data accepted"
+one_error "$TMP/log" "compile without the external data file"
+grep -q "tensor '[a-z0-9]*': its external data file '$TMP/ext/small.weights': cannot open: No such file" "$TMP/log" \
+  || fail "missing external data message: $(cat "$TMP/log")"
 
 # The paper's matrix product stays reachable as `demo --gemm`; ResNet options are refused there.
 "$KILN" demo --gemm --size 128 --threads 1 --out "$TMP/demo" >"$TMP/log" 2>&1 || fail "demo --gemm: $(cat "$TMP/log")"

@@ -1,15 +1,19 @@
 // Reading ONNX models and tensors: a known conformance model read field by field, every model
 // of Debian's ONNX node test suite read without a crash (each either loads or is refused with a
-// kiln::Error), and the errors for missing, truncated and foreign files.
+// kiln::Error), and the errors for missing, truncated and foreign files; weights in an external
+// data file written and read back, and the errors for a tampered one.
 #include "kiln/frontend/onnx_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "common/error.h"
+#include "kiln/frontend/onnx_writer.h"
 
 namespace kiln::frontend {
 namespace {
@@ -145,6 +149,108 @@ TEST(OnnxModel, UndefinedNodeInputIsNamed) {
   EXPECT_EQ(msg,
             "'m.onnx', node 'Relu_0' (Relu): input 'y' is not a graph input, an initializer or an "
             "output of an earlier node");
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+/// `path` with the first `from` in it replaced by `to` (of the same length: protobuf's length
+/// prefixes stay right).
+void splice(const fs::path& path, const std::string& from, const std::string& to) {
+  ASSERT_EQ(from.size(), to.size());
+  std::string bytes = file_bytes(path);
+  size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  bytes.replace(at, from.size(), to);
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(OnnxModel, WeightsInAnExternalDataFileAreWrittenAndReadBack) {
+  fs::path dir = fs::temp_directory_path() / "kiln_external_data_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A Gemm's weights (random float32 [24, 40], 3840 bytes) and an int64 shape (24 bytes); the
+  // writer puts the tensors of at least 16 bytes in "weights.bin", the smaller bias inside.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  OnnxModel m;
+  m.opsets[""] = 13;
+  m.initializers["w"] = runtime::NDArray::empty({24, 40}, DataType::Float(32));
+  for (int64_t i = 0; i < 24 * 40; ++i) m.initializers["w"].data_as<float>()[i] = normal(rng);
+  m.initializers["shape"] = runtime::NDArray::empty({3}, DataType::Int(64));
+  for (int64_t i = 0; i < 3; ++i) m.initializers["shape"].data_as<int64_t>()[i] = 1000 + 7 * i;
+  m.initializers["b"] = runtime::NDArray::empty({2}, DataType::Float(32));
+  m.initializers["b"].data_as<float>()[0] = 0.25f;
+  m.initializers["b"].data_as<float>()[1] = -3.5f;
+  m.inputs.push_back({"x", DataType::Float(32)});
+  m.outputs.push_back({"y", DataType::Float(32)});
+  m.nodes.push_back({"Gemm", "", "gemm", {"x", "w", "b"}, {"y"}});
+  const fs::path model = dir / "model.onnx", data = dir / "weights.bin";
+  save_onnx_model(m, model.string(), {"weights.bin", 16});
+  ASSERT_TRUE(fs::exists(data));
+  EXPECT_GE(fs::file_size(data), 3840u + 24u);
+  EXPECT_LT(fs::file_size(model), 1000u);  // the weights are not in the model
+  OnnxModel r = load_onnx_model(model.string());
+  ASSERT_EQ(r.initializers.size(), 3u);
+  for (const auto& [name, a] : m.initializers) {
+    const runtime::NDArray& b = r.initializers.at(name);
+    EXPECT_EQ(b.shape(), a.shape()) << name;
+    EXPECT_EQ(b.dtype(), a.dtype()) << name;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0) << name;
+  }
+  // Read through a relative path (the data file is found next to the model, not in the
+  // current folder).
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir.parent_path());
+  EXPECT_EQ(load_onnx_model(dir.filename() / "model.onnx").initializers.at("w").nbytes(), 3840u);
+  fs::current_path(cwd);
+
+  // Parsed from bytes, the model has no folder to find its data file in.
+  EXPECT_EQ(error_of([&] { parse_onnx_model(file_bytes(model), "bytes"); }),
+            "'bytes': tensor 'shape' keeps its data in the external file 'weights.bin', which is "
+            "found next to the model file: load the model from its file, not from bytes");
+  // A data file too short for the last tensor, then missing.
+  const std::string whole = file_bytes(data);
+  std::ofstream(data, std::ios::binary) << whole.substr(0, whole.size() - 1);
+  EXPECT_NE(error_of([&] {
+              load_onnx_model(model.string());
+            }).find("tensor 'w' has 3840 bytes at offset "),
+            std::string::npos);
+  fs::remove(data);
+  EXPECT_EQ(error_of([&] { load_onnx_model(model.string()); }),
+            "'" + model.string() + "': tensor 'shape': its external data file '" + data.string() +
+                "': cannot open: No such file or directory");
+  std::ofstream(data, std::ios::binary) << whole;
+  // Locations outside the model's folder are refused before any file is opened.
+  const std::string outside =
+      "'" + model.string() + "': tensor 'shape' names its external data file '";
+  const std::string rule =
+      "': the location must be a path inside the model's folder (relative, "
+      "without '..')";
+  splice(model, "weights.bin", "../ghts.bin");
+  EXPECT_EQ(error_of([&] { load_onnx_model(model.string()); }), outside + "../ghts.bin" + rule);
+  splice(model, "../ghts.bin", "/etc/passwd");
+  EXPECT_EQ(error_of([&] { load_onnx_model(model.string()); }), outside + "/etc/passwd" + rule);
+  // An offset that is not a number.
+  splice(model, "/etc/passwd", "weights.bin");
+  const std::string bytes = file_bytes(model);
+  const size_t at = bytes.find("offset") + 8;  // the value's first digit, after its tag and length
+  std::string tampered = bytes;
+  tampered[at] = 'x';
+  std::ofstream(model, std::ios::binary) << tampered;
+  EXPECT_NE(error_of([&] {
+              load_onnx_model(model.string());
+            }).find("has the external data entry offset = 'x"),
+            std::string::npos);
+  // The writer takes a file name for the data, not a path.
+  EXPECT_EQ(error_of([&] {
+              save_onnx_model(m, model.string(), {"../w.bin", 16});
+            }),
+            "writing ONNX: the external data file '../w.bin' must be a file name (it is written "
+            "next to the model)");
+  fs::remove_all(dir);
 }
 
 }  // namespace

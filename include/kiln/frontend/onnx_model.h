@@ -4,9 +4,11 @@
 ///
 ///   frontend::OnnxModel m = frontend::load_onnx_model("resnet18.onnx");
 ///   for (const auto& n : m.nodes) std::cout << n.op_type << "\n";
-/// Errors name the file and what is wrong with it: missing, not an ONNX model, truncated, an
-/// initializer with external data or an unsupported element type, two initializers of one name,
-/// a node input that nothing produces.
+/// Tensors kept in external data files (ONNX's `location` / `offset` / `length` entries, paths
+/// relative to the model's folder) are read. Errors name the file and what is wrong with it:
+/// missing, not an ONNX model, truncated, an external data file missing, too short or outside
+/// the model's folder, an unsupported element type, two initializers of one name, a node input
+/// that nothing produces.
 #pragma once
 
 #include <cstdint>

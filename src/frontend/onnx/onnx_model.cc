@@ -4,18 +4,24 @@
 // use names of enclosing graphs. Sequence and optional values are recognised, not computed: a
 // value info records its kind, and a SequenceProto/OptionalProto test-data file (which also
 // parses as a nonsensical TensorProto) is refused by name by load_onnx_tensor and read by
-// load_onnx_sequence. A sequence value info describes its elements' type and shape. Every
-// structural problem becomes a kiln::Error that names the file and, where there is one, the node or
-// tensor.
+// load_onnx_sequence. A sequence value info describes its elements' type and shape. Tensors
+// whose data lives in external files (models over protobuf's 2 GiB, `onnx.save(...,
+// save_as_external_data=True)`) are read from files named relative to the model's folder, each
+// mapped once. Every structural problem becomes a kiln::Error that names the file and, where
+// there is one, the node or tensor.
 #include "kiln/frontend/onnx_model.h"
 
 #include <onnx/onnx-data_pb.h>  // SequenceProto; includes onnx_pb.h
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "kiln/support/error.h"
 #include "kiln/support/file.h"
@@ -94,11 +100,76 @@ int64_t stored_values(const onnx::TensorProto& t, size_t elem, const char** fiel
   }
 }
 
-runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string& where) {
+/// The data files of a model's external tensors: named by a path relative to the model's
+/// folder (`dir`; none for a model parsed from bytes, whose external tensors are refused), each
+/// mapped once however many tensors it holds.
+class ExternalFiles {
+ public:
+  explicit ExternalFiles(std::optional<std::string> dir) : dir_(std::move(dir)) {}
+
+  /// The `nbytes` bytes of external tensor `t` (`name`, in `where`): its entries `location`
+  /// (required), `offset` and `length` (decimal; default 0 and the rest of the file).
+  std::string_view bytes(const onnx::TensorProto& t, const std::string& name,
+                         const std::string& where, uint64_t nbytes) {
+    const std::string what = where + ": tensor '" + name + "'";
+    std::string location;
+    std::optional<uint64_t> offset, length;
+    for (const auto& e : t.external_data()) {
+      if (e.key() == "location") location = e.value();
+      if (e.key() == "offset") offset = number(e.value(), "offset", what);
+      if (e.key() == "length") length = number(e.value(), "length", what);
+    }
+    KILN_USER_CHECK(!location.empty())
+        << what << " keeps its data in an external file but names none (no 'location' entry)";
+    KILN_USER_CHECK(dir_) << what << " keeps its data in the external file '" << location
+                          << "', which is found next to the model file: load the model from "
+                             "its file, not from bytes";
+    namespace fs = std::filesystem;
+    const fs::path rel(location);
+    bool escapes = rel.is_absolute() || rel.has_root_name();
+    for (const fs::path& part : rel) escapes |= part == "..";
+    KILN_USER_CHECK(!escapes) << what << " names its external data file '" << location
+                              << "': the location must be a path inside the model's folder "
+                                 "(relative, without '..')";
+    const std::string path = (fs::path(*dir_) / rel).string();
+    std::unique_ptr<support::MappedFile>& file = files_[path];
+    if (!file)
+      file = std::make_unique<support::MappedFile>(
+          path, what + ": its external data file '" + path + "'");
+    const uint64_t size = file->size(), start = offset.value_or(0);
+    KILN_USER_CHECK(start <= size) << what << " starts at offset " << start << " of '" << path
+                                   << "', which has only " << size << " bytes";
+    const uint64_t count = length.value_or(size - start);
+    KILN_USER_CHECK(count <= size - start)
+        << what << " has " << count << " bytes at offset " << start << " of '" << path
+        << "', which has only " << size << " bytes";
+    KILN_USER_CHECK(count == nbytes) << what << " has " << count << " bytes in '" << path
+                                     << "', expected " << nbytes << " for its shape";
+    return {file->data() + start, static_cast<size_t>(count)};
+  }
+
+ private:
+  static uint64_t number(const std::string& s, const char* key, const std::string& what) {
+    uint64_t v = 0;
+    bool ok = !s.empty() && s.size() <= 19;
+    for (char c : s) ok &= c >= '0' && c <= '9';
+    if (ok) v = std::stoull(s);
+    KILN_USER_CHECK(ok) << what << " has the external data entry " << key << " = '" << s
+                        << "', which is not a byte count";
+    return v;
+  }
+
+  std::optional<std::string> dir_;
+  std::map<std::string, std::unique_ptr<support::MappedFile>> files_;
+};
+
+/// Tensor `t` as an NDArray; `ext` reads external data (null: refused).
+runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string& where,
+                                   ExternalFiles* ext = nullptr) {
   const std::string name = t.name().empty() ? "<unnamed>" : t.name();
-  KILN_USER_CHECK(t.data_location() != onnx::TensorProto::EXTERNAL)
+  KILN_USER_CHECK(t.data_location() != onnx::TensorProto::EXTERNAL || ext)
       << where << ": tensor '" << name
-      << "' keeps its data in an external file, which Kiln does not read yet";
+      << "' keeps its data in an external file, which is read only for a model's own tensors";
   DataType dt = onnx_dtype(t.data_type());
   KILN_USER_CHECK(!dt.is_void()) << where << ": tensor '" << name << "' has element type "
                                  << onnx_dtype_name(t.data_type())
@@ -112,6 +183,15 @@ runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string
     n *= d;
   }
   const size_t elem = static_cast<size_t>(dt.bytes());
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    KILN_USER_CHECK(!t.has_raw_data() && stored_values(t, elem) == 0)
+        << where << ": tensor '" << name
+        << "' keeps its data in an external file and also in the model";
+    std::string_view bytes = ext->bytes(t, name, where, static_cast<uint64_t>(n) * elem);
+    runtime::NDArray a = runtime::NDArray::empty(shape, dt);
+    if (n > 0) std::memcpy(a.data(), bytes.data(), bytes.size());
+    return a;
+  }
   auto count_check = [&](int64_t have, const char* field) {
     KILN_USER_CHECK(have == n) << where << ": tensor '" << name << "' has shape with " << n
                                << " elements but " << have << " values in " << field;
@@ -233,7 +313,7 @@ OnnxValueInfo value_info(const onnx::ValueInfoProto& v, const std::string& where
   return out;
 }
 
-OnnxAttr attribute(const onnx::AttributeProto& a, const std::string& where) {
+OnnxAttr attribute(const onnx::AttributeProto& a, const std::string& where, ExternalFiles* ext) {
   switch (a.type()) {
     case onnx::AttributeProto::FLOAT:
       return static_cast<double>(a.f());
@@ -242,7 +322,7 @@ OnnxAttr attribute(const onnx::AttributeProto& a, const std::string& where) {
     case onnx::AttributeProto::STRING:
       return a.s();
     case onnx::AttributeProto::TENSOR:
-      return tensor_to_ndarray(a.t(), where);
+      return tensor_to_ndarray(a.t(), where, ext);
     case onnx::AttributeProto::FLOATS:
       return std::vector<double>(a.floats().begin(), a.floats().end());
     case onnx::AttributeProto::INTS:
@@ -283,14 +363,14 @@ struct GraphParts {
 /// Reads graph `g`; `outer` holds the names defined by enclosing graphs (a sub-graph's nodes may
 /// use them).
 void parse_graph(const onnx::GraphProto& g, const std::string& what, std::set<std::string> outer,
-                 GraphParts out) {
+                 GraphParts out, ExternalFiles* ext) {
   std::set<std::string>& defined = outer;
   for (const auto& t : g.initializer()) {
     KILN_USER_CHECK(!t.name().empty()) << "'" << what << "': an initializer has no name";
     KILN_USER_CHECK(!out.initializers.count(t.name()))
         << "'" << what << "': initializer '" << t.name()
         << "' is defined twice (initializer names must be unique)";
-    out.initializers[t.name()] = tensor_to_ndarray(t, "'" + what + "'");
+    out.initializers[t.name()] = tensor_to_ndarray(t, "'" + what + "'", ext);
     defined.insert(t.name());
   }
   KILN_USER_CHECK(g.sparse_initializer_size() == 0)
@@ -319,7 +399,7 @@ void parse_graph(const onnx::GraphProto& g, const std::string& what, std::set<st
         auto sub = std::make_shared<OnnxGraph>();
         sub->name = a.g().name().empty() ? a.name() : a.g().name();
         parse_graph(a.g(), what + "', sub-graph '" + n.name + "." + a.name(), defined,
-                    {sub->inputs, sub->outputs, sub->initializers, sub->nodes});
+                    {sub->inputs, sub->outputs, sub->initializers, sub->nodes}, ext);
         n.subgraphs[a.name()] = std::move(sub);
         continue;
       }
@@ -331,7 +411,7 @@ void parse_graph(const onnx::GraphProto& g, const std::string& what, std::set<st
         n.has_subgraph = true;
         continue;
       }
-      n.attrs[a.name()] = attribute(a, where);
+      n.attrs[a.name()] = attribute(a, where, ext);
     }
     for (const std::string& o : np.output()) {
       n.outputs.push_back(o);
@@ -354,7 +434,9 @@ int64_t OnnxModel::default_opset() const {
 }
 
 namespace {
-OnnxModel parse_onnx_model(const char* data, size_t size, const std::string& what) {
+/// `dir`: the folder that external data locations are relative to (none: refused).
+OnnxModel parse_onnx_model(const char* data, size_t size, const std::string& what,
+                           std::optional<std::string> dir) {
   KILN_USER_CHECK(size <= static_cast<size_t>(std::numeric_limits<int>::max()))
       << "'" << what << "' is " << support::bytes_text(size)
       << ": ONNX models (protobuf messages) are limited to 2 GiB; larger models keep their "
@@ -375,18 +457,20 @@ OnnxModel parse_onnx_model(const char* data, size_t size, const std::string& wha
     m.opsets[dom] = op.version();
   }
   GraphParts top{m.inputs, m.outputs, m.initializers, m.nodes};
-  parse_graph(proto.graph(), what, {}, top);
+  ExternalFiles ext(std::move(dir));
+  parse_graph(proto.graph(), what, {}, top, &ext);
   return m;
 }
 }  // namespace
 
 OnnxModel parse_onnx_model(const std::string& bytes, const std::string& what) {
-  return parse_onnx_model(bytes.data(), bytes.size(), what);
+  return parse_onnx_model(bytes.data(), bytes.size(), what, std::nullopt);
 }
 
 OnnxModel load_onnx_model(const std::string& path) {
   support::MappedFile f(path, "ONNX model '" + path + "'");
-  return parse_onnx_model(f.data(), f.size(), path);
+  return parse_onnx_model(f.data(), f.size(), path,
+                          std::filesystem::path(path).parent_path().string());
 }
 
 namespace {

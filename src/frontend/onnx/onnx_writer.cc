@@ -7,7 +7,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "kiln/support/error.h"
 
@@ -85,9 +87,10 @@ void put_attr(const std::string& name, const OnnxAttr& a, onnx::AttributeProto* 
   }
 }
 
-}  // namespace
-
-std::string serialize_onnx_model(const OnnxModel& m) {
+/// The model as a ModelProto; initializers of at least `external_min_bytes` are appended to
+/// `external` (when given) and referenced from the model as `external_name`.
+onnx::ModelProto model_proto(const OnnxModel& m, std::string* external,
+                             const std::string& external_name, uint64_t external_min_bytes) {
   onnx::ModelProto proto;
   proto.set_ir_version(m.ir_version > 0 ? m.ir_version : 8);
   proto.set_producer_name(m.producer.empty() ? "kiln" : m.producer);
@@ -100,7 +103,24 @@ std::string serialize_onnx_model(const OnnxModel& m) {
   g->set_name("kiln");
   for (const OnnxValueInfo& v : m.inputs) put_value_info(v, g->add_input());
   for (const OnnxValueInfo& v : m.outputs) put_value_info(v, g->add_output());
-  for (const auto& [name, a] : m.initializers) put_tensor(a, name, g->add_initializer());
+  for (const auto& [name, a] : m.initializers) {
+    onnx::TensorProto* t = g->add_initializer();
+    put_tensor(a, name, t);
+    if (!external || a.nbytes() < external_min_bytes) continue;
+    // Each tensor at a 64-byte boundary of the data file, as little-endian raw bytes.
+    external->resize((external->size() + 63) / 64 * 64, '\0');
+    auto entry = [&](const char* key, const std::string& value) {
+      onnx::StringStringEntryProto* e = t->add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    entry("location", external_name);
+    entry("offset", std::to_string(external->size()));
+    entry("length", std::to_string(t->raw_data().size()));
+    external->append(t->raw_data());
+    t->clear_raw_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+  }
   for (const OnnxNode& n : m.nodes) {
     KILN_USER_CHECK(!n.has_subgraph)
         << "writing ONNX: node '" << n.name << "' (" << n.op_type
@@ -113,17 +133,47 @@ std::string serialize_onnx_model(const OnnxModel& m) {
     for (const std::string& s : n.outputs) p->add_output(s);
     for (const auto& [k, a] : n.attrs) put_attr(k, a, p->add_attribute());
   }
+  return proto;
+}
+
+std::string serialized(const onnx::ModelProto& proto) {
   std::string bytes;
   KILN_ICHECK(proto.SerializeToString(&bytes)) << "writing ONNX: protobuf serialization failed";
   return bytes;
 }
 
-void save_onnx_model(const OnnxModel& m, const std::string& path) {
-  const std::string bytes = serialize_onnx_model(m);
+void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
   KILN_USER_CHECK(f.good()) << "cannot open '" << path << "' for writing";
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   KILN_USER_CHECK(f.good()) << "error writing '" << path << "'";
+}
+
+}  // namespace
+
+std::string serialize_onnx_model(const OnnxModel& m) {
+  onnx::ModelProto proto = model_proto(m, nullptr, "", 0);
+  KILN_USER_CHECK(proto.ByteSizeLong() <= static_cast<size_t>(std::numeric_limits<int>::max()))
+      << "writing ONNX: the model needs " << proto.ByteSizeLong()
+      << " bytes, over protobuf's 2 GiB: save it with external data";
+  return serialized(proto);
+}
+
+void save_onnx_model(const OnnxModel& m, const std::string& path, const OnnxSaveOptions& opt) {
+  std::string name = opt.external_data;
+  uint64_t total = 0;
+  for (const auto& [_, a] : m.initializers) total += a.nbytes();
+  // Past 1.5 GiB of weights the model would near protobuf's limit: they go beside it.
+  if (name.empty() && total > (uint64_t{3} << 29))
+    name = std::filesystem::path(path).filename().string() + ".data";
+  if (name.empty()) return write_file(path, serialize_onnx_model(m));
+  KILN_USER_CHECK(std::filesystem::path(name).filename() == name && name != "." && name != "..")
+      << "writing ONNX: the external data file '" << name
+      << "' must be a file name (it is written next to the model)";
+  std::string external;
+  const std::string bytes = serialized(model_proto(m, &external, name, opt.external_min_bytes));
+  write_file((std::filesystem::path(path).parent_path() / name).string(), external);
+  write_file(path, bytes);
 }
 
 }  // namespace kiln::frontend
