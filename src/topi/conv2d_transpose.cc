@@ -5,7 +5,8 @@
 // dpad[n, c, y + kh*dh, x + kw*dw] * kernel[c, o, KH-1-kh, KW-1-kw] (the kernel flipped and
 // its channel axes swapped by indexing, no copy). Untuned it is scheduled by the rule-based
 // scheduler (auto_schedule.h), the dilated input at root; the tunable template keeps the NCHW
-// row schedule of conv2d (conv2d.cc). The zeros of the dilated input
+// row schedule of conv2d (conv2d.cc). With groups, output channel o reads input channels
+// (o / Og)·Cg .. + Cg and kernel column o mod Og. The zeros of the dilated input
 // cost stride^2 times the useful multiply-adds: a reasonable schedule for DCGAN's small layers,
 // not a fast one (a sub-pixel decomposition into stride^2 convolutions would avoid it).
 #include "kiln/topi/conv2d_transpose.h"
@@ -30,9 +31,10 @@ std::vector<int64_t> conv2d_transpose_nchw_shape(const std::vector<int64_t>& d,
   KILN_USER_CHECK(d.size() == 4 && k.size() == 4)
       << kOp << ": expected data [N, C, H, W] and kernel [C, O, KH, KW], got data " << shape_str(d)
       << " and kernel " << shape_str(k);
-  KILN_USER_CHECK(p.groups == 1) << kOp << ": groups " << p.groups << " is not supported";
   KILN_USER_CHECK(k[0] == d[1]) << kOp << ": kernel " << shape_str(k) << " has " << k[0]
                                 << " input channels, data " << shape_str(d) << " has " << d[1];
+  KILN_USER_CHECK(d[1] % p.groups == 0)
+      << kOp << ": " << d[1] << " input channels do not split into " << p.groups << " groups";
   KILN_USER_CHECK(oph >= 0 && opw >= 0 && (oph < p.stride_h || oph < p.dilation_h) &&
                   (opw < p.stride_w || opw < p.dilation_w))
       << kOp << ": output_padding (" << oph << ", " << opw
@@ -44,7 +46,7 @@ std::vector<int64_t> conv2d_transpose_nchw_shape(const std::vector<int64_t>& d,
   KILN_USER_CHECK(oh > 0 && ow > 0)
       << kOp << ": the output would be empty (" << oh << "x" << ow << ") for data " << shape_str(d)
       << ", kernel " << shape_str(k) << ", padding " << p.padding.str();
-  return {d[0], k[1], oh, ow};
+  return {d[0], k[1] * p.groups, oh, ow};
 }
 
 te::Tensor conv2d_transpose_nchw(const te::Tensor& data, const te::Tensor& kernel,
@@ -70,14 +72,19 @@ te::Tensor conv2d_transpose_nchw(const te::Tensor& data, const te::Tensor& kerne
         return if_then_else(cond, data(n, c, iy, ix), make_zero(data->dtype));
       },
       name + "_dilate_pad", detail::tag_of(tag::kInjective, "dilate_pad"));
-  te::IterVar rc = te::reduce_axis({0, static_cast<int32_t>(ds[1])}, "rc");
+  // Output channel o of group g = o / Og reads the group's input channels g·Cg + rc and
+  // kernel column o mod Og.
+  const int64_t Cg = ds[1] / p.groups, Og = ks[1];
+  te::IterVar rc = te::reduce_axis({0, static_cast<int32_t>(Cg)}, "rc");
   te::IterVar kh = te::reduce_axis({0, static_cast<int32_t>(KH)}, "kh");
   te::IterVar kw = te::reduce_axis({0, static_cast<int32_t>(KW)}, "kw");
   return te::compute(
       detail::to_exprs(os),
       [&](Var n, Var o, Var y, Var x) {
-        return te::sum(dpad(n, rc, y + kh->var * ci(p.dilation_h), x + kw->var * ci(p.dilation_w)) *
-                           kernel(rc, o, ci(KH - 1) - kh->var, ci(KW - 1) - kw->var),
+        Expr c = p.groups == 1 ? Expr(rc->var) : floordiv(o, ci(Og)) * ci(Cg) + rc->var;
+        Expr oo = p.groups == 1 ? Expr(o) : floormod(o, ci(Og));
+        return te::sum(dpad(n, c, y + kh->var * ci(p.dilation_h), x + kw->var * ci(p.dilation_w)) *
+                           kernel(c, oo, ci(KH - 1) - kh->var, ci(KW - 1) - kw->var),
                        {rc, kh, kw});
       },
       name, kOp);

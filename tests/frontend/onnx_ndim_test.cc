@@ -310,6 +310,59 @@ TEST(OnnxNdim, ConvTranspose3DWithDepthTapsThatDoNotOverlapRunsAsConv2DTranspose
   }
 }
 
+TEST(OnnxNdim, GroupedConvTransposeIsOneNodeWhenDepthwise) {
+  // x [1, C, 5, 6], w [C, O/g, 4, 4], stride 2, pads 1: a depthwise one (g = C = 16), one with a
+  // channel multiplier (g = C = 8, O = 16) and two groups of 8 (split per group, concatenated).
+  struct Case {
+    int64_t c, o, g;
+    bool one_node;
+  };
+  for (const Case& k : {Case{16, 16, 16, true}, Case{8, 16, 8, true}, Case{16, 8, 2, false}}) {
+    SCOPED_TRACE(::testing::Message() << "C " << k.c << " O " << k.o << " group " << k.g);
+    const Ints xs{1, k.c, 5, 6}, ws{k.c, k.o / k.g, 4, 4}, os{1, k.o, 10, 12};
+    Vec x = random_vec(numel(xs), 51), w = random_vec(numel(ws), 52), b = random_vec(k.o, 53);
+    // Each input pixel scatters x · w[c, o'] to output channel (c / Cg)·Og + o'.
+    const int64_t Cg = k.c / k.g, Og = k.o / k.g;
+    std::vector<double> y(static_cast<size_t>(numel(os)));
+    for (int64_t o = 0; o < k.o; ++o)
+      for (int64_t p = 0; p < 120; ++p) y[static_cast<size_t>(o * 120 + p)] = b[o];
+    for (int64_t c = 0; c < k.c; ++c)
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t j = 0; j < 6; ++j)
+          for (int64_t og = 0; og < Og; ++og)
+            for (int64_t ky = 0; ky < 4; ++ky)
+              for (int64_t kx = 0; kx < 4; ++kx) {
+                const int64_t oy = 2 * i - 1 + ky, ox = 2 * j - 1 + kx;
+                if (oy < 0 || oy >= 10 || ox < 0 || ox >= 12) continue;
+                y[static_cast<size_t>(((c / Cg * Og + og) * 10 + oy) * 12 + ox)] +=
+                    double(x[static_cast<size_t>((c * 5 + i) * 6 + j)]) *
+                    w[static_cast<size_t>(((c * Og + og) * 4 + ky) * 4 + kx)];
+              }
+    OnnxModel m;
+    m.path = "convt_grouped.onnx";
+    m.opsets[""] = 13;
+    m.inputs = {info("x", xs)};
+    m.initializers["w"] = array(ws, w);
+    m.initializers["b"] = array({k.o}, b);
+    OnnxNode n{"ConvTranspose", "", "up", {"x", "w", "b"}, {"y"}, {}, false};
+    n.attrs["pads"] = Ints{1, 1, 1, 1};
+    n.attrs["strides"] = Ints{2, 2};
+    n.attrs["group"] = k.g;
+    m.nodes = {n};
+    m.outputs = {info("y", os)};
+    graph::Graph g;
+    std::vector<runtime::NDArray> out = run(m, {{"x", array(xs, x)}}, &g);
+    expect_close(out[0], Vec(y.begin(), y.end()), os);
+    const std::string text = g.str();
+    size_t nodes = 0;
+    for (size_t at = text.find("conv2d_transpose("); at != std::string::npos;
+         at = text.find("conv2d_transpose(", at + 1))
+      ++nodes;
+    EXPECT_EQ(nodes, k.one_node ? 1u : 2u) << text;
+    EXPECT_EQ(text.find("groups=" + std::to_string(k.g)) != std::string::npos, k.one_node) << text;
+  }
+}
+
 TEST(OnnxNdim, GlobalPoolsOverOneAndThreeSpatialAxes) {
   // A video model's pooled Conv3d features (N, C, D, H, W) and a 1-D signal (N, C, L).
   for (const Ints& xs : {Ints{2, 3, 2, 3, 4}, Ints{1, 5, 7}}) {

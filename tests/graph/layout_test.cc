@@ -232,6 +232,34 @@ TEST(AlterLayout, DepthwiseBlockMatchesUnoptimized) {
   EXPECT_EQ(max_diff_vs_unoptimized(g, 2, 13) < 1e-4, true);
 }
 
+// CondConv: the convolution's weights are computed at run time (a routing-weighted sum of
+// expert kernels; here a graph input scaled per output channel): the blocked convolution reads
+// them packed by a pack_conv2d_weight node.
+TEST(AlterLayout, WeightsComputedAtRunTimeArePackedByANode) {
+  std::mt19937 rng(8);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 10, 12}, f32);
+  Entry w = g.add_input("w", {32, 16, 3, 3}, f32);
+  Entry gate =
+      g.add_op("sigmoid", {g.add_constant("route", random_array({32, 1, 1, 1}, rng, -2, 2))});
+  Entry c = g.add_op("conv2d", {x, g.add_op("multiply", {w, gate})},
+                     {{"padding", Ints{1, 1, 1, 1}}}, "condconv");
+  g.add_output(g.add_op("relu", {c}));
+  Graph a = alter_op_layout(infer_types(g), Target::host());
+  const std::string text = a.str();
+  const std::string L = std::to_string(test_util::host_lanes());
+  EXPECT_NE(text.find("pack_conv2d_weight(%"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("ic_bn=" + L + ", oc_bn=" + L + ") : float32[" +
+                std::to_string(32 / test_util::host_lanes()) + ", " +
+                std::to_string(16 / test_util::host_lanes()) + ", 3, 3, " + L + ", " + L + "]"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("conv2d_nchwc("), std::string::npos) << text;
+  EXPECT_EQ(text.find(" conv2d("), std::string::npos) << text;
+  EXPECT_LT(max_diff_vs_unoptimized(g, 2, 14), 1e-4);
+}
+
 TEST(AlterLayout, OddOutputChannelsArePaddedToWholeBlocks) {
   // 61 output channels (R(2+1)D has 921 = 3 · 307) have no block of 8: the convolution runs
   // blocked over 64 channels (zero weights past 61) and its NCHW copy is cut back to 61, which

@@ -3,9 +3,9 @@
 // or one over the stacked phases, and a subpixel_interleave) run through the GraphExecutor against
 // a naive C++ loop nest of the ONNX ConvTranspose definition on seeded random inputs, over kernels
 // not divisible by the stride, stride 3, asymmetric padding, crops, output_padding and few output
-// channels; the rewritten graph's structure for a DCGAN-like chain (no dilate2d, no
-// layout_transform between layers, the epilogue fused into the interleave); and the interleave's
-// shape errors.
+// channels, and with groups (depthwise ones as a depthwise_conv2d_nchwc per phase); the rewritten
+// graph's structure for a DCGAN-like chain (no dilate2d, no layout_transform between layers, the
+// epilogue fused into the interleave); and the interleave's shape errors.
 
 #include "kiln/topi/subpixel.h"
 
@@ -34,6 +34,7 @@ struct Case {
   Ints pads;  // top, left, bottom, right
   int64_t oph, opw;
   int64_t n, h, w, c, o;
+  int64_t groups = 1;
 };
 
 std::string describe(const Case& k) {
@@ -42,12 +43,14 @@ std::string describe(const Case& k) {
   for (int64_t p : k.pads) s += " " + std::to_string(p);
   return s + " outpad " + std::to_string(k.oph) + "," + std::to_string(k.opw) + " in " +
          std::to_string(k.n) + "x" + std::to_string(k.c) + "x" + std::to_string(k.h) + "x" +
-         std::to_string(k.w) + " O " + std::to_string(k.o);
+         std::to_string(k.w) + " O " + std::to_string(k.o) + " groups " + std::to_string(k.groups);
 }
 
-/// ONNX ConvTranspose (groups 1, dilation 1) by its definition: every input pixel scatters
-/// x[n, c, i, j] · w[c, o, ky, kx] to output (s·i − pad_top + ky, s·j − pad_left + kx).
+/// ONNX ConvTranspose (dilation 1) by its definition: every input pixel scatters
+/// x[n, c, i, j] · w[c, o', ky, kx] to output channel (c / Cg)·Og + o' at (s·i − pad_top + ky,
+/// s·j − pad_left + kx), with Cg = C / groups, Og = O / groups.
 NDArray reference(const NDArray& x, const NDArray& w, const Case& k) {
+  const int64_t Cg = k.c / k.groups, Og = k.o / k.groups;
   const int64_t OH = k.sh * (k.h - 1) + k.oph + k.kh - k.pads[0] - k.pads[2];
   const int64_t OW = k.sw * (k.w - 1) + k.opw + k.kw - k.pads[1] - k.pads[3];
   std::vector<double> acc(static_cast<size_t>(k.n * k.o * OH * OW), 0.0);
@@ -56,14 +59,15 @@ NDArray reference(const NDArray& x, const NDArray& w, const Case& k) {
     for (int64_t c = 0; c < k.c; ++c)
       for (int64_t i = 0; i < k.h; ++i)
         for (int64_t j = 0; j < k.w; ++j)
-          for (int64_t o = 0; o < k.o; ++o)
+          for (int64_t og = 0; og < Og; ++og)
             for (int64_t ky = 0; ky < k.kh; ++ky)
               for (int64_t kx = 0; kx < k.kw; ++kx) {
                 const int64_t y = k.sh * i - k.pads[0] + ky, z = k.sw * j - k.pads[1] + kx;
                 if (y < 0 || y >= OH || z < 0 || z >= OW) continue;
+                const int64_t o = c / Cg * Og + og;
                 acc[static_cast<size_t>(((n * k.o + o) * OH + y) * OW + z)] +=
                     double(xs[((n * k.c + c) * k.h + i) * k.w + j]) *
-                    ws[((c * k.o + o) * k.kh + ky) * k.kw + kx];
+                    ws[((c * Og + og) * k.kh + ky) * k.kw + kx];
               }
   NDArray r = NDArray::empty({k.n, k.o, OH, OW}, f32);
   for (size_t e = 0; e < acc.size(); ++e) r.data_as<float>()[e] = static_cast<float>(acc[e]);
@@ -77,26 +81,29 @@ int count_op(const Graph& g, const std::string& op) {
 }
 
 /// Builds conv2d_transpose (then relu when `relu`) at opt_level 2, checks that the sub-pixel
-/// rewrite happened, runs it and compares with the reference; returns the number of
-/// conv2d_nchwc (1: the phases stacked; sh·sw: one per phase).
-int check_case(const Case& k, uint32_t seed, bool relu) {
+/// rewrite happened (or, `rewritten` false, that the node stayed), runs it and compares with
+/// the reference; returns the number of conv2d_nchwc or depthwise_conv2d_nchwc (1: the phases
+/// stacked; sh·sw: one per phase).
+int check_case(const Case& k, uint32_t seed, bool relu, bool rewritten = true) {
   SCOPED_TRACE(describe(k));
   std::mt19937 rng(seed);
-  NDArray wv = random_array({k.c, k.o, k.kh, k.kw}, rng);
+  NDArray wv = random_array({k.c, k.o / k.groups, k.kh, k.kw}, rng);
   NDArray xv = random_array({k.n, k.c, k.h, k.w}, rng);
   Graph g;
   Entry x = g.add_input("x", {k.n, k.c, k.h, k.w}, f32);
-  Entry t = g.add_op(
-      "conv2d_transpose", {x, g.add_constant("w", wv)},
-      {{"strides", Ints{k.sh, k.sw}}, {"padding", k.pads}, {"output_padding", Ints{k.oph, k.opw}}},
-      "up");
+  Entry t = g.add_op("conv2d_transpose", {x, g.add_constant("w", wv)},
+                     {{"strides", Ints{k.sh, k.sw}},
+                      {"padding", k.pads},
+                      {"output_padding", Ints{k.oph, k.opw}},
+                      {"groups", k.groups}},
+                     "up");
   g.add_output(relu ? g.add_op("relu", {t}) : t);
   Graph a = optimize(g, 2, Target::host());
-  EXPECT_EQ(count_op(a, "subpixel_interleave"), 1) << a.str();
+  EXPECT_EQ(count_op(a, "subpixel_interleave"), rewritten ? 1 : 0) << a.str();
   EXPECT_EQ(count_op(a, "dilate2d"), 0) << a.str();
-  EXPECT_EQ(count_op(a, "conv2d_transpose"), 0) << a.str();
+  EXPECT_EQ(count_op(a, "conv2d_transpose"), rewritten ? 0 : 1) << a.str();
 
-  const int convs = count_op(a, "conv2d_nchwc");
+  const int convs = count_op(a, "conv2d_nchwc") + count_op(a, "depthwise_conv2d_nchwc");
   CompiledModule m = build_module(g, Target::host(), BuildOptions{2, true});
   auto e = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
   e.set_input("x", xv);
@@ -144,6 +151,26 @@ TEST(Subpixel, MatchesNaiveTransposedConvolution) {
   EXPECT_EQ(convs, (std::vector<int>{4, 1, 4, 9, per_phase8, 4, per_phase24, 1, 1, 16, 1, 1}));
   check_case(cases[0], 99, true);
   check_case(cases[1], 98, true);
+}
+
+TEST(Subpixel, DepthwiseTransposedConvolutionRunsADepthwiseConvolutionPerPhase) {
+  // groups = C, one output channel per group (FCN-style learnable up-sampling).
+  const std::vector<Case> cases = {
+      {4, 4, 2, 2, {1, 1, 1, 1}, 0, 0, 1, 8, 8, 32, 32, 32},  // k 4, s 2: 2x2 taps per phase
+      {3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, 1, 5, 6, 16, 16, 16},  // K % s != 0, output_padding
+      {5, 5, 3, 3, {2, 1, 0, 2}, 1, 2, 2, 5, 4, 16, 16, 16},  // stride 3, asymmetric, batch 2
+      {4, 3, 2, 1, {1, 1, 1, 1}, 0, 0, 1, 6, 7, 64, 64, 64},  // stride 1 along x
+  };
+  uint32_t seed = 31;
+  std::vector<int> convs;
+  for (const Case& k : cases) convs.push_back(check_case(k, seed++, false));
+  EXPECT_EQ(convs, (std::vector<int>{4, 4, 9, 2}));
+  check_case(cases[0], 77, true);
+  // Not rewritten, computed by the grouped NCHW compute: too few channels for a vector block,
+  // a channel multiplier of 2, and groups that are not depthwise.
+  check_case({4, 4, 2, 2, {1, 1, 1, 1}, 0, 0, 1, 4, 4, 6, 6, 6}, 41, false, false);
+  check_case({4, 4, 2, 2, {1, 1, 1, 1}, 0, 0, 1, 4, 4, 16, 32, 16}, 42, false, false);
+  check_case({3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, 1, 4, 5, 16, 8, 2}, 43, true, false);
 }
 
 // x → [conv2d_transpose → scale/shift per channel → relu] × 2 → conv2d_transpose(O = 3) → tanh

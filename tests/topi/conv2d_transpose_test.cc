@@ -56,10 +56,13 @@ TEST(Conv2DTransposeShape, RulesAndErrors) {
               conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p, 2, 0);
             }).find("output_padding (2, 0) must be non-negative and smaller than the stride"),
             std::string::npos);
+  // Groups: the kernel holds O/g output channels.
   p.groups = 2;
+  EXPECT_EQ(conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 4, 4}, p), (Shape{1, 6, 14, 14}));
+  p.groups = 3;
   EXPECT_NE(error_of([&] {
               conv2d_transpose_nchw_shape({1, 4, 7, 7}, {4, 3, 3, 3}, p);
-            }).find("groups 2 is not supported"),
+            }).find("conv2d_transpose_nchw: 4 input channels do not split into 3 groups"),
             std::string::npos);
 }
 

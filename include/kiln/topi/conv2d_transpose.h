@@ -2,7 +2,8 @@
 /// \brief Transposed 2-D convolution (the gradient of conv2d with respect to its input; DCGAN's
 /// up-sampling layers), NCHW. pattern: out_ewise_fusable (kConv2DPattern).
 ///
-/// Data [N, C, H, W], kernel [C, O, KH, KW] (the ONNX / PyTorch ConvTranspose layout), groups 1.
+/// Data [N, C, H, W], kernel [C, O/g, KH, KW] (the ONNX / PyTorch ConvTranspose layout) for g
+/// groups: output channel o reads input channels (o / (O/g))·C/g .. + C/g.
 /// OH = (H - 1) * sh - pad_top - pad_bottom + dh * (KH - 1) + output_padding_h + 1 (same for W).
 /// Computed as a convolution with stride 1 of the flipped, channel-transposed kernel over the
 /// input dilated by the stride and padded by dilation * (K - 1) - pad (a negative value crops):
@@ -18,8 +19,8 @@
 namespace kiln::topi {
 
 /// Shape rule: [N, O, OH, OW]; a user error naming "conv2d_transpose_nchw", the shapes and the
-/// attributes otherwise (channel mismatch, groups != 1, output_padding not smaller than the
-/// stride or the dilation, an empty output).
+/// attributes otherwise (channel mismatch, channels not divisible by groups, output_padding not
+/// smaller than the stride or the dilation, an empty output).
 std::vector<int64_t> conv2d_transpose_nchw_shape(const std::vector<int64_t>& data,
                                                  const std::vector<int64_t>& kernel,
                                                  const Conv2DParams& params,
@@ -27,7 +28,8 @@ std::vector<int64_t> conv2d_transpose_nchw_shape(const std::vector<int64_t>& dat
                                                  int64_t output_padding_w = 0);
 
 /// out[n, o, y, x] = sum_{c, kh, kw} data[n, c, (y + pt - kh*dh) / sh, (x + pl - kw*dw) / sw] *
-/// kernel[c, o, kh, kw] over the terms whose divisions are exact and in range. Main stage tag
+/// kernel[c, o, kh, kw] over the terms whose divisions are exact and in range (with groups, c
+/// over o's group and kernel column o mod O/g). Main stage tag
 /// "conv2d_transpose_nchw", its dilated-padded input a stage tagged "injective,dilate_pad".
 te::Tensor conv2d_transpose_nchw(const te::Tensor& data, const te::Tensor& kernel,
                                  const Conv2DParams& params, int64_t output_padding_h = 0,

@@ -4,7 +4,8 @@
 // A 2-D Conv is the graph's conv2d; a 1-D one runs as conv2d over a unit height (so it gets
 // conv2d's fast path); a 3-D one runs as one conv2d over its stacked depth taps
 // (conv3d_as_conv2d; conv3d only when the input's shape is not known). ConvTranspose of 1-D and 2-D
-// windows is conv2d_transpose (groups as one transposed convolution per group, concatenated), of
+// windows is conv2d_transpose (depthwise ones with groups; other groups as one transposed
+// convolution per group, concatenated), of
 // 3-D windows conv3d_transpose. Pools of 1-D and 2-D windows are max_pool2d / avg_pool2d (8-bit max
 // pooling in float32, exact; padding wider than half the window made explicit); 3-D windows and
 // MaxPool's Indices use max_pool_nd / avg_pool_nd / max_pool_nd_indices. auto_pad is resolved in
@@ -310,7 +311,10 @@ std::vector<Entry> convert_conv_transpose_2d(Converter& c) {
   }
   Attrs a{{"strides", strides}, {"padding", pads}, {"dilation", dil}, {"output_padding", outpad}};
   Entry y;
-  if (group == 1) {
+  if (group == 1 || group == xt.shape[1]) {
+    // A depthwise transposed convolution (learnable up-sampling) stays one node: its CPU
+    // strategy computes the stride² phases as depthwise convolutions.
+    a.set("groups", group);
     y = c.op("conv2d_transpose", {x, w}, a);
   } else {
     int64_t cg = xt.shape[1] / group;

@@ -26,14 +26,14 @@ topi::Conv2DParams transpose_params(const Attrs& a) {
   std::tie(p.stride_h, p.stride_w) = pair_of(a, "strides");
   std::tie(p.dilation_h, p.dilation_w) = pair_of(a, "dilation");
   p.padding = topi::Padding2D::from(a.get_ints("padding"), "conv2d_transpose");
-  p.groups = 1;
+  p.groups = a.get_int("groups");
   return p;
 }
 
 }  // namespace
 
 void register_extra_ops(OpRegistry& r) {
-  // conv2d_transpose: data [N, C, H, W], kernel [C, O, KH, KW] (ONNX / PyTorch layout).
+  // conv2d_transpose: data [N, C, H, W], kernel [C, O/groups, KH, KW] (ONNX / PyTorch layout).
   OpDef ct;
   ct.name = "conv2d_transpose";
   ct.min_inputs = ct.max_inputs = 2;
@@ -41,7 +41,8 @@ void register_extra_ops(OpRegistry& r) {
   ct.attrs = {{"strides", AttrKind::kInts, Ints{1, 1}},
               {"padding", AttrKind::kInts, Ints{0, 0, 0, 0}},
               {"dilation", AttrKind::kInts, Ints{1, 1}},
-              {"output_padding", AttrKind::kInts, Ints{0, 0}}};
+              {"output_padding", AttrKind::kInts, Ints{0, 0}},
+              {"groups", AttrKind::kInt, int64_t{1}}};
   ct.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     auto [oh, ow] = pair_of(a, "output_padding");
     return std::vector<te::Tensor>{

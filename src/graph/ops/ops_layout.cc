@@ -9,7 +9,9 @@
 //                                                   conv, or one conv per phase) interleaved
 //   channel_shuffle(x, groups, layout)              ShuffleNet's channel shuffle (reshape to
 //                                                   groups, transpose, reshape) on NCHW<b>c data
-// The packed weights are constants computed by the pass, so nothing packs at run time.
+//   pack_conv2d_weight(w, ic_bn, oc_bn)             conv2d_nchwc's weight layout, for weights
+//                                                   computed at run time
+// Constant weights are packed by the pass, so they are not packed at run time.
 
 #include "../op_attrs.h"
 #include "kiln/graph/op_registry.h"
@@ -172,6 +174,23 @@ void register_layout_ops(OpRegistry& r) {
   // stride-1 conv2d / conv2d_nchwc (NCHW or NCHW<b>c), scattered to the output (NCHW, or
   // NCHW<out_block>c when out_block > 0): out[n, o, y, x] = phases[n, (ry·sw + rx)·channels + o,
   // floor(qy / sh) + offset_h, floor(qx / sw) + offset_w] with q = (y, x) + shift and
+  // pack_conv2d_weight(w, ic_bn, oc_bn): OIHW → [O/oc, C/ic, KH, KW, ic, oc], for a convolution
+  // whose weights are computed at run time (CondConv's mixture of expert kernels); constant
+  // weights are packed by the layout pass.
+  OpDef pack;
+  pack.name = "pack_conv2d_weight";
+  pack.pattern = topi::OpPattern::kInjective;
+  pack.attrs = {{"ic_bn", AttrKind::kInt, std::nullopt}, {"oc_bn", AttrKind::kInt, std::nullopt}};
+  pack.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
+    return one(topi::pack_conv2d_weight(in[0], a.get_int("ic_bn"), a.get_int("oc_bn"), n));
+  };
+  pack.infer_rule = [](const std::vector<TensorType>& in, const Attrs& a) {
+    return std::vector<TensorType>{
+        {topi::packed_conv2d_weight_shape(in[0].shape, a.get_int("ic_bn"), a.get_int("oc_bn")),
+         in[0].dtype}};
+  };
+  r.add(pack);
+
   // r = q mod strides (topi/subpixel.h; alter_layout.cc emits it).
   OpDef sub;
   sub.name = "subpixel_interleave";

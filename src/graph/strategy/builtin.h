@@ -20,7 +20,8 @@ void register_gpu_strategies();
 
 /// The logical workload of a conv2d node whose data is a float32 NCHW tensor and whose weights
 /// are a float32 constant, else nothing.
-std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call);
+std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call,
+                                                    bool constant_weight = true);
 /// True for a depthwise workload (groups = in = out channels).
 bool is_depthwise(const topi::Conv2DWorkload& wl);
 
@@ -39,6 +40,7 @@ bool alter_conv2d_winograd(LayoutRewriter& rw);
 bool alter_depthwise_conv2d(LayoutRewriter& rw);
 bool alter_conv2d_transpose_subpixel(LayoutRewriter& rw);
 bool alter_conv2d_transpose_dilated(LayoutRewriter& rw);
+bool alter_conv2d_transpose_depthwise(LayoutRewriter& rw);
 /// dense(x, W [N, K]) (`transposed_weight` false) or matmul(x, B [K, N]) (true).
 bool alter_dense(LayoutRewriter& rw, bool transposed_weight);
 bool alter_lstm_cell(LayoutRewriter& rw);

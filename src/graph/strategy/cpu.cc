@@ -3,7 +3,8 @@
 // registers). conv2d: blocked NCHWc direct (priority 10), Winograd F(4x4, 3x3) where it applies
 // (20 where topi::prefer_winograd picks it, else 5), depthwise NCHWc, the NCHW schedule as the
 // fallback; dense / matmul with constant weights: the packed, register-blocked product;
-// lstm_cell: the packed cell; conv2d_transpose: sub-pixel phases or a dilated convolution, else
+// lstm_cell: the packed cell; conv2d_transpose: sub-pixel phases (depthwise ones as depthwise
+// convolutions) or a dilated convolution, else
 // its NCHW schedule; pooling, softmax, norms and conv3d: their CPU schedules. The tunable ones
 // build their tuning task from the node here (graph/tuning.h's task functions) — the only place
 // a node's workload key is made.
@@ -30,13 +31,13 @@
 
 namespace kiln::graph {
 
-std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call) {
+std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call, bool constant_weight) {
   const Node& n = call.node();
   if (n.inputs.size() < 2) return std::nullopt;
   const TensorType& xt = call.input_type(0);
   const TensorType& wt = call.input_type(1);
   if (xt.dtype != DataType::Float(32) || xt.shape.size() != 4 || wt.shape.size() != 4 ||
-      !call.is_f32_constant(1))
+      wt.dtype != DataType::Float(32) || (constant_weight && !call.is_f32_constant(1)))
     return std::nullopt;
   return topi::Conv2DWorkload{xt.shape[0], xt.shape[1], xt.shape[2], xt.shape[3],
                               wt.shape[0], wt.shape[2], wt.shape[3], detail::conv_params(n.attrs)};
@@ -177,6 +178,8 @@ void register_implementations() {
                            alter_conv2d_transpose_subpixel, ""});
   register_implementation({"conv2d_transpose_dilated.cpu", schedule_by_pattern, nullptr,
                            alter_conv2d_transpose_dilated, ""});
+  register_implementation({"conv2d_transpose_depthwise.cpu", schedule_by_pattern, nullptr,
+                           alter_conv2d_transpose_depthwise, ""});
   // NCHW and other single-template ops.
   register_implementation(
       {"conv2d_nchw.cpu", epilogue_only(topi::schedule_conv2d_nchw), nullptr, nullptr, ""});
@@ -207,7 +210,12 @@ void register_cpu_strategies() {
   register_strategy("conv2d", "cpu", [](const OpCall& c) {
     std::vector<Choice> r{{"conv2d_nchw.cpu", 0, false}};
     std::optional<topi::Conv2DWorkload> wl = conv2d_workload(c);
-    if (!wl) return r;
+    if (!wl) {
+      // Weights computed at run time: blocked, packed by a pack_conv2d_weight node.
+      wl = conv2d_workload(c, false);
+      if (wl && wl->params.groups == 1) r.push_back({"conv2d_nchwc.cpu", 10, true});
+      return r;
+    }
     if (is_depthwise(*wl)) {
       r.push_back({"depthwise_conv2d_nchwc.cpu", 10, true});
     } else if (wl->params.groups == 1) {
@@ -227,7 +235,8 @@ void register_cpu_strategies() {
     return r;
   });
   register_strategy("conv2d_transpose", "cpu", [](const OpCall&) {
-    return std::vector<Choice>{{"conv2d_transpose_subpixel.cpu", 20, true},
+    return std::vector<Choice>{{"conv2d_transpose_depthwise.cpu", 30, true},
+                               {"conv2d_transpose_subpixel.cpu", 20, true},
                                {"conv2d_transpose_dilated.cpu", 10, true},
                                {"conv2d_transpose_nchw.cpu", 0, false}};
   });

@@ -1,7 +1,9 @@
 // The CPU strategies' layout hooks (TVM's conv2d_alter_layout for x86), run by alter_op_layout
 // for the choice it takes:
-//   conv2d (groups 1, constant weights)     → conv2d_nchwc on NCHW<ic>c data, weights packed
-//                                              into OIHW<ic>i<oc>o, output NCHW<oc>c (blocks
+//   conv2d (groups 1)                       → conv2d_nchwc on NCHW<ic>c data, weights packed
+//                                              into OIHW<ic>i<oc>o (at run time by a
+//                                              pack_conv2d_weight node when they are computed
+//                                              there), output NCHW<oc>c (blocks
 //                                              of 8 channels or more, 4 with the arm key
 //                                              (arm.h), or one output pixel)
 //   conv2d (3x3 stride 1, Winograd)         → conv2d_winograd_nchwc, the kernel transformed once
@@ -11,6 +13,8 @@
 //                                              1, a stride > 1); else dilate2d, then
 //                                              conv2d_nchwc with the kernel flipped and its
 //                                              channels swapped
+//   conv2d_transpose (depthwise)            → one depthwise_conv2d_nchwc per phase, then
+//                                              subpixel_interleave
 //   dense / matmul (constant weights)       → dense_packed over weights packed in panels
 //   lstm_cell (constant recurrent weight)   → lstm_cell_packed, the weight packed in panels
 // with the block sizes of each template's config (tuned, or the fallback). Each hook records
@@ -18,6 +22,7 @@
 // the same config. Weights are packed here, in C++, so the pass compiles nothing.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "../layout_util.h"
 #include "../op_attrs.h"
@@ -117,10 +122,19 @@ ImplChoice conv2d_nchwc_choice(const topi::Conv2DWorkload& wl, const Target& tar
   return ImplChoice{"conv2d_nchwc.cpu", [wl, target] { return conv2d_task(wl, target); }};
 }
 
+/// The node's weight packed at compile time: a constant.
+std::function<Entry()> packed_constant(LayoutRewriter& rw, NDArray packed) {
+  return [&rw, packed = std::move(packed)]() mutable {
+    const Node& n = rw.call().node();
+    return rw.add_constant(rw.call().graph.node(n.inputs[1].node).name + "_packed",
+                           std::move(packed));
+  };
+}
+
 /// A blocked convolution node `op` replacing the node: data in NCHW<ic_bn>c, the packed
-/// weight, output NCHW<oc_bn>c.
+/// weight (added by `packed` after the data's conversion), output NCHW<oc_bn>c.
 void emit_blocked_conv(LayoutRewriter& rw, const std::string& op, int64_t ic_bn, int64_t oc_bn,
-                       NDArray packed, ImplChoice impl) {
+                       const std::function<Entry()>& packed, ImplChoice impl) {
   const Node& n = rw.call().node();
   Node r;
   r.op = op;
@@ -128,9 +142,8 @@ void emit_blocked_conv(LayoutRewriter& rw, const std::string& op, int64_t ic_bn,
   r.attrs.set("strides", n.attrs.get_ints("strides"));
   r.attrs.set("padding", n.attrs.get_ints("padding"));
   r.attrs.set("dilation", n.attrs.get_ints("dilation"));
-  const std::string wname = rw.call().graph.node(n.inputs[1].node).name;
-  r.inputs = {rw.input(0, blocked_layout(ic_bn)),
-              rw.add_constant(wname + "_packed", std::move(packed))};
+  Entry data = rw.input(0, blocked_layout(ic_bn));
+  r.inputs = {data, packed()};
   r.outputs = {blocked_type(n.outputs[0], oc_bn)};
   r.impl = std::move(impl);
   rw.emit(std::move(r), blocked_layout(oc_bn));
@@ -163,15 +176,19 @@ NDArray stack_subpixel_weight(const NDArray& w, int64_t sh, int64_t sw, int64_t 
 /// Sub-pixel decomposition with one conv2d_nchwc per phase (topi::plan_subpixel_phase): no
 /// extra row and column (the stacked convolution's (H+1)·(W+1) positions against H·W: 56%
 /// more work on DCGAN's 4x4 layer) and no zero taps, then a subpixel_interleave of the
-/// sh·sw phases into NCHW<oc_bn>c. Every phase must have taps and outputs, and the same
-/// blocks `ic_bn`, `oc_bn` (a divisor of O); else false, and nothing is added.
-bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, int64_t oc_bn) {
+/// sh·sw phases into NCHW<oc_bn>c. `depthwise` (groups = C, weight [C, 1, KH, KW]): one
+/// depthwise_conv2d_nchwc per phase (ic_bn = oc_bn). Every phase must have taps and outputs,
+/// and the same blocks `ic_bn`, `oc_bn` (a divisor of the output channels); else false, and
+/// nothing is added.
+bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, int64_t oc_bn,
+                     bool depthwise = false) {
   const OpCall& call = rw.call();
   const Node& n = call.node();
   const TensorType& xt = call.input_type(0);
   const TensorType& ot = n.outputs[0];
   const NDArray& w = *call.constant(1);
   const int64_t C = w.shape()[0], O = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
+  const int64_t out_channels = depthwise ? C : O;
   topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
   std::vector<topi::SubpixelAxis> py, px;
   try {
@@ -191,16 +208,24 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
     wl.in_channel = C;
     wl.height = xt.shape[2];
     wl.width = xt.shape[3];
-    wl.out_channel = O;
+    wl.out_channel = out_channels;
     wl.kernel_h = ay.taps;
     wl.kernel_w = ax.taps;
     wl.params.padding = {ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi};
+    if (depthwise) wl.params.groups = C;
     return wl;
   };
   for (const topi::SubpixelAxis& ay : py)
     for (const topi::SubpixelAxis& ax : px) {
       try {
         topi::Conv2DWorkload wl = workload(ay, ax);
+        if (depthwise) {
+          autotune::Config cfg = rw.config([&] { return depthwise_conv2d_task(wl, call.target); });
+          const int64_t bn = topi::define_depthwise_nchwc_knobs(cfg, wl, call.target,
+                                                                topi::ChannelBlocks::kDefault);
+          if (bn != ic_bn || bn != oc_bn) return false;
+          continue;
+        }
         autotune::Config cfg = rw.config([&] { return conv2d_task(wl, call.target); });
         topi::Conv2DNCHWcLayout l =
             topi::define_conv2d_nchwc_knobs(cfg, wl, call.target, topi::ChannelBlocks::kDefault);
@@ -215,8 +240,11 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
   for (int64_t ry = 0; ry < sh; ++ry)
     for (int64_t rx = 0; rx < sw; ++rx) {
       const topi::SubpixelAxis &ay = py[ry], &ax = px[rx];
-      // Wp[o, c, ty, tx] = w[c, o, ry + sh·(Ty−1−ty), rx + sw·(Tx−1−tx)]
-      NDArray wp = NDArray::empty({O, C, ay.taps, ax.taps}, w.dtype());
+      // Wp[o, c, ty, tx] = w[c, o, ry + sh·(Ty−1−ty), rx + sw·(Tx−1−tx)]; a depthwise
+      // kernel's [1, C, Ty, Tx] is its [C, 1, Ty, Tx].
+      NDArray wp = NDArray::empty(depthwise ? std::vector<int64_t>{C, 1, ay.taps, ax.taps}
+                                            : std::vector<int64_t>{O, C, ay.taps, ax.taps},
+                                  w.dtype());
       const float* src = w.data_as<float>();
       float* dst = wp.data_as<float>();
       for (int64_t o = 0; o < O; ++o)
@@ -228,16 +256,21 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
                       sw * (ax.taps - 1 - tx)];
       const std::string phase = "_phase" + std::to_string(ry) + "_" + std::to_string(rx);
       Node conv;
-      conv.op = "conv2d_nchwc";
+      conv.op = depthwise ? "depthwise_conv2d_nchwc" : "conv2d_nchwc";
       conv.name = n.name + phase;
       conv.attrs.set("strides", Ints{1, 1});
       conv.attrs.set("padding", Ints{ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi});
       conv.attrs.set("dilation", Ints{1, 1});
-      conv.inputs = {
-          data, rw.add_constant(wname + phase + "_packed", pack_conv_weight(wp, ic_bn, oc_bn))};
-      conv.outputs = {
-          blocked_type({{xt.shape[0], O, ay.conv_extent, ax.conv_extent}, xt.dtype}, oc_bn)};
-      conv.impl = conv2d_nchwc_choice(workload(ay, ax), call.target);
+      conv.inputs = {data, rw.add_constant(wname + phase + "_packed",
+                                           depthwise ? pack_depthwise_weight(wp, oc_bn)
+                                                     : pack_conv_weight(wp, ic_bn, oc_bn))};
+      conv.outputs = {blocked_type(
+          {{xt.shape[0], out_channels, ay.conv_extent, ax.conv_extent}, xt.dtype}, oc_bn)};
+      const topi::Conv2DWorkload wl = workload(ay, ax);
+      const Target target = call.target;
+      conv.impl = depthwise ? ImplChoice{"depthwise_conv2d_nchwc.cpu",
+                                         [wl, target] { return depthwise_conv2d_task(wl, target); }}
+                            : conv2d_nchwc_choice(wl, target);
       r.inputs.push_back(rw.add(std::move(conv), blocked_layout(oc_bn)));
     }
   Ints offsets;
@@ -250,7 +283,7 @@ bool subpixel_phases(LayoutRewriter& rw, int64_t sh, int64_t sw, int64_t ic_bn, 
   r.attrs.set("offset", Ints{0, 0});
   r.attrs.set("phase_offsets", offsets);
   r.attrs.set("out_size", Ints{ot.shape[2], ot.shape[3]});
-  r.attrs.set("channels", O);
+  r.attrs.set("channels", out_channels);
   r.attrs.set("out_block", oc_bn);
   r.outputs = {blocked_type(ot, oc_bn)};
   rw.emit(std::move(r), blocked_layout(oc_bn));
@@ -387,8 +420,9 @@ bool emit_matmul_conv(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
 
 bool alter_conv2d_nchwc(LayoutRewriter& rw) {
   const OpCall& call = rw.call();
-  std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call);
+  std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call, false);
   if (!wl || wl->params.groups != 1) return false;
+  const bool computed_weight = !call.is_f32_constant(1);
   try {
     autotune::Config cfg = rw.config([&] { return conv2d_task(*wl, call.target); });
     topi::Conv2DNCHWcLayout l =
@@ -398,19 +432,33 @@ bool alter_conv2d_nchwc(LayoutRewriter& rw) {
     // convolution stays NCHW; except for a one-pixel output (a squeeze-and-excitation block's
     // convolutions of a pooled [N, C, 1, 1] tensor, e.g. 144 → 6 channels), whose work is
     // negligible and whose blocked output spares converting its input and output.
-    if (l.ic_bn < min_channel_block(call.target) && emit_matmul_conv(rw, *wl)) return true;
+    if (l.ic_bn < min_channel_block(call.target) && !computed_weight && emit_matmul_conv(rw, *wl))
+      return true;
     // Blocks that are no power of two (230 = 23 x 10 channels) run split vectors: padded
     // where that adds at most a quarter, else as they are.
     const bool narrow = l.oc_bn < min_channel_block(call.target);
     const bool half = l.oc_bn * 32 < call.target.vector_bits();
     if ((narrow || half || splits_vectors(l.oc_bn)) && wl->out_height() * wl->out_width() > 1) {
-      if (call.constant(1) && call.constant(1)->dtype() == DataType::Float(32) &&
-          emit_padded_output_conv(rw, *wl))
-        return true;
+      if (!computed_weight && emit_padded_output_conv(rw, *wl)) return true;
       if (narrow) return false;
     }
+    // Weights computed at run time (CondConv) are packed by a node of their own.
+    auto pack_node = [&] {
+      Node pack;
+      pack.op = "pack_conv2d_weight";
+      pack.name = call.node().name + "_weight_packed";
+      pack.attrs.set("ic_bn", l.ic_bn);
+      pack.attrs.set("oc_bn", l.oc_bn);
+      pack.inputs = {rw.input(1, "")};
+      pack.outputs = {
+          TensorType{topi::packed_conv2d_weight_shape(call.input_type(1).shape, l.ic_bn, l.oc_bn),
+                     DataType::Float(32)}};
+      return rw.add(std::move(pack), "");
+    };
     emit_blocked_conv(rw, "conv2d_nchwc", l.ic_bn, l.oc_bn,
-                      pack_conv_weight(*call.constant(1), l.ic_bn, l.oc_bn),
+                      computed_weight ? std::function<Entry()>(pack_node)
+                                      : packed_constant(rw, pack_conv_weight(*call.constant(1),
+                                                                             l.ic_bn, l.oc_bn)),
                       conv2d_nchwc_choice(*wl, call.target));
   } catch (const Error&) {
     return false;  // a workload the blocked template does not cover
@@ -431,7 +479,8 @@ bool alter_conv2d_winograd(LayoutRewriter& rw) {
     const topi::Conv2DWorkload w = *wl;
     const Target target = call.target;
     emit_blocked_conv(rw, "conv2d_winograd_nchwc", l.ic_bn, l.oc_bn,
-                      topi::transform_winograd_weight(*call.constant(1), l.m, l.ic_bn, l.oc_bn),
+                      packed_constant(rw, topi::transform_winograd_weight(*call.constant(1), l.m,
+                                                                          l.ic_bn, l.oc_bn)),
                       ImplChoice{"conv2d_winograd_nchwc.cpu",
                                  [w, target] { return conv2d_winograd_task(w, target); }});
   } catch (const Error&) {
@@ -461,7 +510,7 @@ bool alter_depthwise_conv2d(LayoutRewriter& rw) {
     const topi::Conv2DWorkload w = *wl;
     const Target target = call.target;
     emit_blocked_conv(rw, "depthwise_conv2d_nchwc", bn, bn,
-                      pack_depthwise_weight(*call.constant(1), bn),
+                      packed_constant(rw, pack_depthwise_weight(*call.constant(1), bn)),
                       ImplChoice{"depthwise_conv2d_nchwc.cpu",
                                  [w, target] { return depthwise_conv2d_task(w, target); }});
   } catch (const Error&) {
@@ -580,6 +629,46 @@ bool alter_conv2d_transpose_subpixel(LayoutRewriter& rw) {
   r.outputs = {out_block > 0 ? blocked_type(ot, out_block) : ot};
   rw.emit(std::move(r), out_block > 0 ? blocked_layout(out_block) : "");
   return true;
+}
+
+/// A depthwise conv2d_transpose (groups = C, weight [C, 1, KH, KW], dilation 1, a stride > 1;
+/// FCN-style learnable up-sampling) as one depthwise_conv2d_nchwc per phase (ceil(K/s) taps
+/// each) and the interleave of the phases, NCHW<b>c in and out (subpixel_phases).
+bool alter_conv2d_transpose_depthwise(LayoutRewriter& rw) {
+  const OpCall& call = rw.call();
+  const Node& n = call.node();
+  const TensorType& xt = call.input_type(0);
+  const NDArray* w = transpose_weight(call);
+  if (!w || w->shape()[1] != 1) return false;
+  const topi::Conv2DParams t = detail::conv_params(n.attrs, "conv2d_transpose");
+  const int64_t C = xt.shape[1];
+  if (C == 1 || t.groups != C || t.dilation_h != 1 || t.dilation_w != 1 ||
+      (t.stride_h == 1 && t.stride_w == 1))
+    return false;
+  // The block: the depthwise template's for the first phase (subpixel_phases checks that
+  // every phase agrees).
+  topi::Conv2DWorkload wl;
+  try {
+    const TensorType& ot = n.outputs[0];
+    topi::SubpixelAxis ay = topi::plan_subpixel_phase(xt.shape[2], w->shape()[2], t.stride_h,
+                                                      t.padding.top, ot.shape[2], 0);
+    topi::SubpixelAxis ax = topi::plan_subpixel_phase(xt.shape[3], w->shape()[3], t.stride_w,
+                                                      t.padding.left, ot.shape[3], 0);
+    wl.batch = xt.shape[0];
+    wl.in_channel = wl.out_channel = wl.params.groups = C;
+    wl.height = xt.shape[2];
+    wl.width = xt.shape[3];
+    wl.kernel_h = ay.taps;
+    wl.kernel_w = ax.taps;
+    wl.params.padding = {ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi};
+    autotune::Config cfg = rw.config([&] { return depthwise_conv2d_task(wl, call.target); });
+    const int64_t bn =
+        topi::define_depthwise_nchwc_knobs(cfg, wl, call.target, topi::ChannelBlocks::kDefault);
+    if (bn < min_channel_block(call.target)) return false;
+    return subpixel_phases(rw, t.stride_h, t.stride_w, bn, bn, true);
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 /// conv2d_transpose(x, w [C, O, KH, KW]) as conv2d_nchwc over x dilated by the strides, padded
