@@ -19,7 +19,7 @@ void register_qnn_strategies();
 void register_gpu_strategies();
 
 /// The logical workload of a conv2d node whose data is a float32 NCHW tensor and whose weights
-/// are a float32 constant, else nothing.
+/// are a float32 constant (any float32 tensor when `constant_weight` is false), else nothing.
 std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call,
                                                     bool constant_weight = true);
 /// True for a depthwise workload (groups = in = out channels).
@@ -33,14 +33,23 @@ bool is_depthwise(const topi::Conv2DWorkload& wl);
 std::optional<topi::Conv2DWorkload> padded_output_workload(const topi::Conv2DWorkload& wl,
                                                            const Target& target);
 
-// Layout hooks (cpu_layout.cc): each rewrites the node for its implementation and records the
-// implementation (and tuning task) on the node it emits; false when it does not apply.
+// Layout hooks (cpu_layout.cc, the transposed convolutions' in cpu_layout_transpose.cc): each
+// rewrites the node for its implementation and records the implementation (and tuning task) on
+// the node it emits; false when it does not apply.
 bool alter_conv2d_nchwc(LayoutRewriter& rw);
 bool alter_conv2d_winograd(LayoutRewriter& rw);
 bool alter_depthwise_conv2d(LayoutRewriter& rw);
 bool alter_conv2d_transpose_subpixel(LayoutRewriter& rw);
 bool alter_conv2d_transpose_dilated(LayoutRewriter& rw);
 bool alter_conv2d_transpose_depthwise(LayoutRewriter& rw);
+// What the hooks share (cpu_layout.cc): float32 weights packed on the host, and the record of
+// a conv2d_nchwc node.
+/// OIHW → [O/oc, C/ic, KH, KW, ic, oc] (topi::pack_conv2d_weight).
+runtime::NDArray pack_conv_weight(const runtime::NDArray& w, int64_t ic, int64_t oc);
+/// [C, 1, KH, KW] → [C/bn, 1, KH, KW, 1, bn] (topi::pack_depthwise_weight).
+runtime::NDArray pack_depthwise_weight(const runtime::NDArray& w, int64_t bn);
+/// The record of a conv2d_nchwc node computing workload `wl`.
+ImplChoice conv2d_nchwc_choice(const topi::Conv2DWorkload& wl, const Target& target);
 /// dense(x, W [N, K]) (`transposed_weight` false) or matmul(x, B [K, N]) (true).
 bool alter_dense(LayoutRewriter& rw, bool transposed_weight);
 bool alter_lstm_cell(LayoutRewriter& rw);
