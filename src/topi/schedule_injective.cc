@@ -78,14 +78,25 @@ int lanes_for(DataType t, const Target& target) {
 }
 
 /// True when the reduction reads its input's innermost dimension with a reduction variable.
+/// Loads that compute another load's index (a gather's indices: an embedding bag's
+/// mean over rows take(table, ids[b, k])) are not what it reads along.
 bool reduces_innermost(const te::ComputeOpNode* c) {
   VarSet rvars;
   for (const IterVar& iv : c->reduce_axis) rvars.insert(iv->var);
   bool found = false;
   for (const Expr& b : c->body) {
     // Through the injective producers the kernel inlines: their loads are what it reads.
-    post_order_visit(detail::inline_injective_loads(b), [&](const IRNode* n) {
+    const Expr body = detail::inline_injective_loads(b);
+    std::unordered_set<const IRNode*> index_loads;
+    post_order_visit(body, [&](const IRNode* n) {
       if (n->kind != NodeKind::ProducerLoad) return;
+      for (const Expr& i : static_cast<const ProducerLoad*>(n)->indices)
+        post_order_visit(i, [&](const IRNode* m) {
+          if (m->kind == NodeKind::ProducerLoad) index_loads.insert(m);
+        });
+    });
+    post_order_visit(body, [&](const IRNode* n) {
+      if (n->kind != NodeKind::ProducerLoad || index_loads.count(n)) return;
       const auto* pl = static_cast<const ProducerLoad*>(n);
       if (pl->indices.empty()) return;
       if (uses_var(pl->indices.back(), [&](const Variable* v) { return rvars.count(Var(v)) > 0; }))

@@ -198,6 +198,27 @@ TEST(TopiSchedule, ReduceVectorizesOuterAxisReduction) {
   EXPECT_EQ(ir2.find("ramp("), std::string::npos) << ir2;
 }
 
+TEST(TopiSchedule, EmbeddingBagSumVectorizesTheRowNotTheBag) {
+  // sum over k of table[ids[b, k], d] (a recommender's embedding bag): the reduction runs along
+  // the bag, the ids' contiguous axis, but reads the table's rows along d: d is vectorized
+  // inside the loop over the bag (was: one scalar sum per output element).
+  te::Tensor E = input({1000, 64}, f32, "E");
+  te::Tensor ids = input({32, 20}, DataType::Int(32), "ids");
+  te::Tensor R = sum(take(E, ids, 0), {1});
+  const std::vector<te::Tensor> args = {E, ids, R};
+  std::string ir = lowered(schedule_reduce({R}, host_target()), args);
+  EXPECT_NE(ir.find("sum[ramp("), std::string::npos) << ir;
+  NDArray table = random_array({1000, 64}, f32, 3),
+          bag = random_array({32, 20}, DataType::Int(32), 4, 0, 999);
+  NDArray want = reference({32, 64}, f32, [&](const Shape& i) {
+    double acc = 0;
+    for (int64_t k = 0; k < 20; ++k)
+      acc += at(table, {static_cast<int64_t>(at(bag, {i[0], k})), i[1]});
+    return acc;
+  });
+  check({E, ids}, {R}, {table, bag}, {want}, schedule_reduce);
+}
+
 TEST(TopiSchedule, SoftmaxAndLayerNormComputeAtRows) {
   te::Tensor X = input({64, 100}, f32, "X");
   te::Tensor S = softmax(X);
