@@ -260,6 +260,41 @@ TEST(AlterLayout, WeightsComputedAtRunTimeArePackedByANode) {
   EXPECT_LT(max_diff_vs_unoptimized(g, 2, 14), 1e-4);
 }
 
+// TensorFlow's depth_multiplier: conv2d with groups = C and M·C outputs (output channel c·M + m
+// reads input channel c) runs M blocked depthwise convolutions of the same input, concatenated
+// on whole blocks and put back in order by one channel_shuffle.
+TEST(AlterLayout, DepthwiseWithAChannelMultiplierRunsOneDepthwisePerMultiple) {
+  struct Case {
+    int64_t c, m, stride;
+  };
+  for (const Case& k : {Case{16, 2, 2}, Case{32, 3, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "C " << k.c << " multiplier " << k.m);
+    std::mt19937 rng(9);
+    Graph g;
+    Entry x = g.add_input("x", {1, k.c, 9, 10}, f32);
+    Entry d = g.add_op(
+        "conv2d", {x, g.add_constant("wd", random_array({k.c * k.m, 1, 3, 3}, rng))},
+        {{"padding", Ints{1, 1, 1, 1}}, {"strides", Ints{k.stride, k.stride}}, {"groups", k.c}});
+    d = g.add_op(
+        "relu",
+        {g.add_op("add", {d, g.add_constant("b", random_array({1, k.c * k.m, 1, 1}, rng))})});
+    g.add_output(
+        g.add_op("conv2d", {d, g.add_constant("wp", random_array({16, k.c * k.m, 1, 1}, rng))}));
+    Graph a = alter_op_layout(infer_types(g), Target::host());
+    const std::string text = a.str();
+    size_t convs = 0;
+    for (size_t p = text.find("depthwise_conv2d_nchwc("); p != std::string::npos;
+         p = text.find("depthwise_conv2d_nchwc(", p + 1))
+      ++convs;
+    EXPECT_EQ(convs, static_cast<size_t>(k.m)) << text;
+    EXPECT_NE(text.find("channel_shuffle(%"), std::string::npos) << text;
+    EXPECT_NE(text.find("groups=" + std::to_string(k.m) + ", layout=\"NCHW"), std::string::npos)
+        << text;
+    EXPECT_EQ(text.find(" conv2d("), std::string::npos) << text;
+    EXPECT_LT(max_diff_vs_unoptimized(g, 2, 15), 1e-4);
+  }
+}
+
 TEST(AlterLayout, OddOutputChannelsArePaddedToWholeBlocks) {
   // 61 output channels (R(2+1)D has 921 = 3 · 307) have no block of 8: the convolution runs
   // blocked over 64 channels (zero weights past 61) and its NCHW copy is cut back to 61, which

@@ -24,6 +24,9 @@ std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call,
                                                     bool constant_weight = true);
 /// True for a depthwise workload (groups = in = out channels).
 bool is_depthwise(const topi::Conv2DWorkload& wl);
+/// M when each input channel has M output channels of its own (groups = in channels, out =
+/// M·in; 1 is depthwise), else 0.
+int64_t depthwise_multiplier(const topi::Conv2DWorkload& wl);
 
 /// The workload conv2d_nchwc computes for `wl` when its output channels have no power-of-two
 /// block of 8 or more: the channels padded to whole vector blocks (at most three quarters more

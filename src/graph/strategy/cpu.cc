@@ -48,6 +48,13 @@ bool is_depthwise(const topi::Conv2DWorkload& wl) {
          wl.out_channel == wl.in_channel;
 }
 
+int64_t depthwise_multiplier(const topi::Conv2DWorkload& wl) {
+  const int64_t C = wl.in_channel;
+  return wl.params.groups > 1 && wl.params.groups == C && wl.out_channel % C == 0
+             ? wl.out_channel / C
+             : 0;
+}
+
 namespace {
 
 /// The workload of `call`, or a user error naming the node when the template cannot take it.
@@ -216,7 +223,7 @@ void register_cpu_strategies() {
       if (wl && wl->params.groups == 1) r.push_back({"conv2d_nchwc.cpu", 10, true});
       return r;
     }
-    if (is_depthwise(*wl)) {
+    if (depthwise_multiplier(*wl) >= 1) {
       r.push_back({"depthwise_conv2d_nchwc.cpu", 10, true});
     } else if (wl->params.groups == 1) {
       r.push_back({"conv2d_nchwc.cpu", 10, true});
@@ -230,7 +237,7 @@ void register_cpu_strategies() {
       }
     }
     // Grouped, not depthwise: the blocked grouped template (ResNeXt, RegNet).
-    if (wl->params.groups > 1 && !is_depthwise(*wl))
+    if (wl->params.groups > 1 && depthwise_multiplier(*wl) == 0)
       r.push_back({"conv2d_grouped_nchwc.cpu", 10, true});
     return r;
   });

@@ -8,6 +8,7 @@
 //                                              (arm.h), or one output pixel)
 //   conv2d (3x3 stride 1, Winograd)         → conv2d_winograd_nchwc, the kernel transformed once
 //   conv2d (depthwise, multiplier 1)        → depthwise_conv2d_nchwc, NCHW<b>c in and out
+//   conv2d (depthwise, multiplier M > 1)    → M of them, concat, channel_shuffle
 //   conv2d_transpose                        → cpu_layout_transpose.cc
 //   dense / matmul (constant weights)       → dense_packed over weights packed in panels
 //   lstm_cell (constant recurrent weight)   → lstm_cell_packed, the weight packed in panels
@@ -342,11 +343,71 @@ bool alter_conv2d_winograd(LayoutRewriter& rw) {
   return true;
 }
 
+namespace {
+
+/// A depthwise convolution with channel multiplier M > 1 (TensorFlow's depth_multiplier: output
+/// channel c·M + m reads input channel c) as M depthwise_conv2d_nchwc of multiplier 1 over the
+/// same blocked input (the m-th taking the kernels of channels c·M + m), their outputs
+/// concatenated on whole blocks ([t_0, …, t_{M-1}]: channel m·C + c) and shuffled back by one
+/// channel_shuffle (groups M: channel c·M + m reads m·C + c).
+bool emit_depthwise_multiples(LayoutRewriter& rw, const topi::Conv2DWorkload& wl) {
+  const OpCall& call = rw.call();
+  const Node& n = call.node();
+  const int64_t C = wl.in_channel, M = depthwise_multiplier(wl);
+  topi::Conv2DWorkload one = wl;
+  one.out_channel = C;
+  autotune::Config cfg = rw.config([&] { return depthwise_conv2d_task(one, call.target); });
+  const int64_t bn =
+      topi::define_depthwise_nchwc_knobs(cfg, one, call.target, topi::ChannelBlocks::kDefault);
+  if (bn < min_channel_block(call.target)) return false;
+  const NDArray& w = *call.constant(1);
+  const int64_t K = w.shape()[2] * w.shape()[3];
+  const TensorType& ot = n.outputs[0];
+  const TensorType part{{ot.shape[0], C, ot.shape[2], ot.shape[3]}, ot.dtype};
+  const std::string wname = call.graph.node(n.inputs[1].node).name;
+  const Target target = call.target;
+  Entry data = rw.input(0, blocked_layout(bn));
+  Node cat;
+  cat.op = "concat";
+  cat.name = n.name + "_multiples";
+  cat.attrs.set("axis", int64_t{1});
+  for (int64_t m = 0; m < M; ++m) {
+    NDArray wm = NDArray::empty({C, 1, w.shape()[2], w.shape()[3]}, w.dtype());
+    for (int64_t c = 0; c < C; ++c)
+      std::memcpy(wm.data_as<float>() + c * K, w.data_as<float>() + (c * M + m) * K,
+                  static_cast<size_t>(K) * sizeof(float));
+    Node conv;
+    conv.op = "depthwise_conv2d_nchwc";
+    conv.name = n.name + "_multiple" + std::to_string(m);
+    conv.attrs.set("strides", n.attrs.get_ints("strides"));
+    conv.attrs.set("padding", n.attrs.get_ints("padding"));
+    conv.attrs.set("dilation", n.attrs.get_ints("dilation"));
+    conv.inputs = {data, rw.add_constant(wname + "_multiple" + std::to_string(m) + "_packed",
+                                         pack_depthwise_weight(wm, bn))};
+    conv.outputs = {blocked_type(part, bn)};
+    conv.impl = ImplChoice{"depthwise_conv2d_nchwc.cpu",
+                           [one, target] { return depthwise_conv2d_task(one, target); }};
+    cat.inputs.push_back(rw.add(std::move(conv), blocked_layout(bn)));
+  }
+  cat.outputs = {blocked_type(ot, bn)};
+  Node shuffle;
+  shuffle.op = "channel_shuffle";
+  shuffle.name = n.name;
+  shuffle.attrs.set("groups", M).set("layout", blocked_layout(bn));
+  shuffle.inputs = {rw.add(std::move(cat), blocked_layout(bn))};
+  shuffle.outputs = {blocked_type(ot, bn)};
+  rw.emit(std::move(shuffle), blocked_layout(bn));
+  return true;
+}
+
+}  // namespace
+
 bool alter_depthwise_conv2d(LayoutRewriter& rw) {
   const OpCall& call = rw.call();
   std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call);
-  if (!wl || !is_depthwise(*wl)) return false;
+  if (!wl || depthwise_multiplier(*wl) == 0) return false;
   try {
+    if (depthwise_multiplier(*wl) > 1) return emit_depthwise_multiples(rw, *wl);
     autotune::Config cfg = rw.config([&] { return depthwise_conv2d_task(*wl, call.target); });
     int64_t bn =
         topi::define_depthwise_nchwc_knobs(cfg, *wl, call.target, topi::ChannelBlocks::kDefault);

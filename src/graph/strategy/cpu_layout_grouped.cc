@@ -18,7 +18,7 @@ namespace kiln::graph {
 bool alter_conv2d_grouped(LayoutRewriter& rw) {
   const OpCall& call = rw.call();
   std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call);
-  if (!wl || wl->params.groups <= 1 || is_depthwise(*wl)) return false;
+  if (!wl || wl->params.groups <= 1 || depthwise_multiplier(*wl) > 0) return false;
   try {
     const topi::Conv2DWorkload w = *wl;
     const Target target = call.target;
