@@ -238,6 +238,60 @@ TEST(OnnxNdim, Conv3DRunsAsOneConv2DOverTheDepthSlices) {
   }
 }
 
+TEST(OnnxNdim, DepthwiseConv3DIsASumOfDepthwiseConv2DsOverTheDepthTaps) {
+  // X3D / MoViNet: groups = C, weight [M·C, 1, KD, KH, KW]. The importer adds KD depthwise
+  // conv2d over the depth slices (each tap's kernel cut from the constant weight, or sliced
+  // from a computed one), never a grouped conv2d of KD channels per group. Cases: one sample,
+  // a batch of 2 with depth stride, dilation and asymmetric depth padding, a channel
+  // multiplier of 2, and the weight given at run time.
+  struct Case {
+    Ints xs, ws, strides, dil, pads;
+    bool weight_input;
+  };
+  for (const Case& k :
+       {Case{{1, 16, 5, 6, 7}, {16, 1, 3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, false},
+        Case{{2, 8, 7, 5, 6}, {8, 1, 3, 3, 1}, {2, 2, 1}, {2, 1, 1}, {2, 1, 0, 1, 0, 0}, false},
+        Case{{1, 8, 4, 6, 6}, {16, 1, 2, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1, 1, 1, 1}, false},
+        Case{{1, 8, 4, 5, 5}, {8, 1, 3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, true}}) {
+    SCOPED_TRACE(::testing::Message() << "x " << k.xs[1] << "x" << k.xs[2] << " weight " << k.ws[0]
+                                      << "x" << k.ws[2] << " from input " << k.weight_input);
+    const int64_t C = k.xs[1];
+    Vec x = random_vec(numel(k.xs), 61), w = random_vec(numel(k.ws), 62);
+    Ints os;
+    Vec want = conv3d_ref(x, k.xs, w, k.ws, k.strides, k.dil, k.pads, C, &os);
+    OnnxModel m;
+    m.path = "conv3d_depthwise.onnx";
+    m.opsets[""] = 13;
+    m.inputs = {info("x", k.xs)};
+    std::map<std::string, runtime::NDArray> feeds{{"x", array(k.xs, x)}};
+    if (k.weight_input) {
+      m.inputs.push_back(info("w", k.ws));
+      feeds["w"] = array(k.ws, w);
+    } else {
+      m.initializers["w"] = array(k.ws, w);
+    }
+    OnnxNode n{"Conv", "", "conv3", {"x", "w"}, {"y"}, {}, false};
+    n.attrs["pads"] = k.pads;
+    n.attrs["strides"] = k.strides;
+    n.attrs["dilations"] = k.dil;
+    n.attrs["group"] = C;
+    m.nodes = {n};
+    m.outputs = {info("y", os)};
+    graph::Graph g;
+    std::vector<runtime::NDArray> out = run(m, feeds, &g);
+    expect_close(out[0], want, os);
+    const std::string text = g.str();
+    size_t convs = 0;
+    for (size_t p = text.find("= conv2d("); p != std::string::npos;
+         p = text.find("= conv2d(", p + 1)) {
+      EXPECT_NE(text.find("groups=" + std::to_string(C), p), std::string::npos) << text;
+      ++convs;
+    }
+    EXPECT_EQ(convs, static_cast<size_t>(k.ws[2])) << text;
+    EXPECT_EQ(text.find("conv3d"), std::string::npos) << text;
+  }
+}
+
 /// ONNX ConvTranspose over a 3-D window (group 1), computed naively: x [N, C, D, H, W], w [C, O,
 /// KD, KH, KW]; each input voxel scatters its products to the output voxels its taps reach.
 Vec conv3d_transpose_ref(const Vec& x, const Ints& xs, const Vec& w, const Ints& ws, const Vec& b,

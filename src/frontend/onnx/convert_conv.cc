@@ -170,10 +170,11 @@ Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Windo
       << c.where() << ": Conv of input " << ints_text(xs) << " with weight " << ints_text(ws)
       << ", group " << group << " and depth padding " << pb << ", " << pe
       << " has no output depth or mismatched channels";
-  Entry t;
-  if (group == 1) {
-    // Depth-major: [D, C, H, W] for one sample, else [N, D, C, H, W]; depth on axis `da`.
-    const int64_t da = N == 1 ? 0 : 1;
+  // The input depth-major, padded along depth: [D', C, H, W] for one sample, else
+  // [N, D', C, H, W]; depth on axis `da`. Slice kd: the D' positions output depths read
+  // through tap kd.
+  const int64_t da = N == 1 ? 0 : 1;
+  auto depth_major = [&] {
     Entry x = c.op("transpose", {c.in(0)}, {{"axes", Ints{0, 2, 1, 3, 4}}});
     if (N == 1) x = c.op("reshape", {x}, {{"newshape", Ints{D, C, H, W}}});
     const size_t rank = N == 1 ? 4 : 5;
@@ -183,17 +184,60 @@ Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Windo
       after[static_cast<size_t>(da)] = pe;
       x = c.op("pad", {x}, {{"pad_before", before}, {"pad_after", after}});
     }
-    std::vector<Entry> slices;
+    return x;
+  };
+  auto depth_slice = [&](Entry x, int64_t kd) {
+    const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
+    if (begin == 0 && end == D + pb + pe && sd == 1) return x;  // the whole depth
+    return c.op(
+        "strided_slice", {x},
+        {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{da}}});
+  };
+  auto out = [&](int64_t in, size_t a) {
+    return (in + w.pads[a] + w.pads[a + 3] - w.dilations[a] * (ws[a + 2] - 1) - 1) / w.strides[a] +
+           1;
+  };
+  const Attrs window{{"strides", Ints{w.strides[1], w.strides[2]}},
+                     {"padding", Ints{w.pads[1], w.pads[2], w.pads[4], w.pads[5]}},
+                     {"dilation", Ints{w.dilations[1], w.dilations[2]}}};
+  if (group == C && C > 1 && ws[1] == 1 && KD > 1) {
+    // Depthwise (X3D, MoViNet, CSN): the sum over the KD depth taps of depthwise 2-D
+    // convolutions of the depth slices, each with its tap's [O, 1, KH, KW] kernel (cut from a
+    // constant weight here), so each runs the blocked depthwise schedule (stacking the taps as
+    // channels would make a grouped convolution of KD channels per group, which has none).
+    const Entry x = depth_major();
+    // A handle, not a pointer: adding nodes may move the graph's constants.
+    std::optional<runtime::NDArray> wc;
+    if (const runtime::NDArray* p = c.const_input(1)) wc = *p;
+    const int64_t K = ws[3] * ws[4];
+    Entry y;
     for (int64_t kd = 0; kd < KD; ++kd) {
-      const int64_t begin = kd * dd, end = begin + (OD - 1) * sd + 1;
-      if (begin == 0 && end == D + pb + pe && sd == 1) {
-        slices.push_back(x);  // the whole depth: a (1, KH, KW) kernel
-        continue;
+      Entry sl = depth_slice(x, kd);
+      if (N > 1) sl = c.op("reshape", {sl}, {{"newshape", Ints{N * OD, C, H, W}}});
+      Entry k;
+      if (wc && wc->dtype() == DataType::Float(32)) {
+        runtime::NDArray tap = runtime::NDArray::empty({O, 1, ws[3], ws[4]}, wc->dtype());
+        for (int64_t o = 0; o < O; ++o)
+          std::copy_n(wc->data_as<float>() + (o * KD + kd) * K, K, tap.data_as<float>() + o * K);
+        k = c.constant("depth_tap" + std::to_string(kd), std::move(tap));
+      } else {
+        k = c.op("strided_slice", {c.in(1)},
+                 {{"begin", Ints{kd}}, {"end", Ints{kd + 1}}, {"axes", Ints{2}}});
+        k = c.op("reshape", {k}, {{"newshape", Ints{O, 1, ws[3], ws[4]}}});
       }
-      slices.push_back(c.op(
-          "strided_slice", {x},
-          {{"begin", Ints{begin}}, {"end", Ints{end}}, {"strides", Ints{sd}}, {"axes", Ints{da}}}));
+      Attrs a = window;
+      a.set("groups", C);
+      Entry t = c.op("conv2d", {sl, k}, a);
+      y = kd == 0 ? t : c.op("add", {y, t});
     }
+    y = c.op("reshape", {y}, {{"newshape", Ints{N, OD, O, out(H, 1), out(W, 2)}}});
+    return c.op("transpose", {y}, {{"axes", Ints{0, 2, 1, 3, 4}}});
+  }
+  Entry t;
+  if (group == 1) {
+    const Entry x = depth_major();
+    std::vector<Entry> slices;
+    for (int64_t kd = 0; kd < KD; ++kd) slices.push_back(depth_slice(x, kd));
     t = KD == 1 ? slices[0] : c.op("concat", slices, {{"axis", da + 1}});
   } else {
     Entry x = c.in(0);
@@ -218,15 +262,9 @@ Entry conv3d_as_conv2d(Converter& c, const Ints& xs, const Ints& ws, const Windo
   Entry k = c.in(1);
   if (group == 1 && KD > 1) k = c.op("transpose", {k}, {{"axes", Ints{0, 2, 1, 3, 4}}});
   k = c.op("reshape", {k}, {{"newshape", Ints{O, ws[1] * KD, ws[3], ws[4]}}});
-  Entry y = c.op("conv2d", {t, k},
-                 {{"strides", Ints{w.strides[1], w.strides[2]}},
-                  {"padding", Ints{w.pads[1], w.pads[2], w.pads[4], w.pads[5]}},
-                  {"dilation", Ints{w.dilations[1], w.dilations[2]}},
-                  {"groups", group}});
-  auto out = [&](int64_t in, size_t a) {
-    return (in + w.pads[a] + w.pads[a + 3] - w.dilations[a] * (ws[a + 2] - 1) - 1) / w.strides[a] +
-           1;
-  };
+  Attrs a = window;
+  a.set("groups", group);
+  Entry y = c.op("conv2d", {t, k}, a);
   y = c.op("reshape", {y}, {{"newshape", Ints{N, OD, O, out(H, 1), out(W, 2)}}});
   return c.op("transpose", {y}, {{"axes", Ints{0, 2, 1, 3, 4}}});
 }
