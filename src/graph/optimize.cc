@@ -32,6 +32,8 @@ Graph optimize(Graph g, const Target& target, const OptimizeOptions& opt) {
     });
   };
   step("infer_types", infer_types);
+  // A legalization, at every level: CPUs compute float16 graphs in float32.
+  if (target.kind == "llvm") step("float16_in_float32", float16_in_float32);
   auto select = [&](const Graph& x) { return select_implementations(x, target); };
   if (opt.opt_level < 1) {
     step("select_implementations", select);

@@ -7,7 +7,7 @@
 # tampered module directory (truncated lib.so, FIFO graph.json, params.bin -> /dev/zero), a
 # .npy whose header claims 12 GiB, bad --input-shape specs, NaN tolerances, unreadable numbers;
 # bfloat16 inputs and outputs through uint16 / float32 .npy files; a memory plan beyond 64 bits;
-# weights in an external data file (ONNX's own writer), and that file missing.
+# weights in an external data file (ONNX's own writer), and that file missing; a float16 model.
 set -u
 KILN="$1"
 SUITE=/usr/share/libonnx-testdata/data/node
@@ -367,6 +367,26 @@ mv "$TMP/ext/small.weights" "$TMP/ext/moved.weights"
 one_error "$TMP/log" "compile without the external data file"
 grep -q "tensor '[a-z0-9]*': its external data file '$TMP/ext/small.weights': cannot open: No such file" "$TMP/log" \
   || fail "missing external data message: $(cat "$TMP/log")"
+
+# A float16 model (computed in float32, float16 at its interface): run on a float16 .npy gives
+# the exact float16 relu; bench makes float16 random inputs itself.
+/usr/bin/python3 - "$TMP/half.onnx" "$TMP/half_x.npy" <<'PY' || fail "could not write the float16 model"
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3, 5])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 5])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), sys.argv[1])
+np.save(sys.argv[2], (np.arange(15, dtype=np.float32).reshape(3, 5) / 3 - 2.4).astype(np.float16))
+PY
+"$KILN" compile "$TMP/half.onnx" -o "$TMP/half" >"$TMP/log" 2>&1 || fail "compile float16: $(cat "$TMP/log")"
+"$KILN" run "$TMP/half" --input x="$TMP/half_x.npy" --output-dir "$TMP/half_out" >"$TMP/log" 2>&1 || fail "run float16: $(cat "$TMP/log")"
+/usr/bin/python3 - "$TMP/half_x.npy" "$TMP/half_out/y.npy" <<'PY' || fail "float16 relu output"
+import sys, numpy as np
+x, y = np.load(sys.argv[1]), np.load(sys.argv[2])
+sys.exit(0 if y.dtype == np.float16 and np.array_equal(y, np.maximum(x, 0)) else 1)
+PY
+"$KILN" bench "$TMP/half" --repeat 3 >"$TMP/log" 2>&1 || fail "bench float16 with random inputs: $(cat "$TMP/log")"
 
 # The paper's matrix product stays reachable as `demo --gemm`; ResNet options are refused there.
 "$KILN" demo --gemm --size 128 --threads 1 --out "$TMP/demo" >"$TMP/log" 2>&1 || fail "demo --gemm: $(cat "$TMP/log")"

@@ -20,6 +20,7 @@
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/runtime/graph_executor.h"
+#include "kiln/support/half.h"
 #include "onnx_test_util.h"
 
 namespace kiln::frontend {
@@ -130,6 +131,38 @@ OnnxNode tfidf_node(const TfIdfCase& k) {
   n.attrs["max_skip_count"] = k.skip;
   n.attrs["mode"] = k.mode;
   return n;
+}
+
+TEST(OnnxMisc, AFloat16ModelWithFloat16ClipBoundsRunsInFloat32) {
+  // A model converted to float16 (onnxconverter-common's float16 converter): its Clip bounds
+  // are float16 constants (were refused: "unsupported type float16"); x · w, clipped to
+  // [-0.5, 1.25], all in float16 at the interface.
+  const DataType f16 = DataType::Float(16);
+  auto half = [&](const Ints& shape, const Vec& v) {
+    runtime::NDArray a = runtime::NDArray::empty(shape, f16);
+    for (size_t i = 0; i < v.size(); ++i) a.data_as<uint16_t>()[i] = support::float_to_half(v[i]);
+    return a;
+  };
+  const Vec x = random_vec(24, 71, -2, 2), w = random_vec(24, 72, -2, 2);
+  OnnxModel m;
+  m.path = "clip_fp16.onnx";
+  m.opsets[""] = 13;
+  m.inputs = {info("x", {2, 12}, f16)};
+  m.outputs = {info("y", {2, 12}, f16)};
+  m.initializers["w"] = half({2, 12}, w);
+  m.initializers["lo"] = half({}, {-0.5f});
+  m.initializers["hi"] = half({}, {1.25f});
+  m.nodes = {OnnxNode{"Mul", "", "mul", {"x", "w"}, {"p"}, {}, false},
+             OnnxNode{"Clip", "", "clip", {"p", "lo", "hi"}, {"y"}, {}, false}};
+  const runtime::NDArray xh = half({2, 12}, x);
+  std::vector<runtime::NDArray> out = run(m, {{"x", xh}});
+  ASSERT_EQ(out[0].dtype(), f16);
+  for (int64_t i = 0; i < 24; ++i) {
+    const float xi = support::half_to_float(xh.data_as<uint16_t>()[i]);
+    const float wi = support::half_to_float(m.initializers["w"].data_as<uint16_t>()[i]);
+    const float want = std::min(1.25f, std::max(-0.5f, xi * wi));
+    EXPECT_EQ(out[0].data_as<uint16_t>()[i], support::float_to_half(want)) << i;
+  }
 }
 
 TEST(OnnxMisc, TfIdfVectorizerMatchesCountingReference) {

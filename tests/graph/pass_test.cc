@@ -12,8 +12,11 @@
 #include "common/error.h"
 #include "common/golden.h"
 #include "graph/graph_test_util.h"
+#include "kiln/graph/build_module.h"
 #include "kiln/graph/graph.h"
 #include "kiln/graph/transform.h"
+#include "kiln/runtime/graph_executor.h"
+#include "kiln/support/half.h"
 
 namespace kiln::graph {
 namespace {
@@ -69,6 +72,70 @@ TEST(InferTypes, Bfloat16ArithmeticIsRefusedCastIsNot) {
             "infer_types: node %5 (add 'sum'): bfloat16 arithmetic is not supported yet (only "
             "Cast to and from bfloat16 and data movement such as reshape and transpose); cast "
             "to float32 first");
+}
+
+/// A float16 array of `v`'s values (rounded to nearest).
+runtime::NDArray half_array(const runtime::NDArray& v) {
+  runtime::NDArray h = runtime::NDArray::empty(v.shape(), DataType::Float(16));
+  for (int64_t i = 0; i < v.numel(); ++i)
+    h.data_as<uint16_t>()[i] = support::float_to_half(v.data_as<float>()[i]);
+  return h;
+}
+
+runtime::NDArray as_float(const runtime::NDArray& h) {
+  runtime::NDArray v = runtime::NDArray::empty(h.shape(), f32);
+  for (int64_t i = 0; i < h.numel(); ++i)
+    v.data_as<float>()[i] = support::half_to_float(h.data_as<uint16_t>()[i]);
+  return v;
+}
+
+TEST(Float16InFloat32, ComputesInFloat32AndKeepsTheInterfaceAndTheModelsCasts) {
+  // x (float16) → conv2d with float16 weights → relu → the model's cast to float32 and back to
+  // float16 (a mixed-precision export) → + a float16 bias: float32 arithmetic throughout, the
+  // input cast up once, the result cast down once, the model's cast to float16 kept.
+  const DataType f16 = DataType::Float(16);
+  std::mt19937 rng(12);
+  const runtime::NDArray w = half_array(test_util::random_array({8, 4, 3, 3}, rng));
+  const runtime::NDArray b = half_array(test_util::random_array({1, 8, 1, 1}, rng));
+  Graph g;
+  Entry x = g.add_input("x", {1, 4, 6, 6}, f16);
+  Entry c =
+      g.add_op("conv2d", {x, g.add_constant("w", w)}, {{"padding", Ints{1, 1, 1, 1}}}, "conv");
+  Entry r = g.add_op("relu", {c}, {}, "relu");
+  Entry up = g.add_op("cast", {r}, {{"dtype", std::string("float32")}}, "up");
+  Entry down = g.add_op("cast", {up}, {{"dtype", std::string("float16")}}, "down");
+  g.add_output(g.add_op("add", {down, g.add_constant("b", b)}, {}, "bias"));
+  Graph f = float16_in_float32(infer_types(g));
+  KILN_EXPECT_GOLDEN("pass_float16_in_float32", f.str());
+  // Built for the CPU (where the recipe runs the pass), against the same graph in float32
+  // with float16's values: within one rounding of the result to float16.
+  CompiledModule m = build_module(g, Target::host(), BuildOptions{2, true});
+  auto e = runtime::GraphExecutor::create(m.graph_json, m.lib, m.params);
+  const runtime::NDArray xv = half_array(test_util::random_array({1, 4, 6, 6}, rng));
+  e.set_input("x", xv);
+  e.run();
+  const runtime::NDArray got = e.get_output(0);
+  ASSERT_EQ(got.dtype(), f16);
+  Graph ref;
+  Entry rx = ref.add_input("x", {1, 4, 6, 6}, f32);
+  Entry rc = ref.add_op("conv2d", {rx, ref.add_constant("w", as_float(w))},
+                        {{"padding", Ints{1, 1, 1, 1}}});
+  Entry rd = ref.add_op(
+      "cast", {ref.add_op("cast", {ref.add_op("relu", {rc})}, {{"dtype", std::string("float16")}})},
+      {{"dtype", std::string("float32")}});
+  ref.add_output(ref.add_op("add", {rd, ref.add_constant("b", as_float(b))}));
+  CompiledModule rm = build_module(ref, Target::host(), BuildOptions{0, true});
+  auto re = runtime::GraphExecutor::create(rm.graph_json, rm.lib, rm.params);
+  re.set_input("x", as_float(xv));
+  re.run();
+  const runtime::NDArray want = re.get_output(0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float wv = want.data_as<float>()[i];
+    const float gv = support::half_to_float(got.data_as<uint16_t>()[i]);
+    off += !(std::abs(gv - wv) <= std::ldexp(std::abs(wv), -11) + 1e-7f);
+  }
+  EXPECT_EQ(off, 0);
 }
 
 TEST(CSE, MergesEqualConstants) {

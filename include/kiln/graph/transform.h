@@ -33,6 +33,13 @@ Graph infer_types(const Graph& g);
 /// graph that grows: the ONNX importer types each new node once instead of the whole graph).
 void infer_types_from(Graph& g, int first);
 
+/// float16 computed in float32 (transform/float16_in_float32.cc), for CPU targets: float16
+/// inputs are cast to float32, float16 constants become float32, a cast to float16 keeps its
+/// rounding (then back to float32), float16 results are cast back; every op computes in
+/// float32. Requires: a typed graph. Guarantees: a typed graph with the same inputs and result
+/// types, no float16 arithmetic. A graph without float16 is returned as it is.
+Graph float16_in_float32(const Graph& g);
+
 /// Dead-code elimination (transform/dead_code_elimination.cc): removes op and constant nodes
 /// that no result depends on. Graph inputs are kept (they are the graph's interface) even when
 /// unused. Requires: a typed graph. Guarantees: every op and constant node reaches a result.

@@ -21,6 +21,7 @@
 #include "kiln/graph/transform.h"
 #include "kiln/ir/op.h"
 #include "kiln/support/error.h"
+#include "kiln/support/half.h"
 #include "kiln/support/saturating.h"
 
 namespace kiln::frontend::onnx_import {
@@ -174,6 +175,10 @@ class Converter {
     if (t == DataType::Int(16)) return a->data_as<int16_t>()[0];
     if (t == DataType::Int(32)) return a->data_as<int32_t>()[0];
     if (t == DataType::Int(64)) return static_cast<double>(a->data_as<int64_t>()[0]);
+    if (t == DataType::Float(16)) return support::half_to_float(a->data_as<uint16_t>()[0]);
+    if (t == DataType::UInt(16)) return a->data_as<uint16_t>()[0];
+    if (t == DataType::UInt(32)) return a->data_as<uint32_t>()[0];
+    if (t == DataType::UInt(64)) return static_cast<double>(a->data_as<uint64_t>()[0]);
     KILN_ERROR << where() << ": input " << i << " (" << what << ") has unsupported type " << t;
   }
   bool has_attr(const char* name) const { return node->attrs.count(name) != 0; }

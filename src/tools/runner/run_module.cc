@@ -22,6 +22,7 @@
 #include "kiln/runtime/c_runtime_api.h"
 #include "kiln/runtime/npy.h"
 #include "kiln/support/error.h"
+#include "kiln/support/half.h"
 
 namespace kiln::runner {
 
@@ -62,6 +63,9 @@ runtime::NDArray random_input(const runtime::TensorInfo& info, std::mt19937& rng
     fill(a.data_as<float>(), true);
   } else if (t == DataType::Float(64)) {
     fill(a.data_as<double>(), true);
+  } else if (t == DataType::Float(16)) {
+    uint16_t* p = a.data_as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = support::float_to_half(static_cast<float>(real(rng)));
   } else if (t == DataType::BFloat16()) {
     // Values in [-1, 1) rounded to bfloat16 (the upper half of a float32, to nearest even).
     uint16_t* p = a.data_as<uint16_t>();
