@@ -458,20 +458,21 @@ TEST(Optimize, RecordsEveryPassAndWhetherItChangedTheGraph) {
     names.push_back(rec.name);
     EXPECT_GE(rec.ms, 0) << rec.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"infer_types", "quantize_realize", "simplify",
-                                             "constant_folding", "simplify",
-                                             "common_subexpression_elimination", "fold_batch_norm",
-                                             "simplify", "dead_code_elimination", "fold_batch_norm",
-                                             "dead_code_elimination", "select_implementations"}));
-  ASSERT_EQ(records.size(), 12u);
-  EXPECT_TRUE(records[0].changed);   // types filled in
-  EXPECT_FALSE(records[1].changed);  // nothing quantized
-  EXPECT_TRUE(records[2].changed);   // identity and x + 0 bypassed
-  EXPECT_FALSE(records[4].changed);  // nothing left for the second simplify
-  EXPECT_TRUE(records[6].changed);   // the batch norm became multiply → add
-  EXPECT_FALSE(records[7].changed);  // no transpose or reshape to sink through it
-  EXPECT_TRUE(records[8].changed);   // the bypassed nodes removed
-  EXPECT_FALSE(records[9].changed);  // no scale newly next to a convolution
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "infer_types", "float16_in_float32", "quantize_realize", "simplify",
+                       "constant_folding", "simplify", "common_subexpression_elimination",
+                       "fold_batch_norm", "simplify", "dead_code_elimination", "fold_batch_norm",
+                       "dead_code_elimination", "select_implementations"}));
+  ASSERT_EQ(records.size(), 13u);
+  EXPECT_TRUE(records[0].changed);    // types filled in
+  EXPECT_FALSE(records[1].changed);   // no float16
+  EXPECT_FALSE(records[2].changed);   // nothing quantized
+  EXPECT_TRUE(records[3].changed);    // identity and x + 0 bypassed
+  EXPECT_FALSE(records[5].changed);   // nothing left for the second simplify
+  EXPECT_TRUE(records[7].changed);    // the batch norm became multiply → add
+  EXPECT_FALSE(records[8].changed);   // no transpose or reshape to sink through it
+  EXPECT_TRUE(records[9].changed);    // the bypassed nodes removed
+  EXPECT_FALSE(records[10].changed);  // no scale newly next to a convolution
   EXPECT_EQ(r.output_names(), std::vector<std::string>{"y"});  // kept by every step
 }
 
