@@ -187,6 +187,8 @@ runtime::NDArray tensor_to_ndarray(const onnx::TensorProto& t, const std::string
     KILN_USER_CHECK(!t.has_raw_data() && stored_values(t, elem) == 0)
         << where << ": tensor '" << name
         << "' keeps its data in an external file and also in the model";
+    KILN_USER_CHECK(static_cast<uint64_t>(n) <= std::numeric_limits<uint64_t>::max() / elem)
+        << where << ": tensor '" << name << "' has more bytes than fit in 64 bits";
     std::string_view bytes = ext->bytes(t, name, where, static_cast<uint64_t>(n) * elem);
     runtime::NDArray a = runtime::NDArray::empty(shape, dt);
     if (n > 0) std::memcpy(a.data(), bytes.data(), bytes.size());
