@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "graph/graph_test_util.h"
@@ -63,6 +64,29 @@ TEST(TaskExtraction, PaddedChannelsAreTunedAsTheyRun) {
   bool found = false;
   for (const TuningTask& t : tasks) found = found || t.task.key() == want;
   EXPECT_TRUE(found) << want;
+}
+
+TEST(TaskExtraction, DepthMultipliersAndComputedWeightsAreTunedAsTheyRun) {
+  // A depthwise conv with channel multiplier 2 runs as two depthwise convs of multiplier 1
+  // (the task: 16 -> 16 channels); a conv whose weights are a graph input (computed at run time)
+  // runs conv2d_nchwc over a packing node (the task: its workload, unpadded).
+  std::mt19937 rng(6);
+  Graph g;
+  Entry x = g.add_input("x", {1, 16, 10, 10}, f32);
+  Entry w = g.add_input("w", {24, 32, 1, 1}, f32);
+  Entry d = g.add_op("conv2d", {x, g.add_constant("wd", random_array({32, 1, 3, 3}, rng))},
+                     {{"padding", Ints{1, 1, 1, 1}}, {"groups", int64_t{16}}}, "dw");
+  g.add_output(g.add_op("conv2d", {g.add_op("relu", {d}), w}, {}, "mixed"));
+  std::vector<TuningTask> tasks = extract_tuning_tasks(g, Target::host());
+  topi::Conv2DWorkload dw{1, 16, 10, 10, 16, 3, 3, {}};
+  dw.params.padding = topi::Padding2D::from({1, 1, 1, 1}, "test");
+  dw.params.groups = 16;
+  const topi::Conv2DWorkload mixed{1, 32, 10, 10, 24, 1, 1, {}};
+  std::map<std::string, std::vector<std::string>> nodes;
+  for (const TuningTask& t : tasks) nodes[t.task.key()] = t.nodes;
+  EXPECT_EQ(nodes[depthwise_conv2d_task(dw, Target::host()).key()],
+            (std::vector<std::string>{"dw"}));
+  EXPECT_EQ(nodes[conv2d_task(mixed, Target::host()).key()], (std::vector<std::string>{"mixed"}));
 }
 
 TEST(TaskExtraction, BatchedMatmul) {

@@ -58,8 +58,8 @@ int64_t depthwise_multiplier(const topi::Conv2DWorkload& wl) {
 namespace {
 
 /// The workload of `call`, or a user error naming the node when the template cannot take it.
-topi::Conv2DWorkload conv2d_workload_or_throw(const OpCall& call) {
-  std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call);
+topi::Conv2DWorkload conv2d_workload_or_throw(const OpCall& call, bool constant_weight = true) {
+  std::optional<topi::Conv2DWorkload> wl = conv2d_workload(call, constant_weight);
   KILN_USER_CHECK(wl.has_value()) << "conv2d '" << call.node().name
                                   << "': not a float32 NCHW convolution with constant weights";
   return *wl;
@@ -118,6 +118,9 @@ void register_implementations() {
          topi::schedule_conv2d_nchwc(in.config, s, in.outs[0], in.target);
        }),
        [](const OpCall& c) {
+         // Weights computed at run time: the workload as it is (the hook pads only constants).
+         if (!c.is_f32_constant(1))
+           return conv2d_task(conv2d_workload_or_throw(c, false), c.target);
          topi::Conv2DWorkload wl = conv2d_workload_or_throw(c);
          return conv2d_task(padded_output_workload(wl, c.target).value_or(wl), c.target);
        },
@@ -139,7 +142,12 @@ void register_implementations() {
       {"depthwise_conv2d_nchwc.cpu", with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
          topi::schedule_depthwise_conv2d_nchwc(in.config, s, in.outs[0], in.target);
        }),
-       [](const OpCall& c) { return depthwise_conv2d_task(conv2d_workload_or_throw(c), c.target); },
+       [](const OpCall& c) {
+         // A channel multiplier runs as that many depthwise convolutions of multiplier 1.
+         topi::Conv2DWorkload wl = conv2d_workload_or_throw(c);
+         wl.out_channel = wl.in_channel;
+         return depthwise_conv2d_task(wl, c.target);
+       },
        alter_depthwise_conv2d, "depthwise_conv2d"});
   auto dense_schedule = with_epilogue([](const ScheduleInput& in, te::Schedule& s) {
     const Attrs& a = in.master.attrs;
