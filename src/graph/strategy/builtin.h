@@ -22,10 +22,8 @@ void register_gpu_strategies();
 /// are a float32 constant (any float32 tensor when `constant_weight` is false), else nothing.
 std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call,
                                                     bool constant_weight = true);
-/// True for a depthwise workload (groups = in = out channels).
-bool is_depthwise(const topi::Conv2DWorkload& wl);
 /// M when each input channel has M output channels of its own (groups = in channels, out =
-/// M·in; 1 is depthwise), else 0.
+/// M·in; 1 is plain depthwise), else 0.
 int64_t depthwise_multiplier(const topi::Conv2DWorkload& wl);
 
 /// The workload conv2d_nchwc computes for `wl` when its output channels have no power-of-two

@@ -43,11 +43,6 @@ std::optional<topi::Conv2DWorkload> conv2d_workload(const OpCall& call, bool con
                               wt.shape[0], wt.shape[2], wt.shape[3], detail::conv_params(n.attrs)};
 }
 
-bool is_depthwise(const topi::Conv2DWorkload& wl) {
-  return wl.params.groups > 1 && wl.params.groups == wl.in_channel &&
-         wl.out_channel == wl.in_channel;
-}
-
 int64_t depthwise_multiplier(const topi::Conv2DWorkload& wl) {
   const int64_t C = wl.in_channel;
   return wl.params.groups > 1 && wl.params.groups == C && wl.out_channel % C == 0
