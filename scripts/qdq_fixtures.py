@@ -7,7 +7,8 @@ by onnxruntime.quantization.quantize_static (QDQ format, min-max calibration ove
 inputs), then run by ONNX Runtime (all graph optimizations, so its QDQ → QLinearConv /
 QGemm fusions and MLAS int8 kernels compute) on a fresh random input. Writes into OUT_DIR:
   <case>.onnx, <case>_in.npy, <case>_ort.npy (ONNX Runtime's output, float32: the model ends in
-  DequantizeLinear), and <case>.json {"out_scale": s} (the output's quantization step, so the
+  DequantizeLinear), <case>_ort_float.npy (the same with ONNX Runtime's graph optimizations
+  off: dequantize, float op, quantize), and <case>.json {"out_scale": s} (the output's quantization step, so the
   test can count differences in quantization units).
 
 Also keeps residual_s8's float model (quantize_src_fp32.onnx) and its calibration inputs
@@ -295,8 +296,15 @@ def main():
         so.intra_op_num_threads = 1
         sess = ort.InferenceSession(qp, so, providers=["CPUExecutionProvider"])
         y = sess.run(None, {"x": x})[0]
+        # The same model with ONNX Runtime's graph optimizations off: DequantizeLinear, the float
+        # op and QuantizeLinear run as written (float sums). Where MLAS's int8 kernels saturate
+        # (u8 x s8 pairs in int16 on CPUs without VNNI), this is the reference within one unit.
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(qp, so, providers=["CPUExecutionProvider"])
+        yf = sess.run(None, {"x": x})[0]
         np.save(os.path.join(out_dir, name + "_in.npy"), x)
         np.save(os.path.join(out_dir, name + "_ort.npy"), y.astype(np.float32))
+        np.save(os.path.join(out_dir, name + "_ort_float.npy"), yf.astype(np.float32))
         with open(os.path.join(out_dir, name + ".json"), "w") as f:
             json.dump({"out_scale": output_scale(onnx.load(qp))}, f)
         print("qdq_fixtures:", name, y.shape)

@@ -123,6 +123,20 @@ std::map<std::string, int> op_counts(const graph::Graph& g) {
 
 class QdqModel : public ::testing::TestWithParam<std::string> {};
 
+/// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
+/// of equal elements.
+int64_t max_units(const NDArray& got, const NDArray& want, double step, int64_t* exact) {
+  int64_t worst = 0;
+  *exact = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const int64_t u =
+        std::llround(std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / step);
+    *exact += u == 0;
+    worst = std::max(worst, u);
+  }
+  return worst;
+}
+
 TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   std::string why;
   const fs::path& dir = fixtures(&why);
@@ -209,20 +223,24 @@ TEST_P(QdqModel, MatchesOnnxRuntimeWithinOneUnit) {
   ASSERT_GT(s, 0);
   ASSERT_EQ(got.shape(), want.shape());
   ASSERT_EQ(got.dtype(), DataType::Float(32));
-  int64_t exact = 0, worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / s;
-    const int64_t units = std::llround(d);
-    exact += units == 0;
-    worst = std::max(worst, units);
-  }
+  int64_t exact = 0;
+  const int64_t worst = max_units(got, want, s, &exact);
   std::cout << name << ": " << exact << " of " << want.numel()
             << " elements equal to ONNX Runtime's, the others within " << worst << " unit(s)\n";
-  EXPECT_LE(worst, 1) << name;
-  // On a VNNI CPU ONNX Runtime's int8 kernels accumulate exactly too (without VNNI, MLAS's
-  // u8 × s8 path may saturate int16 pairs): there every element must be equal.
   if (Target::host().has_feature("avx512vnni")) {
+    // On a VNNI CPU ONNX Runtime's int8 kernels accumulate exactly too: every element equal.
     EXPECT_EQ(worst, 0) << name;
+  } else {
+    // Without VNNI, MLAS's u8 x s8 kernels sum pairs of products in int16 and saturate (a
+    // Zen 3 host: 4 of 1600 elements 71 units off): the reference is then ONNX Runtime with its
+    // graph optimizations off, which dequantizes, computes in float and quantizes.
+    NDArray ref = runtime::load_npy((dir / (name + "_ort_float.npy")).string());
+    ASSERT_EQ(got.shape(), ref.shape());
+    const int64_t worst_float = max_units(got, ref, s, &exact);
+    std::cout << name << ": " << exact << " of " << ref.numel()
+              << " elements equal to ONNX Runtime's float path, the others within " << worst_float
+              << " unit(s)\n";
+    EXPECT_LE(worst_float, 1) << name;
   }
 }
 
@@ -276,20 +294,6 @@ TEST(QdqModelOtherTargets, FallbacksMatchOnnxRuntime) {
       EXPECT_LE(worst, 1) << t << " " << name;
     }
   }
-}
-
-/// The largest difference between `got` and `want` in units of `step`; `exact` gets the count
-/// of equal elements.
-int64_t max_units(const NDArray& got, const NDArray& want, double step, int64_t* exact) {
-  int64_t worst = 0;
-  *exact = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const int64_t u =
-        std::llround(std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]) / step);
-    *exact += u == 0;
-    worst = std::max(worst, u);
-  }
-  return worst;
 }
 
 /// Runs `cmd`; returns its exit status and its output (stdout and stderr).
