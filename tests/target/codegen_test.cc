@@ -582,6 +582,48 @@ TEST(CodegenLLVM, FastMathOnlyWhenAsked) {
   EXPECT_NE(on.find("fast"), std::string::npos) << on;
 }
 
+/// S[0] = the sum of A [4, 8] in row order (float additions in order: nothing to vectorize),
+/// the loops i (4) and j (8); `pragma_i` puts pragma(i, "no_unroll") directly inside i's loop,
+/// as te's Stage::pragma does.
+tir::PrimFunc make_ordered_sum(const std::string& name, bool pragma_i) {
+  FuncBuilder fb;
+  Buffer a = fb.buffer("A", DataType::Float(32), {4, 8});
+  Buffer s = fb.buffer("S", DataType::Float(32), {1});
+  Var i("i"), j("j");
+  Stmt row = loop(j, 8, s.store({0}, s.load({0}) + a.load({i, j})));
+  if (pragma_i) {
+    IterVar iv(Range(Expr(0), Expr(4)), i, IterVarType::kDataPar);
+    row = AttrStmt::make(iv, attr::kPragmaNoUnroll, Expr(1), row);
+  }
+  return fb.make(name, SeqStmt::make({s.store({0}, Expr(0.0f)), loop(i, 4, row)}));
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(CodegenLLVM, NoUnrollPragmaOnAnAxisKeepsThatLoopRolled) {
+  // Without the pragma LLVM unrolls both short loops: 32 additions in a row. With it on i,
+  // i stays a loop (unroll disabled) and j, inside, is unrolled as before: 8 additions.
+  runtime::Module plain = build({make_ordered_sum("sum_plain", false)}, host());
+  runtime::Module rolled = build({make_ordered_sum("sum_rolled", true)}, host());
+  const std::string lp = codegen::get_source(plain, "ll"), lr = codegen::get_source(rolled, "ll");
+  EXPECT_EQ(count(lp, "fadd float"), 32u) << lp;
+  EXPECT_EQ(count(lr, "fadd float"), 8u) << lr;
+  EXPECT_EQ(count(lp, "llvm.loop.unroll.disable"), 0u) << lp;
+  EXPECT_NE(lr.find("llvm.loop.unroll.disable"), std::string::npos) << lr;
+  NDArray a = random_f32({4, 8}, 23);
+  float want = 0.0f;
+  for (int64_t k = 0; k < 32; ++k) want += a.data_as<float>()[k];
+  for (runtime::Module* m : {&plain, &rolled}) {
+    NDArray s = poisoned({1}, DataType::Float(32));
+    m->get_function(m == &plain ? "sum_plain" : "sum_rolled")(a, s);
+    EXPECT_EQ(s.data_as<float>()[0], want);
+  }
+}
+
 TEST(CodegenLLVM, SeveralFunctionsInOneModule) {
   runtime::Module m = build({make_add("f1", 2, 3), make_add("f2", 3, 2)}, host());
   EXPECT_EQ(m.function_names(), (std::vector<std::string>{"f1", "f2"}));

@@ -57,9 +57,11 @@ constexpr const char* kComputeScope = "compute_scope";
 /// A stage that runs as one sequential program: the body of an extern stage (hand-written
 /// loops) or the loop nest of a 0-d compute; value: the stage's name.
 constexpr const char* kExternScope = "extern_scope";
-/// value 1: the code generator keeps the serial loops inside rolled (LLVM's unroller is told
-/// not to unroll them). loop_partition puts it on the K parts of a loop it cuts at thresholds,
-/// whose copies LLVM would otherwise each unroll (code size and compile time K-fold).
+/// value 1: the code generator keeps loops rolled (LLVM's unroller is told not to unroll them).
+/// Node null: every serial loop inside; loop_partition puts it on the K parts of a loop it cuts
+/// at thresholds, whose copies LLVM would otherwise each unroll (code size and compile time
+/// K-fold). Node an IterVar (te's `Stage::pragma(iv, "no_unroll")`, the attribute directly
+/// inside iv's loop): that loop only, the loops inside it unrolled or not as they would be.
 constexpr const char* kPragmaNoUnroll = "pragma_no_unroll";
 constexpr const char* kStorageScope = "storage_scope";  ///< node: buffer var
 /// The update of a single-output commutative reduction whose reduction loop is vectorized (te

@@ -127,8 +127,9 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   void emit_error_return(llvm::Value* rc);
   /// Branches to an error return of `rc` when rc != 0.
   void emit_propagate(llvm::Value* rc);
+  /// A loop over [begin, end); `rolled`: a serial loop LLVM must not unroll.
   void emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end, ForKind kind,
-                 const std::function<void()>& body);
+                 const std::function<void()>& body, bool rolled = false);
   void emit_parallel_for(const For* op);
   /// Variables of `s` bound in the current function, in first-use order.
   std::vector<Var> free_vars(const Stmt& s);

@@ -502,7 +502,7 @@ void CodeGenLLVM::visit(const AttrStmt* op) {
     emit_propagate(b_->CreateCall(fn, args));
     return;
   }
-  if (op->key == attr::kPragmaNoUnroll) {
+  if (op->key == attr::kPragmaNoUnroll && !op->node.as<IterVarNode>()) {
     ++no_unroll_;
     visit_stmt(op->body);
     --no_unroll_;
@@ -550,7 +550,7 @@ void CodeGenLLVM::visit(const SeqStmt* op) {
 }
 
 void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value* end, ForKind kind,
-                            const std::function<void()>& body) {
+                            const std::function<void()>& body, bool rolled) {
   // A 32-bit loop counts in 64 bits: addresses use the 64-bit counter directly (emit_index64)
   // and other uses its truncation, so LLVM's IndVarSimplify has no sign extensions to widen
   // (widening them, per loop and per use, was the largest part of the optimization time of
@@ -581,7 +581,7 @@ void CodeGenLLVM::emit_loop(const Var& loop_var, llvm::Value* begin, llvm::Value
   llvm::Value* next = b_->CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
   llvm::BranchInst* back = b_->CreateBr(head);
   i->addIncoming(next, b_->GetInsertBlock());
-  if (kind == ForKind::kUnrolled || (kind == ForKind::kSerial && no_unroll_ > 0)) {
+  if (kind == ForKind::kUnrolled || (kind == ForKind::kSerial && (no_unroll_ > 0 || rolled))) {
     const char* what =
         kind == ForKind::kUnrolled ? "llvm.loop.unroll.full" : "llvm.loop.unroll.disable";
     llvm::MDNode* unroll = llvm::MDNode::get(*ctx_, {llvm::MDString::get(*ctx_, what)});
@@ -604,7 +604,12 @@ void CodeGenLLVM::visit(const For* op) {
   }
   llvm::Value* begin = emit_expr(op->min);
   llvm::Value* end = b_->CreateAdd(begin, emit_expr(op->extent), "", false, true);
-  emit_loop(op->loop_var, begin, end, op->for_kind, [&] { visit_stmt(op->body); });
+  // pragma(iv, "no_unroll") sits directly inside iv's loop: this loop stays rolled.
+  const auto* pragma = op->body.as<AttrStmt>();
+  const bool rolled = op->for_kind == ForKind::kSerial && pragma &&
+                      pragma->key == attr::kPragmaNoUnroll && pragma->node.as<IterVarNode>();
+  emit_loop(
+      op->loop_var, begin, end, op->for_kind, [&] { visit_stmt(op->body); }, rolled);
 }
 
 void CodeGenLLVM::emit_parallel_for(const For* op) {
