@@ -383,6 +383,28 @@ TEST(Conv2DNCHWc, AccOuterPrefetchesEveryLineOfTheNextKernelBlock) {
   }
 }
 
+TEST(Conv2DNCHWc, WithSixteenRegistersTheChannelLoopStaysRolledAndNoKernelPrefetch) {
+  // AVX2 (16 vector registers): the ic_outer loop of a register tile carries
+  // pragma_no_unroll (LLVM's full unroll of a short reduction spilled and chained the FMAs),
+  // and acc_outer tiles prefetch nothing (the addresses took the tile's registers). AVX-512
+  // keeps both as they were. Schedules only.
+  const Target avx2("llvm -mcpu=haswell"), avx512("llvm -mcpu=skylake-avx512");
+  const Conv2DWorkload w = wl(1, 64, 7, 7, 128, 1, 1, 1, Padding2D::all(0));
+  for (const Target* t : {&avx2, &avx512}) {
+    SCOPED_TRACE(t->str());
+    const bool sixteen = t == &avx2;
+    autotune::Template tp = conv2d_nchwc_template(w, {}, *t);
+    Instance tile = autotune::instantiate(tp, fallback_with(tp, {{"acc_outer", 0}}));
+    const std::string text = tir::to_string(tir::lower(tile.sch, tile.args, "f"));
+    EXPECT_EQ(text.find("attr [ic_outer] pragma_no_unroll") != std::string::npos, sixteen) << text;
+    Instance acc = autotune::instantiate(
+        tp, fallback_with(tp, {{"acc_outer", 1}, {"tile_oh", {-1, 1}}, {"tile_ow", {-1, 7}}}));
+    PrefetchedLines v("packed_kernel", {"ic_outer"});
+    v.visit_stmt(tir::lower(acc.sch, acc.args, "f")->body);
+    EXPECT_EQ(v.statements > 0, !sixteen);
+  }
+}
+
 TEST(Conv2DNCHWc, ManyInputStreamsPrefetchTheNextColumnTile) {
   // A 1x1 conv over 256 channels (16 blocks of 16, or 32 of 8) on a 16x96 map, 1.5 MB of input:
   // each register tile reads as many input streams, more than the hardware prefetchers
