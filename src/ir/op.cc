@@ -382,7 +382,7 @@ Expr log(Expr x) { return unary_intrin("log", x); }
 Expr sqrt(Expr x) { return unary_intrin("sqrt", x); }
 Expr rsqrt(Expr x) { return make_one(x.dtype()) / sqrt(x); }
 Expr tanh(Expr x) { return unary_intrin("tanh", x); }
-Expr sigmoid(Expr x) { return make_one(x.dtype()) / (make_one(x.dtype()) + exp(-x)); }
+Expr sigmoid(Expr x) { return unary_intrin("sigmoid", x); }
 Expr erf(Expr x) { return unary_intrin("erf", x); }
 Expr floor(Expr x) { return unary_intrin("floor", x); }
 Expr ceil(Expr x) { return unary_intrin("ceil", x); }

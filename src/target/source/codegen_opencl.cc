@@ -371,6 +371,11 @@ class CodeGenOpenCL : public ExprFunctor<std::string(const Expr&)>,
       if (!l) fail("address_of needs one Load argument");
       return "(&" + element(l->buffer_var, mem_type(l->dtype), l->index) + ")";
     }
+    if (n == "sigmoid") {
+      if (!op->dtype.is_float()) fail("math function 'sigmoid' on type " + op->dtype.str());
+      const std::string one = "((" + type(op->dtype) + ")1)";
+      return "(" + one + " / (" + one + " + exp(-(" + arg(0) + "))))";
+    }
     const std::map<std::string, std::string>& math = math_functions();
     auto it = math.find(n);
     if (it != math.end()) {
