@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/ndarray_access.h"
+#include "common/temp_dir.h"
 #include "kiln/runtime/ndarray.h"
 
 extern char** environ;
@@ -119,13 +120,9 @@ inline ProcessResult run_emulated(const std::vector<std::string>& args,
   return run_process(argv);
 }
 
-/// A fresh, empty temporary directory for this test.
+/// A fresh, empty temporary directory for this test (removed at exit).
 inline std::string fresh_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() /
-           ("kiln_arm_test_" + std::to_string(::getpid()) + "_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
+  return test_temp_dir("arm_test", name).string();
 }
 
 /// max|a - b| / max|b| (infinity for a NaN, a size mismatch or an all-zero reference).

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/temp_dir.h"
 #include "kiln/runtime/device_api.h"
 
 namespace kiln::testing {
@@ -16,8 +17,7 @@ namespace kiln::testing {
 /// Kiln's LLVM 16 in one process; the runtime's preload is what makes the cold path work).
 inline bool opencl_device(std::string* why) {
   static const bool fresh_cache = [] {
-    char dir[] = "/tmp/kiln_pocl_cache_XXXXXX";
-    if (mkdtemp(dir) != nullptr) setenv("POCL_CACHE_DIR", dir, 1);
+    setenv("POCL_CACHE_DIR", test_temp_dir("pocl_cache").c_str(), 1);
     return true;
   }();
   (void)fresh_cache;

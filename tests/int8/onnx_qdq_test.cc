@@ -22,6 +22,7 @@
 #include <map>
 #include <string>
 
+#include "common/temp_dir.h"
 #include "kiln/frontend/onnx.h"
 #include "kiln/graph/build_module.h"
 #include "kiln/graph/quantize_calibration.h"
@@ -306,10 +307,9 @@ int run_command(const std::string& cmd, std::string* out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/// A folder of this process for what a test writes (the fixtures are shared).
+/// A folder of this process for what a test writes (the fixtures are shared; removed at exit).
 fs::path scratch() {
-  const fs::path d = fs::temp_directory_path() / ("kiln-int8-test-" + std::to_string(::getpid()));
-  fs::create_directories(d);
+  static const fs::path d = kiln::testing::test_temp_dir("int8_test");
   return d;
 }
 
