@@ -128,14 +128,14 @@ llvm::Value* CodeGenLLVM::emit_exp_f32(llvm::Value* x, DataType t) {
 
 llvm::Value* CodeGenLLVM::emit_sigmoid_f32(llvm::Value* x, DataType t) {
   // 1 / (1 + e) with e = exp(-x) as in emit_exp_f32, cheaper where a sigmoid allows: -x is
-  // clamped to [-87, ln(FLT_MAX)], so 2^m is one float (one multiply: m = 128 builds +inf,
-  // where the sigmoid is below 4e-39 and becomes 0) and there are no infinity or denormal
-  // cases to select (below the clamp the sigmoid rounds to 1). A NaN passes through the
-  // clamp's selects and the arithmetic. SiLU's
-  // epilogue (x * sigmoid(x)) after a 1x1 convolution cost as much as the convolution on
-  // AVX2; this drops 6 of exp's operations per vector, 3 of them blends. (A reciprocal
-  // estimate with a Newton step instead of the division measured no faster on Zen 3 and
-  // cost ~2 ulp: ONNX's test_gru_seq_length then missed its tolerance.)
+  // clamped to [-87, ln(FLT_MAX)], so 2^m is one float (one multiply; m = 128 builds +inf,
+  // where the sigmoid is about 4e-39 or less and becomes 0) and there are no infinity or
+  // denormal cases to select (below the clamp the sigmoid rounds to 1). A NaN passes through
+  // the clamp's selects and the arithmetic. SiLU's epilogue (x * sigmoid(x)) after a 1x1
+  // convolution cost as much as the convolution on AVX2; this drops 6 of exp's operations
+  // per vector, 3 of them blends. (A reciprocal estimate with a Newton step instead of the
+  // division measured no faster on Zen 3 and cost ~2 ulp: ONNX's test_gru_seq_length then
+  // missed its tolerance.)
   llvm::Type* vt = ty(t);
   llvm::Type* it = ty(DataType::Int(32, t.lanes()));
   auto c = [&](double v) { return llvm::ConstantFP::get(vt, v); };
