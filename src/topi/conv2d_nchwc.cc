@@ -61,7 +61,7 @@ std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O
 /// value must fit in them, or LLVM spills.
 void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64_t OW, int64_t KH,
                            int64_t KW, int64_t lanes, int64_t oc_bn, int64_t registers) {
-  cfg.define_knob("oc_reg", {1, 2, 3, 4});
+  cfg.define_knob("oc_reg", {1, 2, 3, 4, 5});
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
   // Widths up to 8 that leave a tail too: a 7-wide map takes 4 + 3 pixels.
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactorsAndSmall, 32, /*no_tail=*/false);
@@ -100,9 +100,13 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // the bias). The tuner's space still holds the spilling tiles. Three chunks (3 x 4 pixels:
     // 24-channel outputs, where 2 and 4 do not divide), wider ties and tiles with a tail (the
     // same layer: 2 x (4 + 3) 0.80 ms, 4 x (2 + 2 + 2 + 1) 0.84, 2 x (5 + 2) 0.85) were measured
-    // with AVX2 only, so the AVX-512 fallbacks keep their powers of two and divisors.
+    // with AVX2 only, so the AVX-512 fallbacks keep their powers of two and divisors. So were
+    // five chunks (5 x 2 pixels: outputs of 40, 200 channels, where only 1 divided before and a
+    // 1 x 12 tile paid a broadcast per FMA; Zen 3: 1x1 144 -> 40 on 14x14 0.040 -> 0.023 ms,
+    // 120 -> 40 on 28x28 0.12-0.14 -> 0.09-0.10 ms, 80 -> 200 on 14x14 0.09-0.12 -> 0.07-0.09
+    // ms, efficientnet_b3's stem 3 -> 40 (3x3, stride 2, SiLU) 1.6-2.0 -> 1.25-1.57 ms).
     struct Rules {
-      bool three_chunks, wider_ties, tails;
+      bool odd_chunks, wider_ties, tails;
     };
     struct Choice {
       std::tuple<double, bool, int64_t, int64_t> key{-1, false, 0, 0};
@@ -110,8 +114,8 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     };
     auto choose = [&](const Rules& rules) {
       Choice best;
-      for (int64_t reg : {1, 2, 3, 4}) {
-        if (reg == 3 && !rules.three_chunks) continue;
+      for (int64_t reg : {1, 2, 3, 4, 5}) {
+        if ((reg == 3 || reg == 5) && !rules.odd_chunks) continue;
         if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
         const int64_t v = vecs * reg;
         const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
@@ -562,7 +566,9 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
   // Version 6: tasks over an input bigger than L2 may run rows outer, and 1x1 tiles reading
   // many input streams prefetch their next column tile (the same configs). Version 7: a last
   // column tile that does not fit is shifted inwards instead of guarded (the same configs).
-  return {kOp, "7", [wl, ep, target, blocks](Config& cfg) {
+  // Version 8: oc_reg 5; with 16 vector registers the ic_outer loop stays rolled and acc_outer
+  // tiles do not prefetch (the same configs, other kernels on AVX2).
+  return {kOp, "8", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             return detail::conv_template_instance(
                 cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape, ep,

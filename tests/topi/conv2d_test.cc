@@ -228,7 +228,9 @@ INSTANTIATE_TEST_SUITE_P(
                       NCHWcCase{wl(2, 4, 7, 7, 8, 3, 3, 1, Padding2D::all(1)), 3},
                       NCHWcCase{wl(1, 16, 1, 1, 16, 1, 1, 1, Padding2D{}), 2},
                       // 24 channels: three 8-wide chunks per tile with AVX2 (oc_reg 3).
-                      NCHWcCase{wl(1, 16, 9, 8, 24, 3, 3, 1, Padding2D::all(1)), 4}));
+                      NCHWcCase{wl(1, 16, 9, 8, 24, 3, 3, 1, Padding2D::all(1)), 4},
+                      // 40 channels from 3 (a stem): five 8-wide chunks with AVX2 (oc_reg 5).
+                      NCHWcCase{wl(1, 3, 13, 13, 40, 3, 3, 2, Padding2D::all(1)), 4}));
 
 TEST(Conv2DNCHWcEpilogue, BiasReluResidual) {
   check_nchwc(wl(1, 16, 7, 7, 32, 3, 3, 1, Padding2D::all(1)), {true, true, true}, 3, 5);
@@ -403,6 +405,28 @@ TEST(Conv2DNCHWc, WithSixteenRegistersTheChannelLoopStaysRolledAndNoKernelPrefet
     v.visit_stmt(tir::lower(acc.sch, acc.args, "f")->body);
     EXPECT_EQ(v.statements > 0, !sixteen);
   }
+}
+
+TEST(Conv2DNCHWc, FiveChunkTilesWhereOnlyOneWouldDivideWithSixteenRegisters) {
+  // 40 output channels are five 8-wide blocks: with AVX2 the fallback tile takes all five
+  // (5 vectors x 2 pixels, 16 registers) rather than one vector x 12 pixels (a broadcast per
+  // FMA); AVX-512's fallback rules are unchanged (its blocks of 40 channels are 8 wide too).
+  // The generated code is checked against the reference in the Shapes suite above.
+  const Target avx2("llvm -mcpu=haswell"), avx512("llvm -mcpu=skylake-avx512");
+  for (const Conv2DWorkload& w : {wl(1, 3, 32, 32, 40, 3, 3, 2, Padding2D::all(1)),
+                                  wl(1, 144, 14, 14, 40, 1, 1, 1, Padding2D{})}) {
+    Config c = Config::fallback();
+    define_conv2d_nchwc_knobs(c, w, avx2);
+    EXPECT_EQ(c.knob("oc_reg"), 5);
+    EXPECT_EQ(c.split("tile_ow").size[1] * c.split("tile_oh").size[1], 2);
+    Config d = Config::fallback();
+    define_conv2d_nchwc_knobs(d, w, avx512);
+    EXPECT_NE(d.knob("oc_reg"), 5);
+  }
+  // 48 channels (six blocks): two or three chunks, as before.
+  Config c = Config::fallback();
+  define_conv2d_nchwc_knobs(c, wl(1, 144, 14, 14, 48, 1, 1, 1, Padding2D{}), avx2);
+  EXPECT_NE(c.knob("oc_reg"), 5);
 }
 
 TEST(Conv2DNCHWc, ManyInputStreamsPrefetchTheNextColumnTile) {
