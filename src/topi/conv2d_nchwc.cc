@@ -61,7 +61,8 @@ std::pair<int64_t, int64_t> define_block_knobs(Config& cfg, int64_t C, int64_t O
 /// value must fit in them, or LLVM spills.
 void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64_t OW, int64_t KH,
                            int64_t KW, int64_t lanes, int64_t oc_bn, int64_t registers) {
-  cfg.define_knob("oc_reg", {1, 2, 3, 4, 5});
+  const std::vector<int64_t> oc_regs = {1, 2, 3, 4, 5};
+  cfg.define_knob("oc_reg", oc_regs);
   cfg.define_split("tile_oh", OH, 2, SplitPolicy::kFactors, 4);
   // Widths up to 8 that leave a tail too: a 7-wide map takes 4 + 3 pixels.
   cfg.define_split("tile_ow", OW, 2, SplitPolicy::kFactorsAndSmall, 32, /*no_tail=*/false);
@@ -114,7 +115,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     };
     auto choose = [&](const Rules& rules) {
       Choice best;
-      for (int64_t reg : {1, 2, 3, 4, 5}) {
+      for (int64_t reg : oc_regs) {
         if ((reg == 3 || reg == 5) && !rules.odd_chunks) continue;
         if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
         const int64_t v = vecs * reg;
