@@ -97,6 +97,7 @@ class CodeGenLLVM : public ExprFunctor<llvm::Value*(const Expr&)>,
   llvm::Value* emit_erf_f32(llvm::Value* x, DataType t);
   llvm::Value* emit_sigmoid_f32(llvm::Value* x, DataType t);
   std::pair<llvm::Value*, llvm::Value*> exp_reduced(llvm::Value* xc, DataType t);
+  llvm::Value* pow2_f32(llvm::Value* e, DataType t);
   llvm::Align vector_align(const Var& buffer_var, DataType t, const Expr& base);
   llvm::Value* emit_call(const Call* op);
   llvm::Value* emit_builtin(const Call* op);

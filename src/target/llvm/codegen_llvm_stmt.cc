@@ -86,6 +86,16 @@ llvm::Value* CodeGenLLVM::emit_tanh_f32(llvm::Value* x, DataType t) {
   return b_->CreateSelect(b_->CreateFCmpUNO(x, x), x, r);
 }
 
+/// ln(FLT_MAX) rounded up to a float: exp of anything above it overflows float32.
+constexpr double kLnFltMax = 88.72283935546875;
+
+llvm::Value* CodeGenLLVM::pow2_f32(llvm::Value* e, DataType t) {
+  // 2^e for int32 lanes e in [-126, 127] built in the exponent bits (e = 128 gives +inf).
+  llvm::Type* it = ty(DataType::Int(32, t.lanes()));
+  auto ci = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
+  return b_->CreateBitCast(b_->CreateShl(b_->CreateAdd(e, ci(127)), ci(23)), ty(t));
+}
+
 std::pair<llvm::Value*, llvm::Value*> CodeGenLLVM::exp_reduced(llvm::Value* xc, DataType t) {
   // Cephes' expf as Eigen vectorizes it: x = m·ln2 + r with |r| <= ln2/2 (ln2 in two parts),
   // exp(r) by a degree-7 polynomial. Returns exp(r) and m as int32 lanes.
@@ -112,16 +122,13 @@ llvm::Value* CodeGenLLVM::emit_exp_f32(llvm::Value* x, DataType t) {
   llvm::Type* it = ty(DataType::Int(32, t.lanes()));
   auto c = [&](double v) { return llvm::ConstantFP::get(vt, v); };
   auto ci = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
-  llvm::Value* hi = c(88.72283935546875);
+  llvm::Value* hi = c(kLnFltMax);
   llvm::Value* xc = b_->CreateSelect(b_->CreateFCmpOGT(x, hi), hi, x);
   xc = b_->CreateSelect(b_->CreateFCmpOLT(xc, c(-104.0)), c(-104.0), xc);
   auto [y, mi] = exp_reduced(xc, t);
   llvm::Value* m1 = b_->CreateAShr(mi, ci(1));
   llvm::Value* m2 = b_->CreateSub(mi, m1);
-  auto pow2 = [&](llvm::Value* e) {
-    return b_->CreateBitCast(b_->CreateShl(b_->CreateAdd(e, ci(127)), ci(23)), vt);
-  };
-  llvm::Value* res = b_->CreateFMul(b_->CreateFMul(y, pow2(m1)), pow2(m2));
+  llvm::Value* res = b_->CreateFMul(b_->CreateFMul(y, pow2_f32(m1, t)), pow2_f32(m2, t));
   res = b_->CreateSelect(b_->CreateFCmpOGT(x, hi), c(std::numeric_limits<double>::infinity()), res);
   return b_->CreateSelect(b_->CreateFCmpUNO(x, x), x, res);
 }
@@ -136,18 +143,14 @@ llvm::Value* CodeGenLLVM::emit_sigmoid_f32(llvm::Value* x, DataType t) {
   // per vector, 3 of them blends. (A reciprocal estimate with a Newton step instead of the
   // division measured no faster on Zen 3 and cost ~2 ulp: ONNX's test_gru_seq_length then
   // missed its tolerance.)
-  llvm::Type* vt = ty(t);
-  llvm::Type* it = ty(DataType::Int(32, t.lanes()));
-  auto c = [&](double v) { return llvm::ConstantFP::get(vt, v); };
-  auto ci = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty(t), v); };
   llvm::Value* nx = b_->CreateFNeg(x);
-  llvm::Value* hi = c(88.72283935546875);
+  llvm::Value* hi = c(kLnFltMax);
   llvm::Value* xc = b_->CreateSelect(b_->CreateFCmpOGT(nx, hi), hi, nx);
   xc = b_->CreateSelect(b_->CreateFCmpOLT(xc, c(-87.0)), c(-87.0), xc);
   auto [y, mi] = exp_reduced(xc, t);
-  llvm::Value* pow2 = b_->CreateBitCast(b_->CreateShl(b_->CreateAdd(mi, ci(127)), ci(23)), vt);
   llvm::Value* one = c(1.0);
-  return b_->CreateFDiv(one, b_->CreateFAdd(b_->CreateFMul(y, pow2), one));
+  return b_->CreateFDiv(one, b_->CreateFAdd(b_->CreateFMul(y, pow2_f32(mi, t)), one));
 }
 
 llvm::Value* CodeGenLLVM::emit_erf_f32(llvm::Value* x, DataType t) {
