@@ -39,7 +39,7 @@ Graph optimize(Graph g, const Target& target, const OptimizeOptions& opt) {
     step("select_implementations", select);
     return g;
   }
-  step("quantize_realize", quantize_realize);
+  step("quantize_realize", [&](const Graph& x) { return quantize_realize(x, target); });
   step("simplify", simplify);
   step("constant_folding", constant_folding);
   step("simplify", simplify);

@@ -7,6 +7,7 @@
 
 #include "kiln/graph/graph.h"
 #include "kiln/graph/transform.h"
+#include "kiln/target/target.h"
 
 namespace kiln::graph {
 namespace {
@@ -19,6 +20,17 @@ NDArray array(Ints shape, DataType t, const std::vector<T>& v) {
   NDArray a = NDArray::empty(std::move(shape), t);
   for (size_t k = 0; k < v.size(); ++k) a.data_as<T>()[k] = v[k];
   return a;
+}
+
+/// A CPU with integer kernels for every product here (AVX-512 VNNI) and one with none (AVX2):
+/// the pass asks the target's strategies, whatever the host is.
+const Target& vnni() {
+  static const Target t("llvm -mcpu=cascadelake");
+  return t;
+}
+const Target& avx2() {
+  static const Target t("llvm -mcpu=haswell");
+  return t;
 }
 
 NDArray scalar_f32(float v) { return array<float>({}, DataType::Float(32), {v}); }
@@ -39,13 +51,13 @@ std::vector<T> repeat(std::vector<T> pair, int64_t n) {
   return r;
 }
 
-ConvGraph conv_graph(int8_t w_zp = 0, bool second_reader = false) {
+ConvGraph conv_graph(int8_t w_zp = 0, bool second_reader = false, int64_t C = 4, int64_t O = 8,
+                     int64_t H = 5) {
   ConvGraph r;
   Graph& g = r.g;
   // 8 output channels (a block of 8: fewer would take the float-sum path); channels 2-7 repeat
   // the scales and biases of channels 0 and 1.
-  const int64_t C = 4, O = 8;
-  Entry x = g.add_input("x", {1, C, 5, 5}, DataType::Int(8));
+  Entry x = g.add_input("x", {1, C, H, H}, DataType::Int(8));
   Entry dx = g.add_op("qnn_dequantize", {x, g.add_constant("sx", scalar_f32(0.5f)),
                                          g.add_constant("zx", scalar_s8(-3))});
   std::vector<int8_t> w(O * C * 9);
@@ -85,7 +97,7 @@ const Node& only(const Graph& g, const std::string& op) {
 }
 
 TEST(QuantizeRealize, PerChannelConvBecomesOneIntegerConvolution) {
-  Graph g = quantize_realize(infer_types(conv_graph().g));
+  Graph g = quantize_realize(infer_types(conv_graph().g), vnni());
   ASSERT_EQ(count(g, "qnn_conv2d"), 1) << g.str();
   EXPECT_EQ(count(g, "conv2d") + count(g, "qnn_dequantize") + count(g, "relu"), 0) << g.str();
   const Node& c = only(g, "qnn_conv2d");
@@ -108,16 +120,85 @@ TEST(QuantizeRealize, PerChannelConvBecomesOneIntegerConvolution) {
   EXPECT_EQ(g.type_of(Entry{g.num_nodes() - 1, 0}).dtype, DataType::Int(8));
 }
 
+TEST(QuantizeRealize, WithoutAnIntegerKernelTheFloatConvolutionComputesTheSums) {
+  // AVX2 has no integer convolution kernel: the sums come from the float convolution on the
+  // integer values (the data less its zero point, the int8 weights as floats), marked exact,
+  // then the same requantisation (bias, multiplier, round half to even, bounds, zero point).
+  Graph g = quantize_realize(infer_types(conv_graph().g), avx2());
+  EXPECT_EQ(count(g, "qnn_conv2d"), 0) << g.str();
+  ASSERT_EQ(count(g, "conv2d"), 1) << g.str();
+  const Node& c = only(g, "conv2d");
+  EXPECT_EQ(c.attrs.get_int("exact"), 1);
+  EXPECT_EQ(c.attrs.get_ints("padding"), (Ints{1, 1, 1, 1}));
+  const Node& dq = g.node(c.inputs[0].node);
+  ASSERT_EQ(dq.op, "qnn_dequantize");
+  EXPECT_EQ(g.node(dq.inputs[1].node).value.data_as<float>()[0], 1.0f);
+  EXPECT_EQ(g.node(dq.inputs[2].node).value.data_as<int8_t>()[0], -3);
+  const NDArray& w = g.node(c.inputs[1].node).value;
+  ASSERT_EQ(w.dtype(), DataType::Float(32));
+  for (int64_t k = 0; k < w.numel(); ++k) ASSERT_EQ(w.data_as<float>()[k], float(int(k % 7) - 3));
+  EXPECT_EQ(count(g, "round_even"), 1) << g.str();
+  const Node& clip = only(g, "clip");  // the Relu: nothing below the zero point (5)
+  EXPECT_DOUBLE_EQ(clip.attrs.get_float("a_min"), 0.0);
+  EXPECT_DOUBLE_EQ(clip.attrs.get_float("a_max"), 127.0 - 5);
+  const Node& last = g.node(g.outputs()[0].node);
+  EXPECT_EQ(last.op, "cast");
+  EXPECT_EQ(last.name, "conv");
+  EXPECT_EQ(g.type_of(g.outputs()[0]).dtype, DataType::Int(8));
+  EXPECT_TRUE(structural_equal(g, infer_types(g))) << g.str();
+}
+
+TEST(QuantizeRealize, DenseWithoutAnIntegerKernelTakesTheFloatDense) {
+  Graph g;
+  Entry x = g.add_input("x", {2, 16}, DataType::Int(8));
+  Entry dx = g.add_op("qnn_dequantize", {x, g.add_constant("sx", scalar_f32(0.5f)),
+                                         g.add_constant("zx", scalar_s8(1))});
+  std::vector<int8_t> w(8 * 16);
+  for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<int8_t>(int(k % 11) - 5);
+  Entry dw =
+      g.add_op("qnn_dequantize",
+               {g.add_constant("w", array<int8_t>({8, 16}, DataType::Int(8), w)),
+                g.add_constant("sw", scalar_f32(0.25f)), g.add_constant("zw", scalar_s8(0))});
+  Entry d = g.add_op("dense", {dx, dw}, {}, "fc");
+  g.add_output(g.add_op("qnn_quantize", {d, g.add_constant("sy", scalar_f32(1.0f)),
+                                         g.add_constant("zy", scalar_s8(0))}));
+  g = infer_types(g);
+  Graph v = quantize_realize(g, vnni());
+  EXPECT_EQ(count(v, "qnn_dense"), 1) << v.str();
+  Graph a = quantize_realize(g, avx2());
+  EXPECT_EQ(count(a, "qnn_dense"), 0) << a.str();
+  ASSERT_EQ(count(a, "dense"), 1) << a.str();
+  EXPECT_EQ(a.node(only(a, "dense").inputs[1].node).value.dtype(), DataType::Float(32));
+  EXPECT_EQ(count(a, "round_even"), 1) << a.str();
+  EXPECT_EQ(a.type_of(a.outputs()[0]), g.type_of(g.outputs()[0]));
+}
+
+TEST(QuantizeRealize, FloatSumsNeverTakeWinograd) {
+  // A 3x3 64 -> 64 convolution on 14x14 takes Winograd in float on AVX2; its integer sums
+  // computed in float must not (the transformed operands are no integers: sums would round).
+  Graph q = optimize(infer_types(conv_graph(0, false, 64, 64, 14).g), 2, avx2());
+  EXPECT_EQ(count(q, "conv2d_winograd_nchwc"), 0) << q.str();
+  EXPECT_EQ(count(q, "conv2d_nchwc"), 1) << q.str();
+  Graph f;
+  Entry x = f.add_input("x", {1, 64, 14, 14}, DataType::Float(32));
+  NDArray w = NDArray::empty({64, 64, 3, 3}, DataType::Float(32));
+  for (int64_t k = 0; k < w.numel(); ++k) w.data_as<float>()[k] = float(k % 7) - 3;
+  f.add_output(
+      f.add_op("conv2d", {x, f.add_constant("w", w)}, {{"padding", Ints{1, 1, 1, 1}}}, "conv"));
+  Graph fo = optimize(infer_types(f), 2, avx2());
+  EXPECT_EQ(count(fo, "conv2d_winograd_nchwc"), 1) << fo.str();
+}
+
 TEST(QuantizeRealize, LeavesWeightsWithAZeroPointInFloat) {
   Graph in = infer_types(conv_graph(/*w_zp=*/2).g);
-  Graph g = quantize_realize(in);
+  Graph g = quantize_realize(in, vnni());
   EXPECT_EQ(count(g, "qnn_conv2d"), 0) << g.str();
   EXPECT_EQ(count(g, "conv2d"), 1);
   EXPECT_TRUE(structural_equal(in, g));
 }
 
 TEST(QuantizeRealize, LeavesAProductReadTwiceInFloat) {
-  Graph g = quantize_realize(infer_types(conv_graph(0, /*second_reader=*/true).g));
+  Graph g = quantize_realize(infer_types(conv_graph(0, /*second_reader=*/true).g), vnni());
   EXPECT_EQ(count(g, "qnn_conv2d"), 0) << g.str();
   EXPECT_EQ(count(g, "conv2d"), 1);
 }
@@ -133,7 +214,7 @@ TEST(QuantizeRealize, AddOfTwoQuantizedTensorsBecomesAnIntegerAdd) {
   Entry s = g.add_op("add", {da, db}, {}, "sum");
   g.add_output(g.add_op("qnn_quantize", {s, g.add_constant("sy", scalar_f32(1.0f)),
                                          g.add_constant("zy", scalar_s8(3))}));
-  Graph r = quantize_realize(infer_types(g));
+  Graph r = quantize_realize(infer_types(g), vnni());
   ASSERT_EQ(count(r, "qnn_add"), 1) << r.str();
   const Node& n = only(r, "qnn_add");
   EXPECT_DOUBLE_EQ(n.attrs.get_float("ratio_a"), 0.5);
@@ -153,7 +234,7 @@ TEST(QuantizeRealize, MaxPoolBetweenEqualQuantizationsPoolsTheIntegers) {
     Entry mp = g.add_op("max_pool2d", {dx}, a, "pool");
     g.add_output(g.add_op("qnn_quantize", {mp, g.add_constant("sy", scalar_f32(sy)),
                                            g.add_constant("zy", scalar_s8(3))}));
-    Graph r = quantize_realize(infer_types(g));
+    Graph r = quantize_realize(infer_types(g), vnni());
     if (sy == 0.5f) {
       ASSERT_EQ(count(r, "max_pool2d"), 1) << r.str();
       EXPECT_EQ(count(r, "qnn_dequantize") + count(r, "qnn_quantize"), 0) << r.str();
@@ -175,7 +256,7 @@ TEST(QuantizeRealize, Int8ActivationsBetweenIntegerOpsAreCarriedAsUint8) {
   const Entry q = g.outputs()[0];
   g.set_outputs({g.add_op("qnn_dequantize", {q, g.add_constant("sq", scalar_f32(2.0f)),
                                              g.add_constant("zq", scalar_s8(5))})});
-  Graph r = quantize_realize(infer_types(g));
+  Graph r = quantize_realize(infer_types(g), vnni());
   const Node& conv = only(r, "qnn_conv2d");
   EXPECT_EQ(r.type_of(conv.inputs[0]).dtype, DataType::Int(8));  // the graph's input
   EXPECT_EQ(conv.attrs.get_int("x_zero_point"), -3);
@@ -204,7 +285,7 @@ TEST(QuantizeRealize, PerChannelActivationScalesStayInFloat) {
   g.add_output(
       g.add_op("qnn_quantize", {g.add_op("add", {da, db}), g.add_constant("sy", scalar_f32(1.0f)),
                                 g.add_constant("zy", scalar_s8(0))}));
-  Graph r = quantize_realize(infer_types(g));
+  Graph r = quantize_realize(infer_types(g), vnni());
   EXPECT_EQ(count(r, "qnn_add"), 0) << r.str();
 }
 
@@ -213,7 +294,7 @@ TEST(QuantizeRealize, WalksATenThousandNodeChainWithoutRecursion) {
   Entry e = g.add_input("x", {4}, DataType::Float(32));
   for (int i = 0; i < 10000; ++i) e = g.add_op("relu", {e});
   g.add_output(e);
-  Graph r = quantize_realize(infer_types(g));
+  Graph r = quantize_realize(infer_types(g), vnni());
   EXPECT_EQ(r.num_nodes(), g.num_nodes());
 }
 

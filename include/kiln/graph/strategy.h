@@ -158,6 +158,10 @@ void register_strategy(const std::string& op, const std::string& key, FStrategy 
 /// the target's keys (then "generic") that has one for the op; the op's pattern kind's
 /// implementation last when no choice runs the node as it is.
 std::vector<Choice> strategy_choices(const OpCall& call);
+/// True when the op's strategy offers node `call` an implementation of its own on the target,
+/// not only its pattern kind's last resort: quantize_realize asks it of an integer product it
+/// could also compute through the float product (a faster path where no integer kernel runs).
+bool has_own_implementation(const OpCall& call);
 
 /// Records the strategy's first choice (Node::impl) on every op node that has none; the
 /// tuning task of a tunable choice is recorded with it. Run by optimize() at every level.

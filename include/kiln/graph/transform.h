@@ -86,8 +86,10 @@ Graph fold_batch_norm(const Graph& g);
 /// in float. Must run before constant_folding (which would fold the dequantized weights).
 /// Requires: a typed graph. Guarantees: a typed graph with the same results (up to the
 /// rounding of float32 convolution, which the integer form does not have); unused nodes
-/// removed when anything changed.
-Graph quantize_realize(const Graph& g);
+/// removed when anything changed. A product for which `target` has no integer kernel (its
+/// strategy offers none) is computed by the float product on the integer values instead, then
+/// requantised the same way (exact while the sums stay under 2^24).
+Graph quantize_realize(const Graph& g, const Target& target);
 
 /// Layout alteration for `target`'s CPU (transform/alter_layout.cc): conv2d with constant
 /// weights → conv2d_nchwc (groups 1) or depthwise_conv2d_nchwc (depthwise, multiplier 1) on

@@ -30,6 +30,10 @@ void register_nn_ops(OpRegistry& r) {
   conv.min_inputs = conv.max_inputs = 2;
   conv.pattern = topi::kConv2DPattern;
   conv.attrs = detail::conv2d_attr_specs();
+  // exact = 1: the sums must come out as the direct convolution rounds them, not through
+  // transformed operands (Winograd): a quantized convolution's integer sums computed in float
+  // (quantize_realize) are exact only so.
+  conv.attrs.push_back({"exact", AttrKind::kInt, int64_t{0}});
   conv.compute = [](const std::vector<te::Tensor>& in, const Attrs& a, const std::string& n) {
     return one(topi::conv2d_nchw(in[0], in[1], conv_params(a), n));
   };

@@ -230,7 +230,8 @@ void register_cpu_strategies() {
       r.push_back({"depthwise_conv2d_nchwc.cpu", 10, true});
     } else if (wl->params.groups == 1) {
       r.push_back({"conv2d_nchwc.cpu", 10, true});
-      if (topi::winograd_candidate(*wl)) {
+      const bool exact = c.node().attrs.has("exact") && c.node().attrs.get_int("exact") != 0;
+      if (!exact && topi::winograd_candidate(*wl)) {
         bool prefer = false;
         try {
           prefer = topi::prefer_winograd(*wl, c.target);

@@ -127,7 +127,11 @@ void register_strategy(const std::string& op, const std::string& key, FStrategy 
                      << "' already";
 }
 
-std::vector<Choice> strategy_choices(const OpCall& call) {
+namespace {
+
+/// The choices of the op's strategy for `call` (the first of the target's keys, then
+/// "generic", that has one), highest priority first; no last resort added.
+std::vector<Choice> own_choices(const OpCall& call) {
   Tables& t = tables();
   const Node& n = call.node();
   std::vector<std::string> keys = call.target.keys();
@@ -147,6 +151,16 @@ std::vector<Choice> strategy_choices(const OpCall& call) {
   }
   std::stable_sort(r.begin(), r.end(),
                    [](const Choice& a, const Choice& b) { return a.priority > b.priority; });
+  return r;
+}
+
+}  // namespace
+
+bool has_own_implementation(const OpCall& call) { return !own_choices(call).empty(); }
+
+std::vector<Choice> strategy_choices(const OpCall& call) {
+  std::vector<Choice> r = own_choices(call);
+  const Node& n = call.node();
   // The pattern kind's implementation is the last resort when every choice needs a rewrite
   // (or there is none).
   if (std::all_of(r.begin(), r.end(), [](const Choice& c) { return c.rewrite; }))

@@ -17,16 +17,18 @@
 // global_avg_pool2d(x̂) → qnn_global_avg_pool2d, and max_pool2d(x̂) quantized with x's own
 // scale and zero point → max_pool2d of x itself (exact). Everything else (Concat, reshapes,
 // other pooling, the graph's float edges) stays as it is: dequantize → float op → quantize.
-// A convolution no integer kernel takes (grouped and not depthwise, or with channels in no
-// block of 8: GhostNet's 12, 20, 36, 60) gets its integer sums from the float convolution on
-// integer-valued data and weights, then requantised as above (as int32 under the rule-based
-// scheduler it ran at 1-47% of the FMA peak: RegNetY-400MF's int8 model 3x slower than its
-// float one).
+// A product no integer kernel of the target takes (the op's strategy offers none: every product
+// on a CPU without VNNI, a grouped convolution that is not depthwise, channels in no block of 8:
+// GhostNet's 12, 20, 36, 60) gets its integer sums from the float product on integer-valued
+// data and weights, then requantised as above. As int32 under the rule-based scheduler it ran
+// at 1-47% of the FMA peak: RegNetY-400MF's int8 model 3x slower than its float one, ResNet-50's
+// 5x slower on an AVX2 Zen 3.
 #include <cmath>
 #include <optional>
 #include <set>
 
 #include "kiln/graph/op_registry.h"
+#include "kiln/graph/strategy.h"
 #include "kiln/graph/transform.h"
 #include "kiln/support/error.h"
 #include "pass_util.h"
@@ -140,9 +142,7 @@ NDArray transpose2(const NDArray& w) {
 
 /// What replaces one quantize node.
 struct Realized {
-  /// kFloatSumConv: a convolution no integer kernel takes (float_sum_conv): the same integer
-  /// sums computed by the float convolution on integer-valued data and weights.
-  enum class Kind { kConv, kFloatSumConv, kDense, kAdd, kPool, kMaxPool } kind = Kind::kDense;
+  enum class Kind { kConv, kDense, kAdd, kPool, kMaxPool } kind = Kind::kDense;
   Entry x;           ///< the quantized data (old graph)
   Entry x2;          ///< kAdd: the second operand
   NDArray weight;    ///< int8, OIHW or [N, K]
@@ -293,16 +293,9 @@ class Realizer {
     std::optional<WeightQuant> wq = weight_quant(g_, we);
     if (!wq) return std::nullopt;
     NDArray w = *wq->q;
-    bool float_sums = false;
     if (conv) {
       if (xt.shape.size() != 4 || w.ndim() != 4 || (wq->axis != -1 && wq->axis != 0))
         return std::nullopt;
-      const int64_t groups = p.attrs.has("groups") ? p.attrs.get_int("groups") : 1;
-      // No integer kernel: a grouped convolution that is not depthwise, or channels that fill
-      // no block of 8 (the NCHWc int8 kernels block output channels, or a depthwise
-      // convolution's channels, by 16 or 8).
-      const bool depthwise = groups == xt.shape[1] && w.shape()[1] == 1;
-      float_sums = (groups != 1 && !depthwise) || w.shape()[0] % 8 != 0;
     } else {
       // A MatMul's data may have leading axes (a transformer's [B, S, K] · [K, N]): its rows.
       const bool rows = is(g_, v, "matmul") && xt.shape.size() > 2;
@@ -316,9 +309,7 @@ class Realizer {
     for (int64_t o = 0; o < O; ++o)
       sw[static_cast<size_t>(o)] = wq->scale.size() == 1 ? wq->scale[0] : wq->scale[size_t(o)];
     Realized r;
-    r.kind = float_sums ? Realized::Kind::kFloatSumConv
-             : conv     ? Realized::Kind::kConv
-                        : Realized::Kind::kDense;
+    r.kind = conv ? Realized::Kind::kConv : Realized::Kind::kDense;
     r.x = xq->x;
     r.weight = w;
     r.name = p.name;
@@ -440,14 +431,17 @@ Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
   return Entry{out.add_node(std::move(n)), 0};
 }
 
-/// A convolution's integer sums, as the float convolution computes them: qnn_dequantize(x, 1,
-/// z_x) and the int8 weights as floats are integers, and so are their products and sums while
-/// under 2^24 (exact up to 518 products per output: 56 input channels per group at 3x3; beyond,
-/// a sum near a rounding boundary of the requantisation may round to the next unit); then ONNX
-/// Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the output's
-/// zero point. `x` is the data in `out`; the result has type `yt`.
-Entry float_sum_conv(Graph& out, detail::NameGen& names, const Realized& r, Entry x,
-                     const TensorType& yt) {
+/// An integer product's sums as the float product computes them, where the target has no
+/// integer kernel for it (no VNNI, or a grouped convolution): qnn_dequantize(x, 1, z_x) and the
+/// int8 weights as floats are integers, and so are their products and sums while under 2^24
+/// (exact up to 518 products per output; beyond, only a sum whose magnitude passes 2^24 may
+/// round, and then a requantised value near a rounding boundary may move one unit). A
+/// convolution is marked exact (no Winograd: its transformed operands are not integers). Then
+/// ONNX Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the
+/// output's zero point. `x` is the data in `out` (a dense's [M, K] rows); the result, named
+/// `name`, has type `yt`.
+Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, Entry x,
+                        const TensorType& yt, const std::string& name) {
   const std::string base = r.name.empty() ? "qnn_float_sums" : r.name;
   const DataType f32 = DataType::Float(32);
   const TensorType& xt = out.type_of(x);
@@ -481,11 +475,18 @@ Entry float_sum_conv(Graph& out, detail::NameGen& names, const Realized& r, Entr
   for (int64_t k = 0; k < w.numel(); ++k) wf.data_as<float>()[k] = w.data_as<int8_t>()[k];
   TensorType at = yt;
   at.dtype = f32;
+  const bool conv = r.kind == Realized::Kind::kConv;
   Attrs ca;
-  for (const char* k : {"strides", "padding", "dilation", "groups"}) ca.set(k, r.attrs.get(k));
-  Entry acc = add("conv2d", {xc, out.add_constant(names(base + "_fweight"), wf)}, ca, at);
+  if (conv) {
+    for (const char* k : {"strides", "padding", "dilation", "groups"}) ca.set(k, r.attrs.get(k));
+    ca.set("exact", int64_t{1});
+  }
+  Entry acc =
+      add(conv ? "conv2d" : "dense", {xc, out.add_constant(names(base + "_fweight"), wf)}, ca, at);
   const int64_t O = w.shape()[0];
-  NDArray bias = NDArray::empty({O, 1, 1}, f32), scale = NDArray::empty({O, 1, 1}, f32);
+  const std::vector<int64_t> per_channel =
+      conv ? std::vector<int64_t>{O, 1, 1} : std::vector<int64_t>{O};
+  NDArray bias = NDArray::empty(per_channel, f32), scale = NDArray::empty(per_channel, f32);
   for (int64_t o = 0; o < O; ++o) {
     bias.data_as<float>()[o] = static_cast<float>(r.bias.data_as<int32_t>()[o]);
     scale.data_as<float>()[o] = r.scale.data_as<float>()[o];
@@ -510,7 +511,7 @@ Entry float_sum_conv(Graph& out, detail::NameGen& names, const Realized& r, Entr
   cast.set("dtype", yt.dtype.str());
   Node last;
   last.op = "cast";
-  last.name = r.name;
+  last.name = name;
   last.inputs = {v};
   last.attrs = cast;
   last.outputs = {yt};
@@ -618,7 +619,7 @@ Graph shift_to_uint8(const Graph& g) {
 
 }  // namespace
 
-Graph quantize_realize(const Graph& g) {
+Graph quantize_realize(const Graph& g, const Target& target) {
   Realizer realizer(g);
   Graph out;
   detail::EntryMap map(g);
@@ -645,9 +646,6 @@ Graph quantize_realize(const Graph& g) {
     } else if (r->kind == Realized::Kind::kMaxPool) {
       p.op = "max_pool2d";
       p.inputs = {map[r->x]};
-    } else if (r->kind == Realized::Kind::kFloatSumConv) {
-      map.set_node(i, float_sum_conv(out, names, *r, map[r->x], n.outputs[0]).node, 1);
-      continue;
     } else {
       const std::string base = r->name.empty() ? "qnn" + std::to_string(i) : r->name;
       p.op = r->kind == Realized::Kind::kConv ? "qnn_conv2d" : "qnn_dense";
@@ -663,8 +661,14 @@ Graph quantize_realize(const Graph& g) {
       p.inputs = {x, out.add_constant(names(base + "_qweight"), r->weight),
                   out.add_constant(names(base + "_qbias"), r->bias),
                   out.add_constant(names(base + "_qscale"), r->scale)};
+      const TensorType yt = p.outputs[0];
+      const std::string pname = p.name;
+      Entry y{out.add_node(std::move(p)), 0};
+      // No integer kernel for it on the target: the float product's sums (the integer node,
+      // unread, goes with dead_code_elimination).
+      if (!has_own_implementation(OpCall{out, y.node, target}))
+        y = float_sum_product(out, names, *r, x, yt, pname);
       if (rows) {
-        Entry y{out.add_node(std::move(p)), 0};
         Node back;
         back.op = "reshape";
         back.name = r->name;
@@ -672,8 +676,10 @@ Graph quantize_realize(const Graph& g) {
         back.inputs = {y};
         back.outputs = n.outputs;
         map.set_node(i, out.add_node(std::move(back)), 1);
-        continue;
+      } else {
+        map.set_node(i, y.node, 1);
       }
+      continue;
     }
     map.set_node(i, out.add_node(std::move(p)), 1);
   }
