@@ -5,6 +5,8 @@
 // and a 10,000-node chain (no recursion).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kiln/graph/graph.h"
 #include "kiln/graph/transform.h"
 #include "kiln/target/target.h"
@@ -178,7 +180,12 @@ TEST(QuantizeRealize, FloatSumsNeverTakeWinograd) {
   // computed in float must not (the transformed operands are no integers: sums would round).
   Graph q = optimize(infer_types(conv_graph(0, false, 64, 64, 14).g), 2, avx2());
   EXPECT_EQ(count(q, "conv2d_winograd_nchwc"), 0) << q.str();
-  EXPECT_EQ(count(q, "conv2d_nchwc"), 1) << q.str();
+  ASSERT_EQ(count(q, "conv2d_nchwc"), 1) << q.str();
+  // Nor does the multiplier fold into the weights (batch-norm folding): they stay integers.
+  const NDArray& packed = q.node(only(q, "conv2d_nchwc").inputs[1].node).value;
+  ASSERT_EQ(packed.dtype(), DataType::Float(32));
+  for (int64_t k = 0; k < packed.numel(); ++k)
+    ASSERT_EQ(packed.data_as<float>()[k], std::nearbyint(packed.data_as<float>()[k])) << k;
   Graph f;
   Entry x = f.add_input("x", {1, 64, 14, 14}, DataType::Float(32));
   NDArray w = NDArray::empty({64, 64, 3, 3}, DataType::Float(32));

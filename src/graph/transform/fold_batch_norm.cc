@@ -11,7 +11,8 @@
 //      multiply(add(conv2d(x, W), b), s)  → add(conv2d(x, W·s), b·s)   (b per-channel constant)
 //    when every intermediate node has no other reader and is not a graph result, and the
 //    multiply does not broadcast its result beyond the convolution's shape. W·s scales kernel
-//    row o (output channel o) by s[o], which is right for grouped convolutions too.
+//    row o (output channel o) by s[o], which is right for grouped convolutions too. Not into
+//    a convolution marked exact (a quantized product's integer sums: W·s is no integer).
 // Both walks build new constants directly (no compilation), so the pass is cheap; the old
 // constants are left for dead_code_elimination.
 
@@ -142,11 +143,13 @@ int per_channel_operand(const Graph& g, const Node& n) {
   return -1;
 }
 
-/// A conv2d node with constant float32 weights and a 4-D output, read only by its consumer.
+/// A conv2d node with constant float32 weights and a 4-D output, read only by its consumer, not
+/// marked exact.
 bool foldable_conv(const Graph& g, Entry e, const std::vector<int>& uses) {
   const Node& n = g.node(e.node);
   return n.is_op() && n.op == "conv2d" && uses[static_cast<size_t>(e.node)] == 1 &&
-         n.outputs[0].shape.size() == 4 && is_f32_constant(g, n.inputs[1]);
+         n.outputs[0].shape.size() == 4 && is_f32_constant(g, n.inputs[1]) &&
+         !(n.attrs.has("exact") && n.attrs.get_int("exact") != 0);
 }
 
 std::map<int, ScalePlan> plan_scale_folding(const Graph& g) {

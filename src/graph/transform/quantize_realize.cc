@@ -434,9 +434,9 @@ Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
 /// An integer product's sums as the float product computes them, where the target has no
 /// integer kernel for it (no VNNI, or a grouped convolution): qnn_dequantize(x, 1, z_x) and the
 /// int8 weights as floats are integers, and so are their products and sums while under 2^24
-/// (exact up to 518 products per output; beyond, only a sum whose magnitude passes 2^24 may
-/// round, and then a requantised value near a rounding boundary may move one unit). A
-/// convolution is marked exact (no Winograd: its transformed operands are not integers). Then
+/// (exact up to 514 products per output, 2^24 / (255 · 128); beyond, only a sum whose magnitude
+/// passes 2^24 may round, and then a requantised value near a rounding boundary may move one unit).
+/// A convolution is marked exact (no Winograd: its transformed operands are not integers). Then
 /// ONNX Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the
 /// output's zero point. `x` is the data in `out` (a dense's [M, K] rows); the result, named
 /// `name`, has type `yt`.
@@ -491,15 +491,9 @@ Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, E
     bias.data_as<float>()[o] = static_cast<float>(r.bias.data_as<int32_t>()[o]);
     scale.data_as<float>()[o] = r.scale.data_as<float>()[o];
   }
+  // fold_batch_norm leaves the scale out of an exact convolution's weights (w·scale is no
+  // integer: the rounding would differ from ONNX Runtime's).
   Entry v = add("add", {acc, out.add_constant(names(base + "_fbias"), bias)}, Attrs(), at);
-  // The exact sum through int32 and back: batch-norm folding would otherwise fold the scale
-  // into the weights (w·scale is no integer: the rounding then differs from ONNX Runtime's).
-  TensorType it = at;
-  it.dtype = DataType::Int(32);
-  Attrs to_i, to_f;
-  to_i.set("dtype", it.dtype.str());
-  to_f.set("dtype", f32.str());
-  v = add("cast", {add("cast", {v}, to_i, it)}, to_f, at);
   v = add("multiply", {v, out.add_constant(names(base + "_fscale"), scale)}, Attrs(), at);
   v = add("round_even", {v}, Attrs(), at);
   Attrs clip;
