@@ -24,6 +24,7 @@
 // at 1-47% of the FMA peak: RegNetY-400MF's int8 model 3x slower than its float one, ResNet-50's
 // 5x slower on an AVX2 Zen 3.
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -439,9 +440,13 @@ Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
 /// A convolution is marked exact (no Winograd: its transformed operands are not integers). Then
 /// ONNX Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the
 /// output's zero point. `x` is the data in `out` (a dense's [M, K] rows); the result, named
-/// `name`, has type `yt`.
+/// `name`, has type `yt`. `integers` maps each such result (its node) to its values before the
+/// cast to 8 bits (integers in the type's range, in float): a product reading one subtracts its
+/// zero point from those, so the epilogue between two float-sum products does not narrow to 8
+/// bits and widen back (the same values: the cast is exact there).
 Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, Entry x,
-                        const TensorType& yt, const std::string& name) {
+                        const TensorType& yt, const std::string& name,
+                        std::map<int, Entry>& integers) {
   const std::string base = r.name.empty() ? "qnn_float_sums" : r.name;
   const DataType f32 = DataType::Float(32);
   const TensorType& xt = out.type_of(x);
@@ -467,9 +472,13 @@ Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, E
   const int64_t zx = r.attrs.get_int("x_zero_point"), zy = r.attrs.get_int("y_zero_point");
   TensorType xf = xt;
   xf.dtype = f32;
-  Entry xc = add("qnn_dequantize",
-                 {x, scalar("_one", 1.0, f32), scalar("_x_zero_point", double(zx), xt.dtype)},
-                 Attrs(), xf);
+  auto it = integers.find(x.node);
+  Entry xc =
+      it != integers.end()
+          ? add("subtract", {it->second, scalar("_x_zero_point_f32", double(zx), f32)}, Attrs(), xf)
+          : add("qnn_dequantize",
+                {x, scalar("_one", 1.0, f32), scalar("_x_zero_point", double(zx), xt.dtype)},
+                Attrs(), xf);
   const NDArray& w = r.weight;
   NDArray wf = NDArray::empty(w.shape(), f32);
   for (int64_t k = 0; k < w.numel(); ++k) wf.data_as<float>()[k] = w.data_as<int8_t>()[k];
@@ -509,7 +518,9 @@ Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, E
   last.inputs = {v};
   last.attrs = cast;
   last.outputs = {yt};
-  return Entry{out.add_node(std::move(last)), 0};
+  const Entry y{out.add_node(std::move(last)), 0};
+  integers[y.node] = v;
+  return y;
 }
 
 bool shifts_input(const Graph& g, int i, size_t k) {
@@ -618,6 +629,7 @@ Graph quantize_realize(const Graph& g, const Target& target) {
   Graph out;
   detail::EntryMap map(g);
   detail::NameGen names(g);
+  std::map<int, Entry> integers;  // float_sum_product's results → their values in float
   bool changed = false;
   for (int i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(i);
@@ -661,7 +673,7 @@ Graph quantize_realize(const Graph& g, const Target& target) {
       // No integer kernel for it on the target: the float product's sums (the integer node,
       // unread, goes with dead_code_elimination).
       if (!has_own_implementation(OpCall{out, y.node, target}))
-        y = float_sum_product(out, names, *r, x, yt, pname);
+        y = float_sum_product(out, names, *r, x, yt, pname, integers);
       if (rows) {
         Node back;
         back.op = "reshape";
