@@ -152,37 +152,46 @@ TEST(QuantizeRealize, WithoutAnIntegerKernelTheFloatConvolutionComputesTheSums) 
 
 TEST(QuantizeRealize, AFloatSumProductReadsTheLastOnesIntegersInFloat) {
   // conv_graph's convolution, then a second one on its int8 output: without an integer kernel
-  // the second reads the first's requantized values before their cast to int8 (less its zero
-  // point, 5), not a dequantize of the int8 tensor (nothing narrows to 8 bits and widens back).
-  ConvGraph c = conv_graph();
-  Graph& g = c.g;
-  const Entry q = g.outputs()[0];
-  Entry dq = g.add_op("qnn_dequantize", {q, g.add_constant("sq", scalar_f32(2.0f)),
-                                         g.add_constant("zq", scalar_s8(5))});
-  std::vector<int8_t> w2(8 * 8);
-  for (size_t k = 0; k < w2.size(); ++k) w2[k] = static_cast<int8_t>(int(k % 5) - 2);
-  Entry dw2 =
-      g.add_op("qnn_dequantize",
-               {g.add_constant("w2", array<int8_t>({8, 8, 1, 1}, DataType::Int(8), w2)),
-                g.add_constant("sw2", scalar_f32(0.5f)), g.add_constant("zw2", scalar_s8(0))});
-  Entry conv2 = g.add_op("conv2d", {dq, dw2}, {}, "conv2");
-  g.set_outputs({g.add_op("qnn_quantize", {conv2, g.add_constant("sy2", scalar_f32(4.0f)),
-                                           g.add_constant("zy2", scalar_s8(-1))})});
-  Graph r = quantize_realize(infer_types(g), avx2());
-  EXPECT_EQ(count(r, "conv2d"), 2) << r.str();
-  EXPECT_EQ(count(r, "qnn_dequantize"), 1) << r.str();  // of the graph's int8 input only
-  EXPECT_EQ(count(r, "cast"), 1) << r.str();            // the result's
-  int reads_integers = 0;
-  for (const Node& n : r.nodes()) {
-    if (!n.is_op() || n.op != "conv2d") continue;
-    const Node& in = r.node(n.inputs[0].node);
-    if (in.op != "subtract") continue;
-    ++reads_integers;
-    EXPECT_EQ(r.node(in.inputs[1].node).value.data_as<float>()[0], 5.0f);
-    EXPECT_EQ(r.node(in.inputs[0].node).op, "add");  // the first's + its zero point
+  // the second reads the first's requantized values less their zero point (the clip's output,
+  // before + 5 and the cast to int8), not a dequantize of the int8 tensor (nothing narrows to 8
+  // bits and widens back, no zero point is added to be subtracted again); a dequantize with
+  // another zero point (4) adds the difference.
+  for (int8_t zq : {5, 4}) {
+    ConvGraph c = conv_graph();
+    Graph& g = c.g;
+    const Entry q = g.outputs()[0];
+    Entry dq = g.add_op("qnn_dequantize", {q, g.add_constant("sq", scalar_f32(2.0f)),
+                                           g.add_constant("zq", scalar_s8(zq))});
+    std::vector<int8_t> w2(8 * 8);
+    for (size_t k = 0; k < w2.size(); ++k) w2[k] = static_cast<int8_t>(int(k % 5) - 2);
+    Entry dw2 =
+        g.add_op("qnn_dequantize",
+                 {g.add_constant("w2", array<int8_t>({8, 8, 1, 1}, DataType::Int(8), w2)),
+                  g.add_constant("sw2", scalar_f32(0.5f)), g.add_constant("zw2", scalar_s8(0))});
+    Entry conv2 = g.add_op("conv2d", {dq, dw2}, {}, "conv2");
+    g.set_outputs({g.add_op("qnn_quantize", {conv2, g.add_constant("sy2", scalar_f32(4.0f)),
+                                             g.add_constant("zy2", scalar_s8(-1))})});
+    Graph r = quantize_realize(infer_types(g), avx2());
+    EXPECT_EQ(count(r, "conv2d"), 2) << r.str();
+    EXPECT_EQ(count(r, "qnn_dequantize"), 1) << r.str();  // of the graph's int8 input only
+    EXPECT_EQ(count(r, "cast"), 1) << r.str();            // the result's
+    int reads = 0;
+    for (const Node& n : r.nodes()) {
+      if (!n.is_op() || n.op != "conv2d" || r.node(n.inputs[0].node).op == "qnn_dequantize")
+        continue;
+      ++reads;
+      const Node& in = r.node(n.inputs[0].node);
+      if (zq == 5) {
+        EXPECT_EQ(in.op, "clip") << r.str();
+      } else {
+        ASSERT_EQ(in.op, "add") << r.str();
+        EXPECT_EQ(r.node(in.inputs[0].node).op, "clip") << r.str();
+        EXPECT_EQ(r.node(in.inputs[1].node).value.data_as<float>()[0], 1.0f);  // 5 - 4
+      }
+    }
+    EXPECT_EQ(reads, 1) << r.str();
+    EXPECT_TRUE(structural_equal(r, infer_types(r))) << r.str();
   }
-  EXPECT_EQ(reads_integers, 1) << r.str();
-  EXPECT_TRUE(structural_equal(r, infer_types(r))) << r.str();
 }
 
 TEST(QuantizeRealize, DenseWithoutAnIntegerKernelTakesTheFloatDense) {

@@ -432,6 +432,12 @@ Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
   return Entry{out.add_node(std::move(n)), 0};
 }
 
+/// A float-sum product's result before its cast to 8 bits: `values` (float) + `zero_point`.
+struct CentredIntegers {
+  Entry values;
+  int64_t zero_point = 0;
+};
+
 /// An integer product's sums as the float product computes them, where the target has no
 /// integer kernel for it (no VNNI, or a grouped convolution): qnn_dequantize(x, 1, z_x) and the
 /// int8 weights as floats are integers, and so are their products and sums while under 2^24
@@ -440,13 +446,14 @@ Entry reshape(Graph& out, Entry x, const std::vector<int64_t>& shape) {
 /// A convolution is marked exact (no Winograd: its transformed operands are not integers). Then
 /// ONNX Runtime's requantisation: round_half_even((acc + bias) * scale), clamped, plus the
 /// output's zero point. `x` is the data in `out` (a dense's [M, K] rows); the result, named
-/// `name`, has type `yt`. `integers` maps each such result (its node) to its values before the
-/// cast to 8 bits (integers in the type's range, in float): a product reading one subtracts its
-/// zero point from those, so the epilogue between two float-sum products does not narrow to 8
-/// bits and widen back (the same values: the cast is exact there).
+/// `name`, has type `yt`. `integers` maps each such result (its node) to its values less its
+/// zero point, before the cast to 8 bits (integers, in float): a product reading one reads
+/// those (plus the difference of the zero points, none when it reads the tensor with the
+/// producer's own), so the epilogue between two float-sum products does not narrow to 8 bits
+/// and widen back, nor add a zero point to subtract it again (the same values: exact there).
 Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, Entry x,
                         const TensorType& yt, const std::string& name,
-                        std::map<int, Entry>& integers) {
+                        std::map<int, CentredIntegers>& integers) {
   const std::string base = r.name.empty() ? "qnn_float_sums" : r.name;
   const DataType f32 = DataType::Float(32);
   const TensorType& xt = out.type_of(x);
@@ -473,12 +480,19 @@ Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, E
   TensorType xf = xt;
   xf.dtype = f32;
   auto it = integers.find(x.node);
-  Entry xc =
-      it != integers.end()
-          ? add("subtract", {it->second, scalar("_x_zero_point_f32", double(zx), f32)}, Attrs(), xf)
-          : add("qnn_dequantize",
-                {x, scalar("_one", 1.0, f32), scalar("_x_zero_point", double(zx), xt.dtype)},
-                Attrs(), xf);
+  Entry xc;
+  if (it == integers.end()) {
+    xc = add("qnn_dequantize",
+             {x, scalar("_one", 1.0, f32), scalar("_x_zero_point", double(zx), xt.dtype)}, Attrs(),
+             xf);
+  } else if (it->second.zero_point == zx) {
+    xc = it->second.values;
+  } else {
+    xc = add("add",
+             {it->second.values,
+              scalar("_zero_point_difference", double(it->second.zero_point - zx), f32)},
+             Attrs(), xf);
+  }
   const NDArray& w = r.weight;
   NDArray wf = NDArray::empty(w.shape(), f32);
   for (int64_t k = 0; k < w.numel(); ++k) wf.data_as<float>()[k] = w.data_as<int8_t>()[k];
@@ -509,6 +523,7 @@ Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, E
   clip.set("a_min", static_cast<double>(r.attrs.get_int("out_min") - zy));
   clip.set("a_max", static_cast<double>(r.attrs.get_int("out_max") - zy));
   v = add("clip", {v}, clip, at);
+  const Entry centred = v;
   v = add("add", {v, scalar("_y_zero_point", double(zy), f32)}, Attrs(), at);
   Attrs cast;
   cast.set("dtype", yt.dtype.str());
@@ -519,7 +534,7 @@ Entry float_sum_product(Graph& out, detail::NameGen& names, const Realized& r, E
   last.attrs = cast;
   last.outputs = {yt};
   const Entry y{out.add_node(std::move(last)), 0};
-  integers[y.node] = v;
+  integers[y.node] = CentredIntegers{centred, zy};
   return y;
 }
 
@@ -629,7 +644,7 @@ Graph quantize_realize(const Graph& g, const Target& target) {
   Graph out;
   detail::EntryMap map(g);
   detail::NameGen names(g);
-  std::map<int, Entry> integers;  // float_sum_product's results → their values in float
+  std::map<int, CentredIntegers> integers;  // float_sum_product's results → their values
   bool changed = false;
   for (int i = 0; i < g.num_nodes(); ++i) {
     const Node& n = g.node(i);
