@@ -113,11 +113,17 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
       std::tuple<double, bool, int64_t, int64_t> key{-1, false, 0, 0};
       int64_t reg = 1, w = 1, h = 1;
     };
+    const int64_t chunks = O / oc_bn;
     auto choose = [&](const Rules& rules) {
       Choice best;
       for (int64_t reg : oc_regs) {
         if ((reg == 3 || reg == 5) && !rules.odd_chunks) continue;
-        if (detail::oc_chunks_per_tile(reg, O / oc_bn) != reg) continue;
+        // A chunk count reg does not divide: with tails, the last tile shifted inwards
+        // recomputes chunks of the one before it (the useful share below).
+        const bool divides = detail::oc_chunks_per_tile(reg, chunks) == reg;
+        if (!divides && (!rules.tails || reg > chunks)) continue;
+        const double useful =
+            static_cast<double>(chunks) / static_cast<double>((chunks + reg - 1) / reg * reg);
         const int64_t v = vecs * reg;
         const double slice = static_cast<double>(v * lanes * IC * KH * KW * 4);
         // Registers a tile of n pixels needs beyond the target's (accumulators, the step's
@@ -138,7 +144,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
             // A row of tiles: OW / w, and one more for the tail (shifted inwards: a whole tile
             // that recomputes some of the tile before it), against the FMAs of the row.
             const double row = static_cast<double>((OW + w - 1) / w) * step(n);
-            const double eff = std::round(1000 * (v * h * OW / 2.0) / row) / 1000;
+            const double eff = std::round(1000 * useful * (v * h * OW / 2.0) / row) / 1000;
             // Ties: a tile without a tail first (2 x (1 x 4) ran 0.94-1.00 of oneDNN on 56- and
             // 28-wide 3x3 layers where 2 x (1 x 6 + tail) ran 0.92-0.94), then more
             // accumulators.
@@ -171,7 +177,10 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
     // 3.96 ms with it, 4.21 ms without (warm, kiln-bench-ops).
     const double kernel_bytes = 4.0 * O * IC * KH * KW,
                  acc_bytes = 4.0 * best_reg * oc_bn * OH * OW;
-    cfg.fallback_knob("acc_outer", kernel_bytes >= (2 << 20) && acc_bytes <= 16 * 1024 ? 1 : 0);
+    // (acc_outer tiles whole chunks: not with a shifted last tile.)
+    const bool shifted = chunks % best_reg != 0;
+    cfg.fallback_knob("acc_outer",
+                      !shifted && kernel_bytes >= (2 << 20) && acc_bytes <= 16 * 1024 ? 1 : 0);
     cfg.fallback_split("tile_ow", {-1, best_w});
     cfg.fallback_split("tile_oh", {-1, best_h});
     cfg.fallback_knob("unroll_kw", KW <= 3 ? 1 : 0);
@@ -445,9 +454,15 @@ void schedule_conv2d_nchwc(Config& cfg, te::Schedule& s, const te::Tensor& out,
 
   te::Stage so = s[out];
   auto ax = so.op_axis();
-  const int64_t reg = detail::oc_chunks_per_tile(cfg.knob("oc_reg"), cs[1]);
   const bool acc_outer = cfg.knob("acc_outer") != 0;
-  auto ob = so.split(ax[1], ci(reg));
+  // oc_reg chunks per register tile; where they do not divide the chunks, the last tile is
+  // shifted inwards (recomputing chunks of the one before: EfficientNet-B3's 136- and
+  // 232-channel outputs are 17 and 29 blocks of 8, where only one chunk divided, a tile of one
+  // vector paying a broadcast per FMA); acc_outer tiles whole chunks (the largest halving that
+  // divides).
+  const int64_t want = std::min<int64_t>(cfg.knob("oc_reg"), cs[1]);
+  const int64_t reg = acc_outer ? detail::oc_chunks_per_tile(want, cs[1]) : want;
+  auto ob = so.split(ax[1], ci(reg), /*shift_tail=*/cs[1] % reg != 0);
   auto oh = cfg.split("tile_oh").apply(so, ax[2]);
   const int64_t th = cfg.split("tile_oh").size[1], tw = cfg.split("tile_ow").size[1];
   // A last column tile that does not fit is shifted inwards (te::Stage::split): whole register
@@ -568,8 +583,9 @@ autotune::Template conv2d_nchwc_template(const Conv2DWorkload& wl, const Epilogu
   // many input streams prefetch their next column tile (the same configs). Version 7: a last
   // column tile that does not fit is shifted inwards instead of guarded (the same configs).
   // Version 8: oc_reg 5; with 16 vector registers the ic_outer loop stays rolled and acc_outer
-  // tiles do not prefetch (the same configs, other kernels on AVX2).
-  return {kOp, "8", [wl, ep, target, blocks](Config& cfg) {
+  // tiles do not prefetch (the same configs, other kernels on AVX2). Version 9: an oc_reg that
+  // does not divide the chunks shifts the last tile inwards (it was halved until it divided).
+  return {kOp, "9", [wl, ep, target, blocks](Config& cfg) {
             Conv2DNCHWcLayout l = define_conv2d_nchwc_knobs(cfg, wl, target, blocks);
             return detail::conv_template_instance(
                 cfg, l.data_shape, l.kernel_shape, "packed_kernel", wl.out_channel, l.out_shape, ep,

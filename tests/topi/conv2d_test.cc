@@ -429,6 +429,29 @@ TEST(Conv2DNCHWc, FiveChunkTilesWhereOnlyOneWouldDivideWithSixteenRegisters) {
   EXPECT_NE(c.knob("oc_reg"), 5);
 }
 
+TEST(Conv2DNCHWc, AShiftedLastChunkTileWhereNoChunkCountDivides) {
+  // 136 output channels are 17 blocks of 8, 56 are 7: no oc_reg above 1 divides them. The last
+  // register tile of chunks is shifted inwards (it recomputes chunks of the tile before it), so
+  // every oc_reg runs whole tiles; against the reference with a bias and a residual epilogue.
+  // With AVX2 the fallback takes more than one chunk there (one vector x 14 pixels paid a
+  // broadcast per FMA); AVX-512's fallback rules are unchanged.
+  const EpilogueFlags ep{true, false, true};
+  for (const Conv2DWorkload& w : {wl(1, 24, 7, 9, 136, 1, 1, 1, Padding2D{}),
+                                  wl(1, 16, 9, 9, 56, 3, 3, 1, Padding2D::all(1))}) {
+    autotune::Template t = conv2d_nchwc_template(w, ep, host_target());
+    std::vector<Config> configs;
+    for (int64_t oc_reg : {2, 3, 4, 5})
+      configs.push_back(fallback_with(
+          t, {{"oc_reg", oc_reg}, {"acc_outer", 0}, {"tile_oc", {-1, 8}}, {"tile_ow", {-1, 2}}}));
+    configs.push_back(fallback_with(t, {{"oc_reg", 4}, {"acc_outer", 1}, {"tile_oc", {-1, 8}}}));
+    check_nchwc_configs(w, ep, t, configs);
+    Config c = Config::fallback();
+    define_conv2d_nchwc_knobs(c, w, Target("llvm -mcpu=haswell"));
+    EXPECT_GT(c.knob("oc_reg"), 1) << w.str();
+    EXPECT_EQ(c.knob("acc_outer"), 0) << w.str();
+  }
+}
+
 TEST(Conv2DNCHWc, ManyInputStreamsPrefetchTheNextColumnTile) {
   // A 1x1 conv over 256 channels (16 blocks of 16, or 32 of 8) on a 16x96 map, 1.5 MB of input:
   // each register tile reads as many input streams, more than the hardware prefetchers
