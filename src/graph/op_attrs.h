@@ -22,6 +22,10 @@ std::pair<int64_t, int64_t> pair_attr(const Attrs& a, const std::string& key,
 /// strides / padding / dilation / groups (groups 1 when absent) of a convolution node.
 topi::Conv2DParams conv_params(const Attrs& a, const std::string& op = "conv2d");
 
+/// A conv2d node's `exact` (its sums must be the direct convolution's: a quantized product's
+/// integer sums computed in float; false when absent).
+inline bool exact_sums(const Attrs& a) { return a.has("exact") && a.get_int("exact") != 0; }
+
 /// The attribute schema conv_params reads: strides (default 1, 1), padding (0, 0, 0, 0),
 /// dilation (1, 1), and groups (1) unless the op implies them.
 inline std::vector<AttrSpec> conv2d_attr_specs(bool with_groups = true) {

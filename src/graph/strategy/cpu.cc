@@ -230,8 +230,7 @@ void register_cpu_strategies() {
       r.push_back({"depthwise_conv2d_nchwc.cpu", 10, true});
     } else if (wl->params.groups == 1) {
       r.push_back({"conv2d_nchwc.cpu", 10, true});
-      const bool exact = c.node().attrs.has("exact") && c.node().attrs.get_int("exact") != 0;
-      if (!exact && topi::winograd_candidate(*wl)) {
+      if (!detail::exact_sums(c.node().attrs) && topi::winograd_candidate(*wl)) {
         bool prefer = false;
         try {
           prefer = topi::prefer_winograd(*wl, c.target);

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <map>
 
+#include "../op_attrs.h"
 #include "kiln/graph/transform.h"
 #include "kiln/support/error.h"
 #include "pass_util.h"
@@ -149,7 +150,7 @@ bool foldable_conv(const Graph& g, Entry e, const std::vector<int>& uses) {
   const Node& n = g.node(e.node);
   return n.is_op() && n.op == "conv2d" && uses[static_cast<size_t>(e.node)] == 1 &&
          n.outputs[0].shape.size() == 4 && is_f32_constant(g, n.inputs[1]) &&
-         !(n.attrs.has("exact") && n.attrs.get_int("exact") != 0);
+         !detail::exact_sums(n.attrs);
 }
 
 std::map<int, ScalePlan> plan_scale_folding(const Graph& g) {
