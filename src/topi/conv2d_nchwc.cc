@@ -120,8 +120,7 @@ void define_schedule_knobs(Config& cfg, int64_t O, int64_t IC, int64_t OH, int64
         if ((reg == 3 || reg == 5) && !rules.odd_chunks) continue;
         // A chunk count reg does not divide: with tails, the last tile shifted inwards
         // recomputes chunks of the one before it (the useful share below).
-        const bool divides = detail::oc_chunks_per_tile(reg, chunks) == reg;
-        if (!divides && (!rules.tails || reg > chunks)) continue;
+        if (chunks % reg != 0 && (!rules.tails || reg > chunks)) continue;
         const double useful =
             static_cast<double>(chunks) / static_cast<double>((chunks + reg - 1) / reg * reg);
         const int64_t v = vecs * reg;
