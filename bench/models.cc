@@ -57,6 +57,7 @@
 #include "kiln/runtime/graph_executor.h"
 #include "kiln/runtime/npy.h"
 #include "kiln/runtime/thread_pool.h"
+#include "kiln/support/allocator.h"
 #include "kiln/support/error.h"
 
 extern char** environ;
@@ -259,6 +260,7 @@ int child_run(const bench::CommandLine& cl) {
 /// threads); print the time (import included), the kernel count and the first line of the
 /// tuning report as JSON.
 int child_compile(const bench::CommandLine& cl) {
+  kiln::support::keep_freed_memory();  // as `kiln compile`
   try {
     const double t0 = bench::now_ms();
     kiln::graph::Graph g = kiln::frontend::import_onnx(cl.get_string("--child-compile", ""));

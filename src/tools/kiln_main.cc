@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cli_common.h"
+#include "kiln/support/allocator.h"
 #include "kiln/support/error.h"
 
 /// `s` with line breaks replaced by spaces.
@@ -28,6 +29,8 @@ static std::string one_line(std::string s) {
 
 int main(int argc, char** argv) {
   using namespace kiln::cli;  // NOLINT
+  // Most subcommands compile a model (allocator.h).
+  kiln::support::keep_freed_memory();
   CLI::App app{"kiln: an end-to-end optimizing compiler for deep learning"};
   app.require_subcommand(1);
   std::vector<Command> commands = {add_demo_command(app),    add_compile_command(app),

@@ -229,7 +229,8 @@ TEST(OnnxValidate, LoopWithAHugeTripCountEndsByItsCondition) {
 }
 
 // The host evaluator computes the exact small ops of shape arithmetic and declines the rest
-// (float arithmetic, out-of-range indices), which are then folded through the compiler.
+// (float arithmetic, out-of-range indices, division by 0 or -1), which are then folded through
+// the compiler.
 TEST(OnnxValidate, HostEvaluatorTakesExactOpsOnly) {
   auto op = [](const std::string& name, graph::Attrs attrs = {}) {
     graph::Node n;
@@ -264,7 +265,28 @@ TEST(OnnxValidate, HostEvaluatorTakesExactOpsOnly) {
   runtime::NDArray f = runtime::NDArray::empty({}, DataType::Float(32));
   f.data_as<float>()[0] = 0.1f;
   EXPECT_FALSE(onnx_import::eval_on_host(op("add"), {&f, &f}));
-  EXPECT_FALSE(onnx_import::eval_on_host(op("divide"), {&v, &one}));
+  // Integer division is floor division, as the compiled Div does it on the same values (the
+  // window arithmetic of Swin's blocks: 172 JIT builds at import before the host took it);
+  // a zero divisor, or -1, is left to the compiler.
+  const std::vector<int64_t> num = {-7, 7, -7, 9, 0}, den = {2, -2, -2, 3, 5};
+  runtime::NDArray a = runtime::NDArray::empty({5}, DataType::Int(64));
+  runtime::NDArray b = runtime::NDArray::empty({5}, DataType::Int(64));
+  std::copy(num.begin(), num.end(), a.data_as<int64_t>());
+  std::copy(den.begin(), den.end(), b.data_as<int64_t>());
+  std::optional<runtime::NDArray> q = onnx_import::eval_on_host(op("divide"), {&a, &b});
+  ASSERT_TRUE(q);
+  OnnxModel m = model(13, {info("a", {5}, DataType::Int(64)), info("b", {5}, DataType::Int(64))},
+                      {node("Div", {"a", "b"}, {"q"})}, {"q"});
+  std::vector<runtime::NDArray> compiled = test_util::run(m, {{"a", a}, {"b", b}});
+  ASSERT_EQ(compiled.size(), 1u);
+  for (int64_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(q->data_as<int64_t>()[k], compiled[0].data_as<int64_t>()[k]) << "element " << k;
+    const int64_t floor_q = (num[k] - ((num[k] % den[k] + den[k]) % den[k])) / den[k];
+    EXPECT_EQ(q->data_as<int64_t>()[k], floor_q) << "element " << k;
+  }
+  runtime::NDArray zero = scalar_i64(0), minus_one = scalar_i64(-1);
+  EXPECT_FALSE(onnx_import::eval_on_host(op("divide"), {&v, &zero}));
+  EXPECT_FALSE(onnx_import::eval_on_host(op("divide"), {&v, &minus_one}));
 }
 
 // Shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) folds to constants at

@@ -5,9 +5,10 @@
 // identity and the reshaping ops (reshape, squeeze, unsqueeze, expand_dims, flatten; the output
 // shape comes from the op registry's type rule), cast between integer types and from integers
 // or floats to floats, integer add / subtract / multiply / negative / minimum / maximum
-// (two's-complement wrap-around), comparisons, logical_not, where, concat and take with
-// in-range indices. Anything else (float arithmetic, whose rounding is the code generator's to
-// decide; division; out-of-range indices) returns nullopt and is folded through the compiler.
+// (two's-complement wrap-around) and divide (floor division, as the generated code), comparisons,
+// logical_not, where, concat and take with in-range indices. Anything else (float arithmetic,
+// whose rounding is the code generator's to decide; division by zero or -1; out-of-range
+// indices) returns nullopt and is folded through the compiler.
 #include "converter.h"
 #include "kiln/graph/op_registry.h"
 
@@ -146,14 +147,19 @@ std::optional<runtime::NDArray> elementwise(const std::string& op,
     }
     return out;
   }
-  static const std::set<std::string> arith{"add", "subtract", "multiply", "minimum", "maximum"};
+  static const std::set<std::string> arith{"add",     "subtract", "multiply",
+                                           "minimum", "maximum",  "divide"};
   if (!arith.count(op) || real || ot.dtype != in[0]->dtype()) return std::nullopt;
   for (int64_t k = 0; k < n; ++k) {
     int64_t a = get_int(*in[0], src(0, k)), b = get_int(*in[1], src(1, k));
+    // Integer division is floor division, as the generated code's (ir operator/); a zero
+    // divisor, or -1 (the type's minimum over -1 overflows), is left to the compiler.
+    if (op == "divide" && (b == 0 || b == -1)) return std::nullopt;
     uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     int64_t r = op == "add"        ? static_cast<int64_t>(ua + ub)
                 : op == "subtract" ? static_cast<int64_t>(ua - ub)
                 : op == "multiply" ? static_cast<int64_t>(ua * ub)
+                : op == "divide"   ? a / b - ((a % b != 0 && (a < 0) != (b < 0)) ? 1 : 0)
                 : op == "minimum"  ? std::min(a, b)
                                    : std::max(a, b);
     set_int(out, k, r);
@@ -230,10 +236,10 @@ std::optional<runtime::NDArray> take(const runtime::NDArray& x, const runtime::N
 std::optional<runtime::NDArray> eval_on_host(const graph::Node& n,
                                              const std::vector<const runtime::NDArray*>& in) {
   static const std::set<std::string> ops{
-      "identity",      "reshape",     "squeeze",  "unsqueeze", "expand_dims", "flatten",
-      "cast",          "add",         "subtract", "multiply",  "minimum",     "maximum",
-      "negative",      "less",        "greater",  "equal",     "not_equal",   "less_equal",
-      "greater_equal", "logical_not", "where",    "concat",    "take"};
+      "identity", "reshape",       "squeeze",     "unsqueeze", "expand_dims", "flatten",
+      "cast",     "add",           "subtract",    "multiply",  "minimum",     "maximum",
+      "negative", "less",          "greater",     "equal",     "not_equal",   "less_equal",
+      "divide",   "greater_equal", "logical_not", "where",     "concat",      "take"};
   if (!n.is_op() || !ops.count(n.op)) return std::nullopt;
   std::vector<graph::TensorType> types;
   for (const runtime::NDArray* a : in) {
