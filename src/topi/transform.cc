@@ -105,8 +105,8 @@ te::Tensor reshape(const te::Tensor& x, const std::vector<int64_t>& newshape,
   return reshape_impl(x, in, out, "reshape", name);
 }
 
-te::Tensor transpose(const te::Tensor& x, const std::vector<int>& axes, const std::string& name) {
-  std::vector<int64_t> in = detail::const_shape(x, "transpose");
+std::vector<int> transpose_permutation(const std::vector<int64_t>& in,
+                                       const std::vector<int>& axes) {
   std::vector<int> perm;
   if (axes.empty()) {
     for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int>(d));
@@ -123,6 +123,12 @@ te::Tensor transpose(const te::Tensor& x, const std::vector<int>& axes, const st
       perm.push_back(n);
     }
   }
+  return perm;
+}
+
+te::Tensor transpose(const te::Tensor& x, const std::vector<int>& axes, const std::string& name) {
+  std::vector<int64_t> in = detail::const_shape(x, "transpose");
+  const std::vector<int> perm = transpose_permutation(in, axes);
   std::vector<int64_t> out;
   for (int p : perm) out.push_back(in[p]);
   return te::compute(
@@ -268,10 +274,10 @@ te::Tensor pad(const te::Tensor& x, const std::vector<int64_t>& pad_before,
       name, injective_tag("pad"));
 }
 
-te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
-                         const std::vector<int64_t>& end, const std::vector<int64_t>& strides,
-                         const std::vector<int>& axes, const std::string& name) {
-  std::vector<int64_t> in = detail::const_shape(x, "strided_slice");
+SliceWindow strided_slice_window(const std::vector<int64_t>& in, const std::vector<int64_t>& begin,
+                                 const std::vector<int64_t>& end,
+                                 const std::vector<int64_t>& strides,
+                                 const std::vector<int>& axes) {
   KILN_USER_CHECK(begin.size() == end.size() &&
                   (strides.empty() || strides.size() == begin.size()) &&
                   (axes.empty() || axes.size() == begin.size()) && begin.size() <= in.size())
@@ -307,6 +313,15 @@ te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
     step[ax] = s;
     out[ax] = len;
   }
+  return SliceWindow{start, step, out};
+}
+
+te::Tensor strided_slice(const te::Tensor& x, const std::vector<int64_t>& begin,
+                         const std::vector<int64_t>& end, const std::vector<int64_t>& strides,
+                         const std::vector<int>& axes, const std::string& name) {
+  std::vector<int64_t> in = detail::const_shape(x, "strided_slice");
+  const SliceWindow w = strided_slice_window(in, begin, end, strides, axes);
+  const std::vector<int64_t>&start = w.start, &step = w.step, &out = w.extent;
   return te::compute(
       detail::to_exprs(out),
       [&](const std::vector<Var>& i) {

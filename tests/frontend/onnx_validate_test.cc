@@ -289,6 +289,58 @@ TEST(OnnxValidate, HostEvaluatorTakesExactOpsOnly) {
   EXPECT_FALSE(onnx_import::eval_on_host(op("divide"), {&v, &minus_one}));
 }
 
+// Transpose and strided_slice on the host (topi's index math) agree with the compiled ops on the
+// same values: a permutation with a negative axis, and a slice with a negative stride (Swin's
+// padding arithmetic reverses an [4, 2] pads tensor: 16 JIT builds at import before).
+TEST(OnnxValidate, HostTransposeAndSliceAgreeWithTheCompiledOps) {
+  auto op = [](const std::string& name, graph::Attrs attrs) {
+    graph::Node n;
+    n.op = name;
+    n.name = name;
+    n.attrs = std::move(attrs);
+    return n;
+  };
+  runtime::NDArray x = runtime::NDArray::empty({2, 3, 4}, DataType::Int(64));
+  for (int64_t k = 0; k < 24; ++k) x.data_as<int64_t>()[k] = 7 * k - 50;
+  auto compiled = [&](OnnxNode n, std::map<std::string, runtime::NDArray> inits) {
+    OnnxModel m = model(13, {info("x", {2, 3, 4}, DataType::Int(64))}, {std::move(n)}, {"y"});
+    m.initializers = std::move(inits);
+    std::vector<runtime::NDArray> out = test_util::run(m, {{"x", x}});
+    EXPECT_EQ(out.size(), 1u);
+    return out.at(0);
+  };
+  auto expect_same = [](const runtime::NDArray& host, const runtime::NDArray& ref) {
+    ASSERT_EQ(host.shape(), ref.shape());
+    for (int64_t k = 0; k < ref.numel(); ++k)
+      EXPECT_EQ(host.data_as<int64_t>()[k], ref.data_as<int64_t>()[k]) << "element " << k;
+  };
+  std::optional<runtime::NDArray> t =
+      onnx_import::eval_on_host(op("transpose", {{"axes", Ints{2, 0, -2}}}), {&x});
+  ASSERT_TRUE(t);
+  OnnxNode tn = node("Transpose", {"x"}, {"y"});
+  tn.attrs["perm"] = Ints{2, 0, 1};
+  expect_same(*t, compiled(tn, {}));
+  std::optional<runtime::NDArray> sl =
+      onnx_import::eval_on_host(op("strided_slice", {{"begin", Ints{-1, 0}},
+                                                     {"end", Ints{-100, 4}},
+                                                     {"strides", Ints{-1, 2}},
+                                                     {"axes", Ints{1, 2}}}),
+                                {&x});
+  ASSERT_TRUE(sl);
+  EXPECT_EQ(sl->shape(), (Ints{2, 3, 2}));
+  auto ints = [](const Ints& v) {
+    runtime::NDArray a =
+        runtime::NDArray::empty({static_cast<int64_t>(v.size())}, DataType::Int(64));
+    std::copy(v.begin(), v.end(), a.data_as<int64_t>());
+    return a;
+  };
+  expect_same(*sl,
+              compiled(node("Slice", {"x", "b", "e", "a", "s"}, {"y"}), {{"b", ints({-1, 0})},
+                                                                         {"e", ints({-100, 4})},
+                                                                         {"a", ints({1, 2})},
+                                                                         {"s", ints({-1, 2})}}));
+}
+
 // Shape arithmetic (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) folds to constants at
 // import: the imported graph holds the reshape with the computed shape.
 TEST(OnnxValidate, ShapeArithmeticFoldsToAConstantShape) {

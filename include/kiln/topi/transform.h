@@ -22,6 +22,10 @@ namespace kiln::topi {
 /// pattern: injective
 te::Tensor reshape(const te::Tensor& x, const std::vector<int64_t>& newshape,
                    const std::string& name = "reshape");
+/// transpose's permutation of a tensor of shape `in`: output dimension d is input dimension
+/// perm[d] (empty axes: reversed; negative axes wrap; a repeated or missing axis throws).
+std::vector<int> transpose_permutation(const std::vector<int64_t>& in,
+                                       const std::vector<int>& axes);
 /// out[i0, …] = x[i_axes…]: output dimension d is input dimension axes[d]; empty axes reverse
 /// the dimensions. Negative axes wrap. pattern: injective
 te::Tensor transpose(const te::Tensor& x, const std::vector<int>& axes = {},
@@ -48,6 +52,17 @@ std::vector<te::Tensor> split_sizes(const te::Tensor& x, const std::vector<int64
 te::Tensor pad(const te::Tensor& x, const std::vector<int64_t>& pad_before,
                const std::vector<int64_t>& pad_after, double value = 0.0,
                const std::string& name = "pad");
+/// What strided_slice reads of a tensor of shape `in`: output index i of dimension d is input
+/// index start[d] + i * step[d], for i < extent[d] (the output shape).
+struct SliceWindow {
+  std::vector<int64_t> start, step, extent;
+};
+/// The window of strided_slice (its semantics below; the same errors). The importer's host
+/// evaluator folds slices of shape arithmetic with it.
+SliceWindow strided_slice_window(const std::vector<int64_t>& in, const std::vector<int64_t>& begin,
+                                 const std::vector<int64_t>& end,
+                                 const std::vector<int64_t>& strides = {},
+                                 const std::vector<int>& axes = {});
 /// numpy / ONNX Slice semantics on the axes `axes` (default: 0, 1, … for as many as `begin`
 /// has): negative begin/end count from the end; they are clamped to [0, n] for a positive
 /// stride and to [-1, n-1] (begin: [0, n-1]) for a negative one; strides default to 1 and

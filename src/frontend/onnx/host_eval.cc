@@ -5,12 +5,14 @@
 // identity and the reshaping ops (reshape, squeeze, unsqueeze, expand_dims, flatten; the output
 // shape comes from the op registry's type rule), cast between integer types and from integers
 // or floats to floats, integer add / subtract / multiply / negative / minimum / maximum
-// (two's-complement wrap-around) and divide (floor division, as the generated code), comparisons,
-// logical_not, where, concat and take with in-range indices. Anything else (float arithmetic,
-// whose rounding is the code generator's to decide; division by zero or -1; out-of-range
-// indices) returns nullopt and is folded through the compiler.
+// (two's-complement wrap-around) and divide (floor division, as the generated code),
+// comparisons, logical_not, where, concat, transpose, strided_slice (topi's index math) and take
+// with in-range indices. Anything else (float arithmetic, whose rounding is the code generator's
+// to decide; division by zero or -1; out-of-range indices) returns nullopt and is folded through
+// the compiler.
 #include "converter.h"
 #include "kiln/graph/op_registry.h"
+#include "kiln/topi/transform.h"
 
 namespace kiln::frontend::onnx_import {
 
@@ -209,6 +211,31 @@ std::optional<runtime::NDArray> concat(const std::vector<const runtime::NDArray*
   return out;
 }
 
+/// out[i] = x[source(i)] for a data-movement op: `source` maps an output coordinate vector to
+/// the input's flat index.
+runtime::NDArray gather(const runtime::NDArray& x, const graph::TensorType& ot,
+                        const std::function<int64_t(const Ints&)>& source) {
+  runtime::NDArray out = runtime::NDArray::empty(ot.shape, ot.dtype);
+  const size_t b = static_cast<size_t>(ot.dtype.bytes());
+  Ints c(ot.shape.size(), 0);
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    std::memcpy(static_cast<char*>(out.data()) + k * static_cast<int64_t>(b),
+                static_cast<const char*>(x.data()) + source(c) * static_cast<int64_t>(b), b);
+    for (size_t d = c.size(); d-- > 0;) {  // the next coordinate, row-major
+      if (++c[d] < ot.shape[d]) break;
+      c[d] = 0;
+    }
+  }
+  return out;
+}
+
+/// The flat index of coordinate `c` in row-major `shape`.
+int64_t flat(const Ints& shape, const Ints& c) {
+  int64_t k = 0;
+  for (size_t d = 0; d < shape.size(); ++d) k = k * shape[d] + c[d];
+  return k;
+}
+
 std::optional<runtime::NDArray> take(const runtime::NDArray& x, const runtime::NDArray& idx,
                                      int64_t axis, const graph::TensorType& ot) {
   if (is_real(idx.dtype())) return std::nullopt;
@@ -236,10 +263,11 @@ std::optional<runtime::NDArray> take(const runtime::NDArray& x, const runtime::N
 std::optional<runtime::NDArray> eval_on_host(const graph::Node& n,
                                              const std::vector<const runtime::NDArray*>& in) {
   static const std::set<std::string> ops{
-      "identity", "reshape",       "squeeze",     "unsqueeze", "expand_dims", "flatten",
-      "cast",     "add",           "subtract",    "multiply",  "minimum",     "maximum",
-      "negative", "less",          "greater",     "equal",     "not_equal",   "less_equal",
-      "divide",   "greater_equal", "logical_not", "where",     "concat",      "take"};
+      "identity", "reshape",   "squeeze",       "unsqueeze",     "expand_dims", "flatten",
+      "cast",     "add",       "subtract",      "multiply",      "minimum",     "maximum",
+      "negative", "less",      "greater",       "equal",         "not_equal",   "less_equal",
+      "divide",   "transpose", "strided_slice", "greater_equal", "logical_not", "where",
+      "concat",   "take"};
   if (!n.is_op() || !ops.count(n.op)) return std::nullopt;
   std::vector<graph::TensorType> types;
   for (const runtime::NDArray* a : in) {
@@ -271,6 +299,35 @@ std::optional<runtime::NDArray> eval_on_host(const graph::Node& n,
     return out;
   }
   if (n.op == "cast") return in.size() == 1 ? cast(*in[0], ot) : std::nullopt;
+  if ((n.op == "transpose" || n.op == "strided_slice") &&
+      (in.size() != 1 || ot.dtype != in[0]->dtype()))
+    return std::nullopt;
+  // The index math is topi's own (transpose_permutation, strided_slice_window), which the type
+  // rule has already checked.
+  if (n.op == "transpose") {
+    const Ints& is = in[0]->shape();
+    const std::vector<int64_t> axes = attrs.get_ints("axes");
+    const std::vector<int> perm =
+        topi::transpose_permutation(is, std::vector<int>(axes.begin(), axes.end()));
+    Ints src(is.size());
+    return gather(*in[0], ot, [&](const Ints& c) {
+      for (size_t d = 0; d < perm.size(); ++d) src[static_cast<size_t>(perm[d])] = c[d];
+      return flat(is, src);
+    });
+  }
+  if (n.op == "strided_slice") {
+    const Ints& is = in[0]->shape();
+    const std::vector<int64_t> axes = attrs.get_ints("axes");
+    const topi::SliceWindow w = topi::strided_slice_window(
+        is, attrs.get_ints("begin"), attrs.get_ints("end"), attrs.get_ints("strides"),
+        std::vector<int>(axes.begin(), axes.end()));
+    if (w.extent != ot.shape) return std::nullopt;
+    Ints src(is.size());
+    return gather(*in[0], ot, [&](const Ints& c) {
+      for (size_t d = 0; d < is.size(); ++d) src[d] = w.start[d] + c[d] * w.step[d];
+      return flat(is, src);
+    });
+  }
   if (n.op == "concat") return concat(in, attrs.get_int("axis"), ot);
   if (n.op == "take")
     return in.size() == 2 ? take(*in[0], *in[1], attrs.get_int("axis"), ot) : std::nullopt;
