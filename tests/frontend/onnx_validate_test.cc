@@ -260,7 +260,13 @@ TEST(OnnxValidate, HostEvaluatorTakesExactOpsOnly) {
   ASSERT_TRUE(taken);
   EXPECT_EQ(taken->data_as<int64_t>()[0], 30);
   EXPECT_EQ(taken->data_as<int64_t>()[1], 10);
+  idx.data_as<int64_t>()[0] = -2;  // from the end, as the compiled take wraps it
+  taken = onnx_import::eval_on_host(op("take", {{"axis", int64_t{0}}}), {&v, &idx});
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->data_as<int64_t>()[0], 20);
   idx.data_as<int64_t>()[0] = 3;  // out of range: left to the compiler
+  EXPECT_FALSE(onnx_import::eval_on_host(op("take", {{"axis", int64_t{0}}}), {&v, &idx}));
+  idx.data_as<int64_t>()[0] = -4;
   EXPECT_FALSE(onnx_import::eval_on_host(op("take", {{"axis", int64_t{0}}}), {&v, &idx}));
   runtime::NDArray f = runtime::NDArray::empty({}, DataType::Float(32));
   f.data_as<float>()[0] = 0.1f;

@@ -7,7 +7,7 @@
 // or floats to floats, integer add / subtract / multiply / negative / minimum / maximum
 // (two's-complement wrap-around) and divide (floor division, as the generated code),
 // comparisons, logical_not, where, concat, transpose, strided_slice (topi's index math) and take
-// with in-range indices. Anything else (float arithmetic, whose rounding is the code generator's
+// with indices in [-n, n). Anything else (float arithmetic, whose rounding is the code generator's
 // to decide; division by zero or -1; out-of-range indices) returns nullopt and is folded through
 // the compiler.
 #include "converter.h"
@@ -247,8 +247,13 @@ std::optional<runtime::NDArray> take(const runtime::NDArray& x, const runtime::N
   int64_t outer = 1, inner = 1, n = x.shape()[axis];
   for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
   for (int64_t d = axis + 1; d < r; ++d) inner *= x.shape()[d];
+  // Negative indices count from the end, as the compiled take wraps them (i + n).
+  auto index = [&](int64_t k) {
+    const int64_t i = get_int(idx, k);
+    return i < 0 ? i + n : i;
+  };
   for (int64_t k = 0; k < idx.numel(); ++k)
-    if (get_int(idx, k) < 0 || get_int(idx, k) >= n) return std::nullopt;
+    if (index(k) < 0 || index(k) >= n) return std::nullopt;
   runtime::NDArray out = runtime::NDArray::empty(ot.shape, ot.dtype);
   if (out.numel() != outer * idx.numel() * inner || ot.dtype != x.dtype()) return std::nullopt;
   size_t b = static_cast<size_t>(x.dtype().bytes()), row = static_cast<size_t>(inner) * b;
@@ -256,7 +261,7 @@ std::optional<runtime::NDArray> take(const runtime::NDArray& x, const runtime::N
   const char* base = static_cast<const char*>(x.data());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < idx.numel(); ++k, dst += row)
-      std::memcpy(dst, base + (o * n + get_int(idx, k)) * static_cast<int64_t>(row), row);
+      std::memcpy(dst, base + (o * n + index(k)) * static_cast<int64_t>(row), row);
   return out;
 }
 
